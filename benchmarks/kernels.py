@@ -1,0 +1,208 @@
+"""graphtune's conv2d kernels against ONNX Runtime on the distinct convs of ResNet-50.
+
+For every distinct conv2d workload of ResNet-50 (batch 1, 224x224, taken from
+the zoo model's ONNX Conv nodes after shape inference), measure up to
+``--budget`` graphtune candidates, re-time the best one, and time the same
+convolution as a one-node ONNX model in ONNX Runtime with the same number of
+threads. Prints a table and writes JSON (``--json PATH``)::
+
+    python benchmarks/kernels.py [--quick] [--budget N] [--json PATH]
+
+``ratio`` is ``ort_ms / gt_ms`` (> 1: graphtune is faster). graphtune's time
+is its blocked-layout kernel alone; ONNX Runtime's includes whatever layout
+reorders it inserts around its one-node graph.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+import graphtune  # noqa: F401  (sets TVM_NUM_THREADS)
+import graphtune.x86 as x86
+from graphtune import models
+from graphtune.measure import LocalRunner, Task, measure
+
+
+def conv_workloads(model: onnx.ModelProto) -> list[tuple[dict, list[str]]]:
+    """Distinct conv2d workloads of ``model`` with the names of the nodes that have each."""
+    model = shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in list(model.graph.input) + list(model.graph.value_info)}
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    found: dict[str, tuple[dict, list[str]]] = {}
+    for node in model.graph.node:
+        if node.op_type != "Conv":
+            continue
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        workload = x86.conv2d_workload(
+            shapes[node.input[0]], weights[node.input[1]], attrs.get("strides", [1, 1]),
+            attrs.get("pads", [0, 0, 0, 0]), attrs.get("dilations", [1, 1]),
+            attrs.get("group", 1))
+        if x86.op_of(workload) != "conv2d":
+            continue
+        key = json.dumps(workload, sort_keys=True)
+        found.setdefault(key, (workload, []))[1].append(node.name)
+    return list(found.values())
+
+
+def one_conv_model(workload: dict) -> onnx.ModelProto:
+    """A one-node ONNX model (input ``x``, output ``y``) computing ``workload``'s conv."""
+    rng = np.random.default_rng(0)
+    weight = rng.uniform(-1, 1, workload["kernel"]).astype(np.float32)
+    out = x86.output_shape(workload)
+    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=workload["strides"],
+                            pads=workload["padding"], dilations=workload["dilation"],
+                            group=workload["groups"])
+    graph = helper.make_graph(
+        [node], "conv",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, workload["data"])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, out)],
+        [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8  # ONNX Runtime 1.31 rejects IR 14
+    return model
+
+
+def time_ort(workload: dict, threads: int, repeat: int, min_repeat_ms: float) -> list[float]:
+    """Per-repeat mean ms of the one-conv model in ONNX Runtime (warm-up, then repeats)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(one_conv_model(workload).SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).uniform(-1, 1, workload["data"]).astype(np.float32)
+    binding = session.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_output("y")
+    for _ in range(3):
+        session.run_with_iobinding(binding)
+    start = time.perf_counter()
+    session.run_with_iobinding(binding)
+    number = max(1, math.ceil(min_repeat_ms / 1000 / (time.perf_counter() - start)))
+    results = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            session.run_with_iobinding(binding)
+        results.append((time.perf_counter() - start) / number * 1000)
+    return results
+
+
+def sgemm_gflops(n: int = 2048, repeat: int = 5) -> float:
+    """GFLOP/s of NumPy's BLAS on an n x n float32 matrix product (a peak estimate)."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.uniform(-1, 1, (n, n)).astype(np.float32) for _ in range(2))
+    a @ b
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * n ** 3 / min(times) / 1e9
+
+
+def short(workload: dict) -> str:
+    """``C->O kHxkW /s HxW`` label of a conv workload."""
+    _, c, h, w = workload["data"]
+    o, _, kh, kw = workload["kernel"]
+    return f"{c}->{o} {kh}x{kw}/{workload['strides'][0]} {h}x{w}"
+
+
+def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> dict:
+    """Measure every distinct conv of ResNet-50 with graphtune and ONNX Runtime."""
+    threads = x86.num_threads()
+    workloads = conv_workloads(models.get("resnet50"))
+    rows = []
+    with LocalRunner() as runner:
+        for workload, nodes in workloads:
+            tasks = [Task("conv2d", workload, k)
+                     for k in x86.candidates(workload, max_candidates=budget)]
+            start = time.perf_counter()
+            swept = measure(tasks, records=records, runner=runner, progress=False)
+            seconds = time.perf_counter() - start
+            good = [r for r in swept if r.ok]
+            if not good:
+                print(f"{short(workload)}: every candidate failed: {swept[0].error}",
+                      file=sys.stderr)
+                continue
+            best = min(good, key=lambda r: r.median_ms)
+            [final] = measure([best.task], runner=runner, repeat=repeat,
+                              min_repeat_ms=min_repeat_ms, progress=False)
+            gt_ms = final.median_ms if final.ok else best.median_ms
+            ort_ms = statistics.median(time_ort(workload, threads, repeat, min_repeat_ms))
+            flop = x86.flops(workload)
+            rows.append({
+                "workload": workload, "nodes": nodes, "label": short(workload),
+                "gt_ms": gt_ms, "ort_ms": ort_ms, "ratio": ort_ms / gt_ms,
+                "gflops": flop / gt_ms / 1e6, "ort_gflops": flop / ort_ms / 1e6,
+                "best_knobs": best.knobs, "candidates_measured": len(tasks),
+                "candidates_failed": len(tasks) - len(good),
+                "seconds_per_candidate": seconds / len(tasks),
+            })
+            print(f"  {short(workload):24s} gt {gt_ms:8.3f} ms  ort {ort_ms:8.3f} ms  "
+                  f"ratio {ort_ms / gt_ms:5.2f}", file=sys.stderr, flush=True)
+    ratios = [r["ratio"] for r in rows]
+    sgemm = sgemm_gflops()
+    observed = max([r["gflops"] for r in rows] + [r["ort_gflops"] for r in rows])
+    measured = sum(r["candidates_measured"] for r in rows)
+    return {
+        "threads": threads, "target": x86.target_key(x86.host_target()),
+        "budget": budget, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
+        "workloads": rows,
+        "geomean_ratio": math.exp(statistics.fmean(math.log(r) for r in ratios)),
+        "min_ratio": min(ratios),
+        "sgemm_gflops": sgemm,
+        "peak_gflops_estimate": max(sgemm, observed),
+        "seconds_per_candidate": sum(r["seconds_per_candidate"] * r["candidates_measured"]
+                                     for r in rows) / measured,
+        "candidates_measured": measured,
+    }
+
+
+def print_table(result: dict) -> None:
+    """The per-workload table and the summary lines."""
+    print(f"{'workload':24s} {'nodes':>5s} {'gt ms':>8s} {'ort ms':>8s} {'ratio':>6s} "
+          f"{'GFLOP/s':>8s} {'cands':>5s} {'s/cand':>6s}  best knobs")
+    for r in result["workloads"]:
+        print(f"{r['label']:24s} {len(r['nodes']):5d} {r['gt_ms']:8.3f} {r['ort_ms']:8.3f} "
+              f"{r['ratio']:6.2f} {r['gflops']:8.1f} {r['candidates_measured']:5d} "
+              f"{r['seconds_per_candidate']:6.2f}  {json.dumps(r['best_knobs'])}")
+    print(f"geomean ratio (ort/gt) {result['geomean_ratio']:.3f}, min {result['min_ratio']:.3f}; "
+          f"{result['seconds_per_candidate']:.2f} s per candidate over "
+          f"{result['candidates_measured']}; threads {result['threads']}; peak estimate "
+          f"{result['peak_gflops_estimate']:.0f} GFLOP/s (sgemm {result['sgemm_gflops']:.0f})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="3 candidates per workload, fewer repeats (< 3 min)")
+    parser.add_argument("--budget", type=int, help="candidates per workload (default 24)")
+    parser.add_argument("--records", help="records file to reuse and extend (default: none)")
+    parser.add_argument("--json", help="write the results to this JSON file")
+    args = parser.parse_args(argv)
+    budget = args.budget or (3 if args.quick else 24)
+    repeat = 5 if args.quick else 15
+    start = time.perf_counter()
+    result = run(budget, repeat, 100.0, args.records)
+    result["wall_s"] = time.perf_counter() - start
+    print_table(result)
+    print(f"wall time {result['wall_s']:.0f} s")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(result, fh, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""``graphtune`` command line: tune, solve, compile, bench and show, on top of the Python API.
+
+Errors graphtune raises on bad input are printed as one line saying what to
+do, with exit status 2; anything else is a bug and keeps its traceback.
+
+Examples
+--------
+.. code-block:: sh
+
+    graphtune tune resnet18 -o resnet18.graphtune.json
+    graphtune show resnet18.graphtune.json
+    graphtune bench resnet18 --config resnet18.graphtune.json --vs ort,openvino
+    graphtune compile resnet18 resnet18.graphtune.json -o resnet18.so
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+from .errors import GraphtuneError
+
+__all__ = ["main", "build_parser"]
+
+
+def _tune(args: argparse.Namespace) -> None:
+    from .pipeline import tune
+
+    result = tune(args.model, records=args.records, max_candidates=args.max_candidates,
+                  solver=args.solver, time_limit=args.time_limit, image_size=args.image_size,
+                  progress=not args.quiet)
+    out = args.output or f"{os.path.splitext(os.path.basename(args.model))[0]}.graphtune.json"
+    result.config.save(out)
+    if args.graph:
+        with open(args.graph, "w") as handle:
+            handle.write(result.graph.to_json())
+    print(result.summary())
+    print(f"config written to {out}" + (f", layout graph to {args.graph}" if args.graph else ""))
+
+
+def _solve(args: argparse.Namespace) -> None:
+    from .graph import LayoutGraph
+    from .solve import solve
+
+    try:
+        with open(args.graph) as handle:
+            graph = LayoutGraph.from_json(handle.read())
+    except OSError as err:
+        raise GraphtuneError(f"{args.graph}: cannot read the layout graph ({err.strerror})") from None
+    sol = solve(graph, method=args.method, time_limit=args.time_limit)
+    status = "proven optimal" if sol.optimal else f"gap {sol.relative_gap:.2%}"
+    print(f"{len(graph)} nodes: energy {sol.energy:.4f} ms, lower bound {sol.lower_bound:.4f} ms, "
+          f"{status} ({sol.method}, {sol.seconds:.3f} s)")
+    if args.verbose:
+        for name, index in sol.assignment.items():
+            cand = graph.candidates(name)[index]
+            print(f"  {name:40s} {cand.in_layout:>9s} -> {cand.out_layout:<9s} {cand.cost:.4f} ms")
+
+
+def _compile(args: argparse.Namespace) -> None:
+    from .compile import compile
+    from .config import Config
+    from .models.resolve import resolve
+
+    model, _ = resolve(args.model, image_size=args.image_size)
+    compiled = compile(model, Config.load(args.config))
+    compiled.export_library(args.output)
+    print(f"compiled in {compiled.compile_seconds:.1f} s, library written to {args.output}")
+
+
+def _bench(args: argparse.Namespace) -> None:
+    from .report import bench_model, markdown_table
+
+    peers = [p for p in args.vs.split(",") if p] if args.vs else []
+    row = bench_model(args.model, config=args.config, peers=peers, image_size=args.image_size,
+                      repeat=args.repeat)
+    print(markdown_table([row]))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(row, handle, indent=2)
+
+
+def _show(args: argparse.Namespace) -> None:
+    from .config import Config
+    from .report import config_table
+
+    print(config_table(Config.load(args.config)))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``graphtune`` command.
+
+    Examples
+    --------
+    >>> build_parser().parse_args(["show", "a.json"]).config
+    'a.json'
+    """
+    parser = argparse.ArgumentParser(prog="graphtune", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def model_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", help="zoo name (see graphtune.models.names()) or .onnx path")
+        p.add_argument("--image-size", type=int, default=None,
+                       help="input size for zoo models (default: the published size)")
+
+    p = sub.add_parser("tune", help="measure and solve; write the config")
+    model_args(p)
+    p.add_argument("-o", "--output", help="config file (default MODEL.graphtune.json)")
+    p.add_argument("--records", default="auto",
+                   help="records file, created if missing (default MODEL.records.jsonl)")
+    p.add_argument("--max-candidates", type=int, default=None, help="kernel candidates per node")
+    p.add_argument("--solver", default="auto", help="auto, dp, pbqp, cpsat or brute")
+    p.add_argument("--time-limit", type=float, default=None, help="solver time limit (s)")
+    p.add_argument("--graph", help="also write the measured layout graph (JSON)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(run=_tune)
+
+    p = sub.add_parser("solve", help="solve a saved layout graph (graphtune tune --graph)")
+    p.add_argument("graph", help="layout graph JSON")
+    p.add_argument("--method", default="auto", help="auto, dp, pbqp, cpsat or brute")
+    p.add_argument("--time-limit", type=float, default=None)
+    p.add_argument("-v", "--verbose", action="store_true", help="print the chosen candidates")
+    p.set_defaults(run=_solve)
+
+    p = sub.add_parser("compile", help="compile a model with a config to a shared library")
+    model_args(p)
+    p.add_argument("config", help="config file from graphtune tune")
+    p.add_argument("-o", "--output", required=True, help="library to write (.so)")
+    p.set_defaults(run=_compile)
+
+    p = sub.add_parser("bench", help="latency of graphtune builds and peers, side by side")
+    model_args(p)
+    p.add_argument("--config", help="config to compile with (default: also gt-uniform only)")
+    p.add_argument("--vs", default="ort", help="comma-separated peers: ort, openvino, openvino-bf16")
+    p.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
+    p.add_argument("--json", help="write the result row as JSON")
+    p.set_defaults(run=_bench)
+
+    p = sub.add_parser("show", help="print a config: per-node layouts, knobs, costs, totals")
+    p.add_argument("config", help="config file")
+    p.set_defaults(run=_show)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; return the exit status.
+
+    Examples
+    --------
+    >>> main(["tune", "resnet-18"])  # doctest: +SKIP
+    graphtune: error: unknown model 'resnet-18': not a file, and not a zoo model; valid names: ...
+    2
+    """
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except GraphtuneError as err:
+        print(f"graphtune: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("graphtune: interrupted; finished measurements are in the records file",
+              file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,16 @@
+"""Compile a model with a Config: NCHW{x}c rewrite, x86 kernels, ``tvm.compile``.
+
+Modules: :mod:`.rewrite` (per-node layout rewrite of the Relax module),
+:mod:`.legalize` (lowering with graphtune's x86 computes and schedules),
+:mod:`.model` (:class:`CompiledModel`), :mod:`.compiler` (:func:`compile`).
+
+Examples
+--------
+>>> from graphtune.compile import compile, CompiledModel
+>>> compiled = compile(model, config)   # doctest: +SKIP
+"""
+
+from .compiler import compile
+from .model import CompiledModel
+
+__all__ = ["compile", "CompiledModel"]

@@ -1,0 +1,140 @@
+"""``compile(model, config)``: apply a Config to a model and build it with TVM.
+
+Steps: import the model into Relax, list its layout nodes
+with :func:`graphtune.frontend.layout_ops`, check the config against them
+(a mismatch raises before anything reaches TVM), plan every node (configured
+knobs, or the default candidate with one warning listing the unmentioned
+nodes), rewrite the module to the planned layouts, legalize/fuse/schedule it
+with graphtune's x86 kernels and ``tvm.compile`` it.
+
+Examples
+--------
+>>> import graphtune
+>>> from graphtune import models
+>>> model = models.get("resnet18", image_size=32)
+>>> compiled = graphtune.compile(model, graphtune.Config.uniform(model))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from typing import Any
+
+import tvm
+from tvm import relax
+
+from ..config import Config
+from ..errors import ConfigError
+from .legalize import legalize
+from .model import CompiledModel
+from .rewrite import NodePlan, rewrite
+
+__all__ = ["compile", "plan_nodes", "DEFAULT_BLOCK"]
+
+DEFAULT_BLOCK = 16
+"""Channel block of the default candidate given to nodes a config does not mention."""
+
+
+def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
+    """Plan of every layout node: the config's choice, or the default candidate.
+
+    Nodes the x86 kernels do not support (group convs) are not planned and keep
+    plain ``NCHW``. Unmentioned supported nodes get
+    :func:`graphtune.x86.default_knobs` with block :data:`DEFAULT_BLOCK` and one
+    ``UserWarning`` naming all of them.
+
+    Returns
+    -------
+    dict of relax.Var to NodePlan
+
+    Examples
+    --------
+    >>> plans = plan_nodes(layout_ops(mod), config, target)   # doctest: +SKIP
+    """
+    from .. import x86
+
+    plans, missing = {}, []
+    for op in ops:
+        if op.op not in ("conv2d", "depthwise_conv2d", "dense"):
+            continue
+        node = config.nodes.get(op.name)
+        if node is None:
+            missing.append(op.name)
+            knobs = x86.default_knobs(op.workload, block=DEFAULT_BLOCK, target=target)
+            in_layout, out_layout = x86.layouts_of(op.workload, knobs)
+        else:
+            knobs, in_layout, out_layout = node.knobs, node.in_layout, node.out_layout
+        plans[op.var] = NodePlan(op.name, op.op, op.workload, knobs, in_layout, out_layout)
+    if missing:
+        shown = ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else "")
+        warnings.warn(f"config does not mention {len(missing)} layout node(s), which get the "
+                      f"default candidate (block {DEFAULT_BLOCK}): {shown}", UserWarning,
+                      stacklevel=3)
+    return plans
+
+
+def _output_names(model: Any, mod: tvm.IRModule) -> list[str]:
+    """Graph output names of an ONNX model, else ``output0``, ``output1``..."""
+    graph = getattr(model, "graph", None)
+    if graph is None and isinstance(model, str) and model.endswith(".onnx"):
+        import onnx
+
+        graph = onnx.load(model, load_external_data=False).graph
+    if graph is not None:
+        return [value.name for value in graph.output]
+    ret = mod["main"].ret_ty
+    count = len(ret.fields) if isinstance(ret, relax.TupleType) else 1
+    return [f"output{i}" for i in range(count)]
+
+
+def compile(model: Any, config: Config | str, target: Any = None) -> CompiledModel:  # noqa: A001
+    """Compile ``model`` with the layouts and knobs of ``config`` for the x86 CPU ``target``.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto, path to an ``.onnx`` file, or tvm.IRModule
+        The model (see :func:`graphtune.frontend.import_model`).
+    config : Config or path
+        The per-node choices; a path is read with :meth:`Config.load`.
+    target : tvm.target.Target or dict, optional
+        Default: this host (:func:`graphtune.x86.host_target`).
+
+    Returns
+    -------
+    CompiledModel
+
+    Raises
+    ------
+    ConfigMismatchError
+        The config was made for another model, or a node's workload differs.
+    ConfigError, LayoutError, KnobError
+        Malformed config, unknown layout, or knobs invalid for a node.
+
+    Examples
+    --------
+    >>> compiled = compile(model, Config.uniform(model))   # doctest: +SKIP
+    >>> compiled(x).shape                                  # doctest: +SKIP
+    (1, 1000)
+    """
+    from .. import frontend, x86
+
+    start = time.perf_counter()
+    if not isinstance(config, Config):
+        if isinstance(config, (dict, list)) or config is None:
+            raise ConfigError(f"config: expected a graphtune.Config or a path to a config file, "
+                              f"got {type(config).__name__}")
+        config = Config.load(config)
+    tgt = x86.host_target(target)
+    mod = frontend.import_model(model)
+    ops = frontend.layout_ops(mod)
+    config.check(ops)
+    plans = plan_nodes(ops, config, tgt)
+    new_mod, anchors = rewrite(mod, plans)
+    lowered = legalize(new_mod, anchors, tgt)
+    executable = tvm.compile(lowered, target=tgt)
+    main = mod["main"]
+    inputs = [(param.name, [int(d) for d in param.ty.shape.values], str(param.ty.dtype))
+              for param in main.params]
+    return CompiledModel(executable, inputs, _output_names(model, mod), tgt,
+                         compile_seconds=time.perf_counter() - start)

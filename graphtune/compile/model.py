@@ -1,0 +1,164 @@
+"""A compiled model: run it on numpy arrays, time it, export it.
+
+Examples
+--------
+>>> compiled = graphtune.compile(model, config)          # doctest: +SKIP
+>>> logits = compiled(np.zeros((1, 3, 224, 224), "float32"))  # doctest: +SKIP
+>>> float(np.median(compiled.time(repeat=30)))           # doctest: +SKIP
+21.7
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Sequence
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..errors import ModelError
+
+__all__ = ["CompiledModel"]
+
+
+class CompiledModel:
+    """A model compiled by :func:`graphtune.compile` for the local CPU.
+
+    Parameters
+    ----------
+    executable : tvm.relax.VMExecutable
+        The result of ``tvm.compile``.
+    inputs : sequence of (str, list of int, str)
+        Name, shape and dtype of each input, in call order.
+    output_names : sequence of str
+        Names of the outputs, in the order they are returned.
+    target : tvm.target.Target
+        The target it was compiled for.
+    compile_seconds : float, optional
+        Wall time ``graphtune.compile`` took.
+
+    Examples
+    --------
+    >>> compiled.input_names, compiled.output_names     # doctest: +SKIP
+    (['input'], ['output'])
+    """
+
+    def __init__(self, executable, inputs: Sequence[tuple[str, list[int], str]],
+                 output_names: Sequence[str], target: tvm.target.Target,
+                 compile_seconds: float | None = None):
+        self.executable = executable
+        self.inputs = [(name, list(shape), dtype) for name, shape, dtype in inputs]
+        self.output_names = list(output_names)
+        self.target = target
+        self.compile_seconds = compile_seconds
+        self._vm = None
+
+    def __repr__(self) -> str:
+        return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names})"
+
+    @property
+    def input_names(self) -> list[str]:
+        """Names of the inputs, in call order."""
+        return [name for name, _, _ in self.inputs]
+
+    @property
+    def vm(self) -> relax.VirtualMachine:
+        """The Relax virtual machine running the model on ``tvm.cpu(0)`` (created once)."""
+        if self._vm is None:
+            self._vm = relax.VirtualMachine(self.executable, tvm.cpu(0))
+        return self._vm
+
+    def _tensors(self, arrays: Sequence[np.ndarray]) -> list:
+        """Check arrays against the inputs and move them to the device."""
+        if len(arrays) != len(self.inputs):
+            raise ModelError(f"the model takes {len(self.inputs)} input(s) {self.input_names}, "
+                             f"got {len(arrays)} array(s)")
+        tensors = []
+        for array, (name, shape, dtype) in zip(arrays, self.inputs):
+            array = np.asarray(array)
+            if list(array.shape) != shape:
+                raise ModelError(f"input {name!r}: expected shape {shape}, got {list(array.shape)}")
+            tensors.append(tvm.runtime.tensor(np.ascontiguousarray(array, dtype=dtype),
+                                              tvm.cpu(0)))
+        return tensors
+
+    def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
+        """Run the model; one numpy array per input, in :attr:`input_names` order.
+
+        Returns
+        -------
+        numpy.ndarray or list of numpy.ndarray
+            The single output, or every output in :attr:`output_names` order.
+
+        Raises
+        ------
+        ModelError
+            Wrong number of inputs or an input of the wrong shape.
+
+        Examples
+        --------
+        >>> compiled(np.zeros((1, 3, 32, 32), "float32")).shape   # doctest: +SKIP
+        (1, 1000)
+        """
+        result = self.vm["main"](*self._tensors(arrays))
+        if isinstance(result, tvm.runtime.Tensor):
+            return result.numpy()
+        outputs = [item.numpy() for item in result]
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Standard-normal arrays matching the inputs.
+
+        Examples
+        --------
+        >>> [a.shape for a in compiled.random_inputs()]   # doctest: +SKIP
+        [(1, 3, 224, 224)]
+        """
+        rng = np.random.default_rng(seed)
+        return [rng.standard_normal(shape).astype(dtype) for _, shape, dtype in self.inputs]
+
+    def time(self, repeat: int = 30, number: int = 1, min_repeat_ms: int = 0,
+             warmup: int = 1, seed: int = 0) -> np.ndarray:
+        """Latency of one run in ms, ``repeat`` times, on random inputs.
+
+        Parameters
+        ----------
+        repeat : int, default 30
+            Number of measurements returned.
+        number : int, default 1
+            Runs averaged inside each measurement.
+        min_repeat_ms : int, default 0
+            Lower bound on each measurement's duration (raises ``number`` if needed).
+        warmup : int, default 1
+            Untimed runs first.
+        seed : int, default 0
+            Seed of the random inputs.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``repeat`` per-run latencies in milliseconds.
+
+        Examples
+        --------
+        >>> float(np.median(compiled.time(repeat=10)))   # doctest: +SKIP
+        3.2
+        """
+        if repeat < 1 or number < 1:
+            raise ValueError(f"repeat and number must be >= 1, got {repeat} and {number}")
+        args = self._tensors(self.random_inputs(seed))
+        for _ in range(warmup):
+            self.vm["main"](*args)
+        timer = self.vm.time_evaluator("main", tvm.cpu(0), number=number, repeat=repeat,
+                                       min_repeat_ms=min_repeat_ms)
+        return np.asarray(timer(*args).results, dtype=float) * 1e3
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        """Write the compiled model as a shared library (load with ``tvm.runtime.load_module``).
+
+        Examples
+        --------
+        >>> compiled.export_library("/tmp/resnet18.so")   # doctest: +SKIP
+        """
+        self.executable.export_library(os.fspath(path))

@@ -1,0 +1,581 @@
+"""The config file: per-node layouts and schedule knobs chosen for one model.
+
+A :class:`Config` is what graph tuning produces and what
+:func:`graphtune.compile` consumes. On disk it is the JSON document described
+in ``design.md`` (``*.graphtune.json``)::
+
+    {"format": "graphtune.config", "version": 1,
+     "target": {...}, "model": {"name": ..., "fingerprint": ...},
+     "solution": {...},
+     "nodes": {"layer1.0.conv1": {"op": "conv2d", "workload": {...},
+               "in_layout": "NCHW16c", "out_layout": "NCHW16c",
+               "knobs": {...}, "cost_ms": 0.41}}}
+
+Nodes are keyed by the stable names of :func:`graphtune.frontend.layout_ops`
+*and* checked by workload, so a config made for another model (or another
+image size) is refused with a message naming the first node that differs
+instead of silently handing the wrong knobs to the wrong op.
+
+Examples
+--------
+>>> from graphtune.config import Config, NodeConfig
+>>> node = NodeConfig(op="dense", workload={"data": [1, 8], "weight": [4, 8],
+...                   "dtype": "float32"}, in_layout="NC", out_layout="NC", knobs={})
+>>> cfg = Config({"fc": node}, model={"name": "toy"})
+>>> Config.from_dict(cfg.to_dict()).nodes["fc"].out_layout
+'NC'
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+from .errors import ConfigError, ConfigMismatchError
+from .layouts import DENSE, check_layout
+
+__all__ = ["FORMAT", "VERSION", "NODE_OPS", "NodeConfig", "Config"]
+
+FORMAT = "graphtune.config"
+"""Value of the ``format`` field of every config file."""
+
+VERSION = 1
+"""The config format version this module reads and writes."""
+
+NODE_OPS = ("conv2d", "depthwise_conv2d", "dense", "join")
+"""Ops a config node may have (``join``: the common layout of an add/concat's inputs)."""
+
+_WORKLOAD_FIELDS = {
+    "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "dense": ("data", "weight", "dtype"),
+}
+
+
+@dataclass
+class NodeConfig:
+    """The configured candidate of one layout node.
+
+    Parameters
+    ----------
+    op : str
+        One of :data:`NODE_OPS`.
+    workload : dict or None
+        The node's workload (shared contract format); ``None`` only for joins.
+    in_layout, out_layout : str
+        Data layouts the node reads and writes (``NCHW``, ``NCHW{x}c`` or ``NC``).
+    knobs : dict
+        Schedule knobs of the node (empty for joins).
+    cost_ms : float or None, optional
+        Measured kernel cost of the candidate, if known.
+
+    Examples
+    --------
+    >>> NodeConfig("join", None, "NCHW8c", "NCHW8c", {}).to_dict()["op"]
+    'join'
+    """
+
+    op: str
+    workload: dict | None
+    in_layout: str
+    out_layout: str
+    knobs: dict = field(default_factory=dict)
+    cost_ms: float | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-able dict of this node (the value under ``nodes.<name>``).
+
+        Examples
+        --------
+        >>> sorted(NodeConfig("join", None, "NCHW", "NCHW", {}).to_dict())
+        ['cost_ms', 'in_layout', 'knobs', 'op', 'out_layout', 'workload']
+        """
+        return {
+            "op": self.op,
+            "workload": self.workload,
+            "in_layout": self.in_layout,
+            "out_layout": self.out_layout,
+            "knobs": dict(self.knobs),
+            "cost_ms": self.cost_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, name: str, data: Any) -> "NodeConfig":
+        """Parse and validate the dict stored under ``nodes.<name>``.
+
+        Raises
+        ------
+        ConfigError
+            Naming the field ``nodes.<name>.<field>`` that is missing or malformed.
+        LayoutError
+            If a layout name is unknown.
+
+        Examples
+        --------
+        >>> NodeConfig.from_dict("j", {"op": "join", "in_layout": "NCHW",
+        ...                           "out_layout": "NCHW"}).in_layout
+        'NCHW'
+        """
+        where = f"nodes.{name}"
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
+        op = data.get("op")
+        if op not in NODE_OPS:
+            raise ConfigError(f"{where}.op: expected one of {list(NODE_OPS)}, got {op!r}")
+        workload = data.get("workload")
+        if op != "join":
+            _check_workload(f"{where}.workload", op, workload)
+        elif workload is not None and not isinstance(workload, Mapping):
+            raise ConfigError(f"{where}.workload: expected an object or null for a join")
+        layouts = {}
+        for key in ("in_layout", "out_layout"):
+            value = data.get(key)
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}.{key}: expected a layout name string, got {value!r}")
+            try:
+                layouts[key] = check_layout(value)
+            except Exception as err:  # re-raise naming the field, same class
+                raise type(err)(f"{where}.{key}: {err}") from None
+        if op == "dense" and layouts != {"in_layout": DENSE, "out_layout": DENSE}:
+            raise ConfigError(f"{where}: a dense node's layouts must both be {DENSE!r}")
+        knobs = data.get("knobs", {})
+        if not isinstance(knobs, Mapping):
+            raise ConfigError(f"{where}.knobs: expected an object, got {type(knobs).__name__}")
+        cost = data.get("cost_ms")
+        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))):
+            raise ConfigError(f"{where}.cost_ms: expected a number or null, got {cost!r}")
+        return cls(op, _plain(workload), layouts["in_layout"], layouts["out_layout"],
+                   _plain(knobs), None if cost is None else float(cost))
+
+
+def _plain(value: Any) -> Any:
+    """Deep copy of a JSON-like value with tuples turned into lists."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _check_workload(where: str, op: str, workload: Any) -> None:
+    """Raise ConfigError naming the first missing or ill-typed workload field."""
+    if not isinstance(workload, Mapping):
+        raise ConfigError(f"{where}: expected an object, got {type(workload).__name__}")
+    for key in _WORKLOAD_FIELDS[op]:
+        if key not in workload:
+            raise ConfigError(f"{where}.{key}: missing (a {op} workload needs "
+                              f"{', '.join(_WORKLOAD_FIELDS[op])})")
+        value = workload[key]
+        if key == "dtype":
+            ok = isinstance(value, str)
+        elif key == "groups":
+            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+        else:
+            ok = isinstance(value, (list, tuple)) and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)
+        if not ok:
+            raise ConfigError(f"{where}.{key}: malformed value {value!r}")
+
+
+def _first_difference(expected: Any, found: Any, path: tuple = ()) -> tuple | None:
+    """Key path of the first place where two JSON-like values differ, or None."""
+    if isinstance(expected, Mapping) and isinstance(found, Mapping):
+        for key in list(expected) + [k for k in found if k not in expected]:
+            if key not in found or key not in expected:
+                return path + (key,)
+            diff = _first_difference(expected[key], found[key], path + (key,))
+            if diff is not None:
+                return diff
+        return None
+    if isinstance(expected, (list, tuple)) and isinstance(found, (list, tuple)):
+        return None if _plain(expected) == _plain(found) else path
+    return None if expected == found else path
+
+
+def _lookup(data: Any, path: tuple) -> Any:
+    """Value at a key path inside nested dicts, or ``'<absent>'``."""
+    for key in path:
+        if not isinstance(data, Mapping) or key not in data:
+            return "<absent>"
+        data = data[key]
+    return data
+
+
+class Config:
+    """Layouts and knobs for every layout node of one model.
+
+    Parameters
+    ----------
+    nodes : dict of str to NodeConfig
+        Configured nodes keyed by their stable node names.
+    target : dict, optional
+        JSON description of the target the config was tuned for
+        (:func:`graphtune.x86.target_key`).
+    model : dict, optional
+        ``{"name": ..., "fingerprint": ...}`` of the model the config is for.
+    solution : dict, optional
+        Summary of the solve that produced the config (method, optimality, gap,
+        predicted/kernel/transform ms, solve seconds).
+
+    Examples
+    --------
+    >>> cfg = Config({}, model={"name": "empty"})
+    >>> cfg.to_dict()["format"]
+    'graphtune.config'
+    """
+
+    def __init__(self, nodes: Mapping[str, NodeConfig], target: dict | None = None,
+                 model: dict | None = None, solution: dict | None = None):
+        self.nodes = nodes
+        self.target = target
+        self.model = model
+        self.solution = solution
+
+    def __repr__(self) -> str:
+        name = (self.model or {}).get("name")
+        return f"Config(model={name!r}, nodes={len(self.nodes)})"
+
+    # ------------------------------------------------------------------ I/O
+    def to_dict(self) -> dict:
+        """The JSON document of this config.
+
+        Examples
+        --------
+        >>> Config({}).to_dict()["version"]
+        1
+        """
+        return {
+            "format": FORMAT,
+            "version": VERSION,
+            "target": _plain(self.target),
+            "model": _plain(self.model),
+            "solution": _plain(self.solution),
+            "nodes": {name: node.to_dict() for name, node in self.nodes.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "Config":
+        """Build a config from its JSON document, validating every field.
+
+        Raises
+        ------
+        ConfigError
+            Naming the first missing or malformed field (``nodes.<name>.<field>``...).
+        LayoutError
+            If a node names an unknown layout.
+
+        Examples
+        --------
+        >>> Config.from_dict({"format": "graphtune.config", "version": 1, "nodes": {}})
+        Config(model=None, nodes=0)
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
+        if data.get("format") != FORMAT:
+            raise ConfigError(f"format: expected {FORMAT!r}, got {data.get('format')!r}; "
+                              "is this a graphtune config file?")
+        if data.get("version") != VERSION:
+            raise ConfigError(f"version: this graphtune reads version {VERSION}, "
+                              f"got {data.get('version')!r}")
+        for key in ("target", "model", "solution"):
+            if data.get(key) is not None and not isinstance(data[key], Mapping):
+                raise ConfigError(f"{key}: expected an object or null, got {data[key]!r}")
+        nodes = data.get("nodes")
+        if not isinstance(nodes, Mapping):
+            raise ConfigError(f"nodes: expected an object mapping node names to nodes, got {nodes!r}")
+        parsed = {str(name): NodeConfig.from_dict(name, value) for name, value in nodes.items()}
+        return cls(parsed, _plain(data.get("target")), _plain(data.get("model")),
+                   _plain(data.get("solution")))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the config as indented JSON to ``path``.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "m.graphtune.json"
+        >>> Config({}, model={"name": "m"}).save(path)
+        >>> Config.load(path).model["name"]
+        'm'
+        """
+        text = json.dumps(self.to_dict(), indent=1)
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text + "\n")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "Config":
+        """Read and validate a config file.
+
+        Raises
+        ------
+        ConfigError
+            If the file is missing, is not JSON (message gives line and column), or a
+            field is malformed.
+
+        Examples
+        --------
+        >>> import tempfile, pathlib
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "bad.json"
+        >>> _ = path.write_text('{"format": "graphtune.config", "version": 1, "nodes": []}')
+        >>> try:
+        ...     Config.load(path)
+        ... except ConfigError as err:
+        ...     print(str(err).split(":")[1].strip())
+        nodes
+        """
+        try:
+            with open(path, encoding="utf-8") as file:
+                data = json.load(file)
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: no such config file") from None
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}: not valid JSON at line {err.lineno} column {err.colno}: "
+                              f"{err.msg}") from None
+        try:
+            return cls.from_dict(data)
+        except ConfigError as err:
+            raise type(err)(f"{path}: {err}") from None
+
+    # --------------------------------------------------------- construction
+    @classmethod
+    def uniform(cls, model: Any, block: int = 16, target: Any = None) -> "Config":
+        """Config giving every layout node the same channel block and default knobs.
+
+        A node whose channel counts ``block`` does not divide gets the divisor of
+        its channels nearest to ``block`` instead (the stem conv's 3 input
+        channels get block 3; see :func:`graphtune.x86.default_knobs`). Joins are left to the compiler, which
+        keeps their inputs' common block.
+
+        Parameters
+        ----------
+        model : onnx.ModelProto, str, path or tvm.IRModule
+            The model (anything :func:`graphtune.frontend.import_model` accepts).
+        block : int, default 16
+            The channel block ``x`` of ``NCHW{x}c``.
+        target : tvm.target.Target or dict, optional
+            Target to tune for (default: this host, :func:`graphtune.x86.host_target`).
+
+        Examples
+        --------
+        >>> import graphtune.models
+        >>> cfg = Config.uniform(graphtune.models.get("resnet18", image_size=32))  # doctest: +SKIP
+        >>> cfg.nodes["conv1"].out_layout                                          # doctest: +SKIP
+        'NCHW16c'
+        """
+        if not isinstance(block, int) or isinstance(block, bool) or block < 1:
+            raise ConfigError(f"block: expected a positive int, got {block!r}")
+        return cls._per_node(
+            model, target, {"method": "uniform", "block": block},
+            lambda x86, workload, tgt: x86.default_knobs(workload, block=block, target=tgt))
+
+    @classmethod
+    def random(cls, model: Any, seed: int = 0, target: Any = None) -> "Config":
+        """Config picking a random candidate of :func:`graphtune.x86.candidates` per node.
+
+        Neighbouring nodes then rarely agree on a layout, so the compiled model
+        is full of layout transforms: a contrast for benchmarks and a stress
+        test for the compiler.
+
+        Parameters
+        ----------
+        model : onnx.ModelProto, str, path or tvm.IRModule
+            The model.
+        seed : int, default 0
+            Seed of the random choices.
+        target : tvm.target.Target or dict, optional
+            Target whose candidate space is sampled (default: this host).
+
+        Examples
+        --------
+        >>> cfg = Config.random(graphtune.models.get("resnet18", image_size=32), seed=1)  # doctest: +SKIP
+        >>> cfg.solution["method"]                                                        # doctest: +SKIP
+        'random'
+        """
+        import random as _random
+
+        rng = _random.Random(seed)
+        return cls._per_node(
+            model, target, {"method": "random", "seed": seed},
+            lambda x86, workload, tgt: rng.choice(x86.candidates(workload, tgt)))
+
+    @classmethod
+    def _per_node(cls, model: Any, target: Any, solution: dict, choose) -> "Config":
+        """Config with ``choose(x86, workload, target)`` knobs for every supported layout node."""
+        from . import frontend, x86
+
+        tgt = x86.host_target(target)
+        nodes = {}
+        for op in frontend.layout_ops(frontend.import_model(model)):
+            if op.op not in NODE_OPS:
+                continue  # group convs: graphtune.x86 has no kernel, they stay NCHW
+            knobs = choose(x86, op.workload, tgt)
+            in_layout, out_layout = x86.layouts_of(op.workload, knobs)
+            nodes[op.name] = NodeConfig(op.op, _plain(op.workload), in_layout, out_layout,
+                                        _plain(knobs))
+        return cls(nodes, target=x86.target_key(tgt),
+                   model={"name": _model_name(model), "fingerprint": None}, solution=solution)
+
+    @classmethod
+    def from_solution(cls, graph: Any, solution: Any, target: Any = None,
+                      model_name: str | None = None) -> "Config":
+        """Config of the candidates a solver picked on a layout graph.
+
+        Parameters
+        ----------
+        graph : graphtune.graph.LayoutGraph
+            The solved graph (its nodes carry workloads and candidates).
+        solution : graphtune.solve.Solution
+            ``assignment`` maps every node to a candidate index.
+        target : tvm.target.Target or dict, optional
+            Target the costs were measured on (recorded in the file).
+        model_name : str, optional
+            Name recorded under ``model.name``.
+
+        Examples
+        --------
+        >>> cfg = Config.from_solution(graph, solve(graph))   # doctest: +SKIP
+        >>> cfg.solution["optimal"]                           # doctest: +SKIP
+        True
+        """
+        nodes = {}
+        kernel_ms = 0.0
+        for name in graph.nodes:
+            op = graph.op(name)
+            if op not in NODE_OPS:
+                continue
+            if name not in solution.assignment:
+                raise ConfigError(f"solution: node {name!r} of the graph has no assignment; "
+                                  "solve the same graph you pass here")
+            cand = graph.candidates(name)[solution.assignment[name]]
+            cost = float(cand.cost)
+            kernel_ms += 0.0 if math.isnan(cost) else cost
+            nodes[name] = NodeConfig(op, _plain(graph.workload(name)), cand.in_layout,
+                                     cand.out_layout, _plain(cand.knobs),
+                                     None if math.isnan(cost) else cost)
+        energy = float(solution.energy)
+        gap = float(solution.relative_gap)
+        target_json = None
+        if target is not None:
+            from . import x86
+
+            target_json = x86.target_key(x86.host_target(target))
+        return cls(
+            nodes,
+            target=target_json,
+            model={"name": model_name, "fingerprint": graph.fingerprint()},
+            solution={"method": solution.method, "optimal": bool(solution.optimal), "gap": gap,
+                      "predicted_ms": energy, "kernel_ms": kernel_ms,
+                      "transform_ms": energy - kernel_ms, "solve_s": float(solution.seconds)},
+        )
+
+    # ----------------------------------------------------------- validation
+    def check(self, model: Any) -> list[str]:
+        """Check this config against a model; return the model nodes it does not mention.
+
+        Parameters
+        ----------
+        model : LayoutGraph, list of LayoutOp, IRModule, onnx.ModelProto or path
+            The model the config is applied to. A LayoutGraph is also checked by
+            fingerprint; otherwise the layout ops are compared node by node.
+
+        Returns
+        -------
+        list of str
+            Names of the model's layout nodes absent from the config, in model order.
+
+        Raises
+        ------
+        ConfigMismatchError
+            Naming the first node that differs (unknown to the model, other op,
+            other workload field) — the config was made for another model.
+        KnobError
+            If a node's knobs are invalid for its workload.
+        ConfigError
+            If a node's layouts do not follow from its knobs.
+
+        Examples
+        --------
+        >>> Config.uniform(model).check(model)     # doctest: +SKIP
+        []
+        """
+        ops, fingerprint = _model_ops(model)
+        by_name = {name: (op, workload) for name, op, workload in ops}
+        has_joins = any(op == "join" for _, op, _ in ops)
+        for name, node in self.nodes.items():
+            if node.op == "join" and not has_joins:
+                continue  # layout ops alone do not list joins: nothing to check them against
+            if name not in by_name:
+                known = ", ".join(list(by_name)[:5])
+                raise ConfigMismatchError(
+                    f"nodes.{name}: the model has no layout node of that name (its nodes are "
+                    f"{known}, ...); the config was made for another model — re-tune it for "
+                    "this one")
+        missing = []
+        for name, op, workload in ops:
+            node = self.nodes.get(name)
+            if node is None:
+                missing.append(name)
+                continue
+            if node.op != op:
+                raise ConfigMismatchError(
+                    f"nodes.{name}.op: config has {node.op!r}, the model has {op!r}; the config "
+                    "was made for another model — re-tune it for this one")
+            if op == "join":
+                continue
+            diff = _first_difference(workload, node.workload)
+            if diff is not None:
+                raise ConfigMismatchError(
+                    f"nodes.{name}.workload{''.join('.' + str(k) for k in diff)}: config has {_lookup(node.workload, diff)}, the model has "
+                    f"{_lookup(workload, diff)}; the config was made for another model or input "
+                    "size — re-tune it for this one")
+            self._check_knobs(name, node)
+        own = (self.model or {}).get("fingerprint")
+        if fingerprint is not None and own and own != fingerprint and not missing:
+            raise ConfigMismatchError(
+                f"model.fingerprint: config has {own[:12]}..., the model's layout graph has "
+                f"{fingerprint[:12]}...; every node matches but the graph's edges differ — "
+                "re-tune it for this model")
+        return missing
+
+    @staticmethod
+    def _check_knobs(name: str, node: NodeConfig) -> None:
+        """Raise if a node's knobs are invalid or disagree with its layouts."""
+        from . import x86
+
+        try:
+            x86.check_knobs(node.workload, node.knobs)
+        except Exception as err:
+            raise type(err)(f"nodes.{name}.knobs: {err}") from None
+        layouts = tuple(x86.layouts_of(node.workload, node.knobs))
+        if layouts != (node.in_layout, node.out_layout):
+            raise ConfigError(
+                f"nodes.{name}: layouts {node.in_layout} -> {node.out_layout} do not follow from "
+                f"its knobs {node.knobs} (they give {layouts[0]} -> {layouts[1]}); fix the "
+                "layouts or the knobs")
+
+
+def _model_name(model: Any) -> str | None:
+    """Best-effort human name of a model argument (file stem or graph name)."""
+    if isinstance(model, (str, os.PathLike)):
+        base = os.path.basename(os.fspath(model))
+        return base[:-5] if base.endswith(".onnx") else base
+    graph = getattr(model, "graph", None)
+    return getattr(graph, "name", None) or None
+
+
+def _model_ops(model: Any) -> tuple[list[tuple[str, str, Any]], str | None]:
+    """(name, op, workload) of every layout node of ``model`` and its fingerprint if known."""
+    if hasattr(model, "fingerprint") and hasattr(model, "nodes"):
+        ops = [(name, model.op(name), model.workload(name))
+               for name in model.nodes if model.op(name) in NODE_OPS]
+        return ops, model.fingerprint()
+    if isinstance(model, Iterable) and not isinstance(model, (str, bytes, os.PathLike)) \
+            and not hasattr(model, "graph") and not hasattr(model, "functions"):
+        return [(op.name, op.op, op.workload) for op in model], None
+    from . import frontend
+
+    return [(op.name, op.op, op.workload)
+            for op in frontend.layout_ops(frontend.import_model(model))], None

@@ -1,0 +1,19 @@
+"""Model -> Relax -> layout graph: the frontend of graphtune.
+
+:func:`import_model` turns an ONNX model (or a Relax module) into a static
+Relax ``IRModule``; :func:`walk` and :func:`layout_ops` read its ``main`` the
+same way for extraction and compilation, so node names agree; :func:`extract`
+builds the :class:`~graphtune.graph.LayoutGraph`.
+
+Examples
+--------
+>>> from graphtune import models
+>>> from graphtune.frontend import import_model, layout_ops
+>>> [op.name for op in layout_ops(import_model(models.get("resnet18", image_size=32)))][:3]
+['conv1', 'layer1.0.conv1', 'layer1.0.conv2']
+"""
+
+from .importer import import_model
+from .walk import ROLES, LayoutOp, Step, layout_ops, walk
+
+__all__ = ["import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES"]

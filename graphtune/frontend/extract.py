@@ -1,0 +1,247 @@
+"""Extract the layout graph of a model: which layouts each op may take, and what edges cost.
+
+:func:`extract` walks ``main`` once (:func:`graphtune.frontend.walk`) and
+follows every tensor back to the graph node whose layout it carries:
+
+- a ``layout`` binding (conv2d, depthwise conv2d, dense) becomes a node with
+  the candidates of :func:`graphtune.x86.candidates` (cost NaN: measured
+  later) and an edge from the producer of its data input;
+- ``pass`` bindings (relu, bias add, pools...) forward their input's producer;
+- a ``join`` (residual add, channel concat) becomes a ``join`` node with an
+  edge from each input's producer; its candidates are ``NCHW`` plus every
+  layout its producers can emit, kept only when the block divides every
+  input's channels; cost 0;
+- a ``fixed`` binding reading a tensor of free layout becomes a ``boundary``
+  (single candidate, ``NCHW``; ``NC`` for 2-D tensors) with an edge from that
+  producer; fixed ops reading fixed tensors add nothing (their layouts are
+  already plain). Graph inputs and outputs are boundaries too.
+
+Every edge carries the logical shape of the tensor as its consumer reads it
+(after pass-through ops): that tensor is the one a layout transform would
+convert. Edge cost matrices are left to the pipeline.
+
+Examples
+--------
+>>> from graphtune import models
+>>> g = extract(models.get("resnet18", image_size=32), max_candidates=2)
+>>> sorted(collections.Counter(g.op(n) for n in g.nodes).items())
+[('boundary', 3), ('conv2d', 20), ('dense', 1), ('join', 8)]
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import math
+import os
+import re
+import warnings
+from collections.abc import Mapping, Sequence
+
+import onnx
+import tvm
+from tvm import relax
+
+from .. import x86
+from ..errors import ModelError
+from ..graph import Candidate, LayoutGraph
+from ..layouts import DENSE, PLAIN, block_of
+from .importer import _load_onnx, import_model
+from .walk import Step, static_shape, walk
+
+__all__ = ["extract"]
+
+_DEFAULT_NAME = re.compile(r"^(lv|gv|tmp)\d*$")
+
+
+def extract(
+    model: onnx.ModelProto | str | os.PathLike | tvm.IRModule,
+    target=None,
+    max_candidates: int | None = None,
+    *,
+    shape_dict: Mapping[str, Sequence[int]] | None = None,
+) -> LayoutGraph:
+    """Build the :class:`~graphtune.graph.LayoutGraph` of ``model``.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto, path to an ``.onnx`` file, or tvm.IRModule
+        The model (see :func:`~graphtune.frontend.import_model`).
+    target : tvm.target.Target or dict, optional
+        Target whose vector width shapes the candidates (default: the host).
+    max_candidates : int, optional
+        Keep at most this many candidates per conv / dense node.
+    shape_dict : mapping, optional
+        Static shapes for ONNX inputs with dynamic dimensions.
+
+    Returns
+    -------
+    LayoutGraph
+        Layout nodes named as :func:`~graphtune.frontend.layout_ops` names
+        them, with NaN candidate costs; joins and boundaries with cost 0;
+        edges with shapes and no costs yet.
+
+    Raises
+    ------
+    ModelError
+        If the model cannot be imported.
+
+    Warns
+    -----
+    UserWarning
+        Once per kind of op left out of the layout choice (group conv, dynamic
+        shape...): those ops become NCHW boundaries.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> g = extract(models.get("resnet50", image_size=32), max_candidates=4)
+    >>> g.op("layer1.0.conv1"), g.candidates("layer1.0.conv1")[0].in_layout
+    ('conv2d', 'NCHW16c')
+    >>> sorted(g.nx.predecessors("output"))
+    ['fc']
+    """
+    output_names = None
+    if not isinstance(model, tvm.IRModule):
+        model = _load_onnx(model)
+        output_names = [o.name for o in model.graph.output]
+    mod = import_model(model, shape_dict=shape_dict)
+    builder = _Builder(x86.host_target(target), max_candidates)
+    builder.build(mod, output_names)
+    return builder.graph
+
+
+class _Builder:
+    """Grows a LayoutGraph while following tensors through ``main``."""
+
+    def __init__(self, target, max_candidates) -> None:
+        self.target = target
+        self.max_candidates = max_candidates
+        self.graph = LayoutGraph()
+        self.source: dict = {}  # relax var -> graph node whose layout it carries
+        self.free: set = set()  # nodes whose output layout is chosen (layout ops, joins)
+        self.reserved: set = set()
+        self.counts: collections.Counter = collections.Counter()
+        self.skipped: dict[str, tuple[list[str], str]] = {}  # kind -> (node names, first reason)
+        self.tuples: dict = {}  # relax var -> the relax.Tuple bound to it
+        self.candidates: dict[str, list[Candidate]] = {}  # workload JSON -> candidates
+
+    def build(self, mod: tvm.IRModule, output_names) -> None:
+        steps = walk(mod)
+        self.reserved = {s.layout_op.name for s in steps if s.role == "layout"}
+        func = mod["main"]
+        for param in func.params:
+            self._boundary(self._name(param.name, "input"), param, [])
+        for step in steps:
+            getattr(self, "_" + step.role)(step)
+        outputs = func.body.body
+        outputs = self.tuples.get(outputs, outputs) if isinstance(outputs, relax.Var) else outputs
+        fields = list(outputs.fields) if isinstance(outputs, relax.Tuple) else [outputs]
+        for i, expr in enumerate(fields):
+            if not isinstance(expr, relax.Var) or expr not in self.source:
+                continue  # a constant output: nothing to lay out
+            if output_names and len(output_names) == len(fields):
+                name = output_names[i]
+            else:
+                name = "output" if len(fields) == 1 else f"output_{i}"
+            self._boundary(self._name(name, "output"), expr, [expr])
+        self._warn()
+
+    # ------------------------------------------------------------ roles
+    def _layout(self, step: Step) -> None:
+        lop = step.layout_op
+        try:
+            op = x86.op_of(lop.workload)
+        except ModelError as err:
+            names, _ = self.skipped.setdefault(f"{lop.op} op(s) graphtune.x86 cannot run", ([], str(err)))
+            names.append(lop.name)
+            self._boundary(lop.name, step.var, step.inputs)
+            return
+        key = json.dumps(lop.workload, sort_keys=True)
+        if key not in self.candidates:  # identical workloads (repeated blocks) share candidates
+            knobs = x86.candidates(lop.workload, self.target, self.max_candidates)
+            self.candidates[key] = [Candidate(k, *x86.layouts_of(lop.workload, k), math.nan) for k in knobs]
+        self.graph.add_node(lop.name, self.candidates[key], op=op, workload=lop.workload)
+        self.free.add(lop.name)
+        self._connect(step.inputs, lop.name)
+        self.source[step.var] = lop.name
+
+    def _pass(self, step: Step) -> None:
+        self.source[step.var] = self.source[step.inputs[0]]
+
+    def _const(self, step: Step) -> None:
+        """Constants carry no layout and are never recorded as sources."""
+
+    def _tuple(self, step: Step) -> None:
+        """A tuple carries no layout: its readers read its fields (see walk)."""
+        self.tuples[step.var] = step.value
+
+    def _join(self, step: Step) -> None:
+        name = self._name(step.var.name, _short(step.op_name))
+        shapes = [static_shape(v) for v in step.inputs]
+        layouts = {PLAIN}
+        for v in step.inputs:
+            if self.source[v] in self.free:
+                layouts.update(c.out_layout for c in self.graph.candidates(self.source[v]))
+        ok = sorted(
+            (lay for lay in layouts if all(s[1] % max(block_of(lay), 1) == 0 for s in shapes)),
+            key=block_of,
+        )
+        self.graph.add_node(name, [Candidate({}, lay, lay, 0.0) for lay in ok], op="join")
+        self.free.add(name)
+        self._connect(step.inputs, name)
+        self.source[step.var] = name
+
+    def _fixed(self, step: Step) -> None:
+        source = self.source[step.inputs[0]]
+        plain_changes = self.graph.candidates(source)[0].out_layout != _plain(step.var)
+        if plain_changes or any(self.source[v] in self.free for v in step.inputs):
+            self._boundary(self._name(step.var.name, _short(step.op_name)), step.var, step.inputs)
+        else:  # plain in, plain out: the tensor stays with the boundary that made it plain
+            self.source[step.var] = source
+
+    # ----------------------------------------------------------- helpers
+    def _boundary(self, name: str, var, inputs) -> None:
+        """A fixed-layout node reading ``inputs`` and producing ``var``."""
+        free_inputs = [v for v in inputs if self.source[v] in self.free]
+        cand = Candidate({}, _plain(free_inputs[0] if free_inputs else var), _plain(var), 0.0)
+        self.graph.add_node(name, [cand], op="boundary")
+        self._connect(free_inputs, name)
+        self.source[var] = name
+
+    def _connect(self, inputs, node: str) -> None:
+        for v in inputs:
+            src = self.source[v]
+            if src == node or self.graph.nx.has_edge(src, node):
+                continue
+            if src in self.free or node in self.free:
+                self.graph.add_edge(src, node, shape=static_shape(v))
+
+    def _name(self, own: str, kind: str) -> str:
+        """``own`` if it is a readable free name, else ``{kind}_{k}``."""
+        if own and not _DEFAULT_NAME.match(own) and own not in self.graph and own not in self.reserved:
+            return own
+        while True:
+            name = f"{kind}_{self.counts[kind]}"
+            self.counts[kind] += 1
+            if name not in self.graph and name not in self.reserved:
+                return name
+
+    def _warn(self) -> None:
+        for kind, (names, reason) in self.skipped.items():
+            shown = ", ".join(names[:3]) + (", ..." if len(names) > 3 else "")
+            warnings.warn(
+                f"graphtune.extract: {len(names)} {kind} ({shown}; first: {reason}); left out of "
+                "the layout choice, they keep the default NCHW layout",
+                stacklevel=3,
+            )
+
+
+def _plain(var) -> str:
+    """The fixed layout of a tensor: ``NC`` for 2-D tensors, ``NCHW`` otherwise."""
+    return DENSE if len(static_shape(var) or []) == 2 else PLAIN
+
+
+def _short(op_name: str | None) -> str:
+    """``relax.nn.max_pool2d`` -> ``max_pool2d``; non-calls -> ``tuple``."""
+    return op_name.rsplit(".", 1)[-1] if op_name else "tuple"

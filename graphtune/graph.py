@@ -1,0 +1,698 @@
+"""The layout graph: nodes with candidate layouts/schedules, edges with transform costs.
+
+A :class:`LayoutGraph` is a :class:`networkx.DiGraph` of *layout nodes*
+(``conv2d``, ``depthwise_conv2d``, ``dense``, ``join`` for add/concat,
+``boundary`` for fixed-layout points such as graph inputs and outputs).
+Every node carries a list of :class:`Candidate` (knobs, input layout, output
+layout, kernel cost in ms). Every edge ``u -> v`` carries the logical NCHW
+shape of the tensor it moves and a cost matrix ``cost[s, r]`` = ms of
+transforming that tensor from ``out_layout(u, s)`` to ``in_layout(v, r)``;
+the matrix is given explicitly, computed lazily from a callable
+``fn(shape, src_layout, dst_layout) -> ms`` (0 when the layouts are equal),
+or filled later with :meth:`LayoutGraph.fill_edge_costs`.
+
+This module knows nothing about TVM.
+
+Examples
+--------
+>>> g = LayoutGraph()
+>>> g.add_node("a", costs=[1.0, 2.0])
+>>> g.add_node("b", costs=[3.0, 1.0])
+>>> g.add_edge("a", "b", cost=[[0.0, 5.0], [5.0, 0.0]])
+>>> g.validate()
+>>> g.energy({"a": 0, "b": 1})
+7.0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import networkx as nx
+import numpy as np
+
+from .errors import GraphError
+
+__all__ = ["Candidate", "LayoutGraph", "OPS", "TransformFn"]
+
+OPS = ("conv2d", "depthwise_conv2d", "dense", "join", "boundary")
+"""Node kinds a layout graph accepts."""
+
+TransformFn = Callable[[Any, str, str], float]
+"""``fn(shape, src_layout, dst_layout) -> ms``: the cost of one layout transform."""
+
+_FORMAT = "graphtune.layout_graph"
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One choice for a node: schedule knobs, the layouts they imply, and the kernel cost.
+
+    Parameters
+    ----------
+    knobs : dict
+        Schedule parameters (JSON-able); ``{}`` for joins and boundaries.
+    in_layout, out_layout : str
+        Layout the node reads its inputs in and writes its output in.
+    cost : float
+        Kernel time in ms; NaN while not measured (``validate`` rejects NaN).
+
+    Examples
+    --------
+    >>> c = Candidate({"ic_bn": 16, "oc_bn": 32}, "NCHW16c", "NCHW32c", 0.41)
+    >>> c.out_layout
+    'NCHW32c'
+    """
+
+    knobs: Mapping[str, Any] = field(default_factory=dict)
+    in_layout: str = "NCHW"
+    out_layout: str = "NCHW"
+    cost: float = math.nan
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.knobs, Mapping):
+            raise GraphError(f"Candidate knobs must be a dict, got {type(self.knobs).__name__}")
+        for name in ("in_layout", "out_layout"):
+            if not isinstance(getattr(self, name), str) or not getattr(self, name):
+                raise GraphError(f"Candidate {name} must be a non-empty str, got {getattr(self, name)!r}")
+        object.__setattr__(self, "knobs", dict(self.knobs))
+        object.__setattr__(self, "cost", float(self.cost))
+
+    def __hash__(self) -> int:
+        return hash((json.dumps(self.knobs, sort_keys=True), self.in_layout, self.out_layout, self.cost))
+
+    def to_dict(self) -> dict:
+        """JSON-able form; a NaN cost is written as ``None``.
+
+        Examples
+        --------
+        >>> Candidate({}, "NCHW", "NCHW", 1.5).to_dict()["cost"]
+        1.5
+        """
+        cost = None if math.isnan(self.cost) else self.cost
+        return {"knobs": self.knobs, "in_layout": self.in_layout, "out_layout": self.out_layout, "cost": cost}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Candidate":
+        """Inverse of :meth:`to_dict`.
+
+        Examples
+        --------
+        >>> Candidate.from_dict({"knobs": {}, "in_layout": "NCHW", "out_layout": "NCHW", "cost": None}).cost
+        nan
+        """
+        cost = data.get("cost")
+        return cls(dict(data.get("knobs", {})), data["in_layout"], data["out_layout"],
+                   math.nan if cost is None else float(cost))
+
+
+def _check_name(name: Any) -> str:
+    if not isinstance(name, str) or not name:
+        raise GraphError(f"node names must be non-empty str, got {name!r}")
+    return name
+
+
+class LayoutGraph:
+    """A layout-choice problem: candidates per node, transform costs per edge.
+
+    The underlying :class:`networkx.DiGraph` is :attr:`nx`; node attributes are
+    ``op``, ``workload`` and ``candidates`` (tuple of :class:`Candidate`), edge
+    attributes ``shape``, ``cost`` (ndarray or None) and ``fn`` (callable or None).
+
+    Examples
+    --------
+    >>> g = LayoutGraph()
+    >>> g.add_node("input", [Candidate({}, "NCHW", "NCHW", 0.0)], op="boundary")
+    >>> g.add_node("conv", [Candidate({"oc_bn": 8}, "NCHW", "NCHW8c", 1.0),
+    ...                     Candidate({"oc_bn": 0}, "NCHW", "NCHW", 1.4)])
+    >>> g.add_edge("input", "conv", shape=[1, 3, 8, 8], cost=lambda shape, src, dst: 0.1)
+    >>> g.edge_cost("input", "conv").tolist()
+    [[0.0, 0.0]]
+    >>> len(g), g.edges
+    (2, [('input', 'conv')])
+    """
+
+    def __init__(self) -> None:
+        self._g = nx.DiGraph()
+
+    # ------------------------------------------------------------------ building
+    def add_node(
+        self,
+        name: str,
+        candidates: Sequence[Candidate] | None = None,
+        *,
+        op: str = "conv2d",
+        workload: Mapping[str, Any] | None = None,
+        costs: Sequence[float] | None = None,
+        layouts: Sequence[str] | None = None,
+    ) -> None:
+        """Add a node with its candidates.
+
+        Parameters
+        ----------
+        name : str
+            Unique node name.
+        candidates : sequence of Candidate, optional
+            The node's choices. Give either ``candidates`` or ``costs``.
+        op : str
+            One of :data:`OPS`.
+        workload : dict, optional
+            Shapes and attributes of the op (JSON-able).
+        costs : sequence of float, optional
+            Convenience: one candidate per cost, knobs ``{}``; layouts from
+            ``layouts`` or, if omitted, ``"#0"``, ``"#1"``... by index.
+        layouts : sequence of str, optional
+            With ``costs``: the (in and out) layout of each candidate.
+
+        Raises
+        ------
+        GraphError
+            Duplicate name, unknown op, both/neither of candidates and costs.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("relu_join", op="join", costs=[0.0, 0.0], layouts=["NCHW", "NCHW8c"])
+        >>> [c.in_layout for c in g.candidates("relu_join")]
+        ['NCHW', 'NCHW8c']
+        """
+        _check_name(name)
+        if name in self._g:
+            raise GraphError(f"node {name!r} already exists; node names must be unique")
+        if op not in OPS:
+            raise GraphError(f"node {name!r}: unknown op {op!r}; valid ops are {', '.join(OPS)}")
+        cands = self._make_candidates(name, candidates, costs, layouts)
+        self._g.add_node(name, op=op, workload=None if workload is None else dict(workload), candidates=cands)
+
+    @staticmethod
+    def _make_candidates(name, candidates, costs, layouts) -> tuple[Candidate, ...]:
+        if (candidates is None) == (costs is None):
+            raise GraphError(f"node {name!r}: give exactly one of candidates=[Candidate...] or costs=[...]")
+        if costs is not None:
+            costs = list(costs)
+            if layouts is None:
+                layouts = [f"#{i}" for i in range(len(costs))]
+            if len(layouts) != len(costs):
+                raise GraphError(f"node {name!r}: {len(costs)} costs but {len(layouts)} layouts")
+            return tuple(Candidate({}, lay, lay, float(c)) for c, lay in zip(costs, layouts))
+        cands = tuple(candidates)
+        for i, c in enumerate(cands):
+            if not isinstance(c, Candidate):
+                raise GraphError(f"node {name!r}: candidate {i} is a {type(c).__name__}, not a Candidate")
+        return cands
+
+    def add_edge(
+        self,
+        u: str,
+        v: str,
+        cost: np.ndarray | Sequence[Sequence[float]] | TransformFn | None = None,
+        shape: Sequence[int] | None = None,
+    ) -> None:
+        """Add the edge ``u -> v`` (a tensor produced by ``u`` and read by ``v``).
+
+        Parameters
+        ----------
+        u, v : str
+            Existing node names.
+        cost : array-like, callable or None
+            ``[len(candidates(u)), len(candidates(v))]`` matrix in ms; or
+            ``fn(shape, src_layout, dst_layout) -> ms`` evaluated lazily for
+            every pair of differing layouts (equal layouts cost 0); or None to
+            fill later with :meth:`fill_edge_costs`.
+        shape : sequence of int, optional
+            Logical NCHW shape of the tensor (needed by callables).
+
+        Raises
+        ------
+        GraphError
+            Unknown node, self-loop, duplicate edge or wrong matrix shape.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0, 2.0])
+        >>> g.add_edge("a", "b", cost=[[0.0, 0.5]])
+        >>> g.edge_cost("a", "b").shape
+        (1, 2)
+        """
+        for n in (u, v):
+            if n not in self._g:
+                raise GraphError(f"edge {u} -> {v}: unknown node {n!r}; add it with add_node first")
+        if u == v:
+            raise GraphError(f"edge {u} -> {v}: self-loops are not allowed")
+        if self._g.has_edge(u, v):
+            raise GraphError(f"edge {u} -> {v} already exists; a pair of nodes has at most one edge")
+        shape = None if shape is None else [int(d) for d in shape]
+        matrix, fn = None, None
+        if callable(cost):
+            fn = cost
+        elif cost is not None:
+            matrix = self._check_matrix(u, v, cost)
+        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn)
+
+    def _check_matrix(self, u: str, v: str, cost: Any) -> np.ndarray:
+        try:
+            matrix = np.array(cost, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise GraphError(f"edge {u} -> {v}: cost is not a numeric matrix ({err})") from None
+        want = (len(self.candidates(u)), len(self.candidates(v)))
+        if matrix.shape != want:
+            raise GraphError(
+                f"edge {u} -> {v}: cost matrix has shape {matrix.shape}, expected {want} "
+                f"(candidates of {u!r} x candidates of {v!r})"
+            )
+        matrix.setflags(write=False)
+        return matrix
+
+    def set_candidates(self, name: str, candidates: Sequence[Candidate]) -> list[tuple[str, str]]:
+        """Replace the candidates of ``name``.
+
+        Edges touching ``name`` whose matrix was computed from a callable are
+        recomputed lazily. Explicit matrices no longer match and are dropped:
+        the returned edges need new costs (:meth:`fill_edge_costs` or
+        :meth:`set_edge_cost`) before :meth:`validate` passes. To keep a subset
+        of candidates *and* the matrices, use :meth:`prune`.
+
+        Returns
+        -------
+        list of (str, str)
+            Edges whose explicit matrices were dropped.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0])
+        >>> g.add_edge("a", "b", cost=[[0.0]])
+        >>> g.set_candidates("b", [Candidate({}, "#0", "#0", 1.0), Candidate({}, "#1", "#1", 2.0)])
+        [('a', 'b')]
+        """
+        self._require(name)
+        self._g.nodes[name]["candidates"] = self._make_candidates(name, candidates, None, None)
+        dropped = []
+        for u, v, data in self._touching(name):
+            if data["fn"] is not None:
+                data["cost"] = None
+            elif data["cost"] is not None:
+                data["cost"] = None
+                dropped.append((u, v))
+        return dropped
+
+    def prune(self, name: str, keep: Sequence[int]) -> None:
+        """Keep only the candidates of ``name`` at indices ``keep`` (in that order).
+
+        Explicit edge matrices are sliced to match, so the graph stays valid.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0, 2.0, 3.0]); g.add_node("b", costs=[0.0])
+        >>> g.add_edge("a", "b", cost=[[1.0], [2.0], [3.0]])
+        >>> g.prune("a", [2, 0])
+        >>> g.edge_cost("a", "b").ravel().tolist()
+        [3.0, 1.0]
+        """
+        cands = self.candidates(name)
+        keep = [int(k) for k in keep]
+        bad = [k for k in keep if not 0 <= k < len(cands)]
+        if bad or not keep or len(set(keep)) != len(keep):
+            raise GraphError(
+                f"node {name!r}: prune indices {keep} must be distinct, non-empty and in [0, {len(cands)})"
+            )
+        self._g.nodes[name]["candidates"] = tuple(cands[k] for k in keep)
+        for u, v, data in self._touching(name):
+            if data["cost"] is not None:
+                matrix = data["cost"][keep, :] if u == name else data["cost"][:, keep]
+                matrix = np.array(matrix)
+                matrix.setflags(write=False)
+                data["cost"] = matrix
+
+    def set_edge_cost(self, u: str, v: str, cost: np.ndarray | TransformFn) -> None:
+        """Set the cost matrix (or callable) of an existing edge.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0])
+        >>> g.add_edge("a", "b")
+        >>> g.set_edge_cost("a", "b", [[0.25]])
+        >>> float(g.edge_cost("a", "b")[0, 0])
+        0.25
+        """
+        data = self._edge(u, v)
+        if callable(cost):
+            data["fn"], data["cost"] = cost, None
+        else:
+            data["fn"], data["cost"] = None, self._check_matrix(u, v, cost)
+
+    def fill_edge_costs(self, fn: TransformFn, overwrite: bool = False) -> None:
+        """Compute the matrix of every edge without one from ``fn(shape, src, dst) -> ms``.
+
+        Parameters
+        ----------
+        fn : callable
+            Transform cost of the tensor of logical ``shape`` from layout
+            ``src`` to ``dst``; only called for ``src != dst``.
+        overwrite : bool
+            Also recompute edges that already have a matrix or callable.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0, 1.0], layouts=["NCHW", "NCHW8c"])
+        >>> g.add_node("b", costs=[1.0], layouts=["NCHW8c"])
+        >>> g.add_edge("a", "b", shape=[1, 8, 4, 4])
+        >>> g.fill_edge_costs(lambda shape, src, dst: 0.5)
+        >>> g.edge_cost("a", "b").ravel().tolist()
+        [0.5, 0.0]
+        """
+        for u, v, data in self._g.edges(data=True):
+            if overwrite or (data["cost"] is None and data["fn"] is None):
+                data["fn"], data["cost"] = fn, None
+                self.edge_cost(u, v)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def nx(self) -> nx.DiGraph:
+        """The underlying :class:`networkx.DiGraph` (live; edit through this class).
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[0.0])
+        >>> g.nx.number_of_nodes()
+        1
+        """
+        return self._g
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node names in insertion order."""
+        return list(self._g.nodes)
+
+    @property
+    def edges(self) -> list[tuple[str, str]]:
+        """Edges ``(u, v)`` in insertion order."""
+        return list(self._g.edges)
+
+    def __len__(self) -> int:
+        return self._g.number_of_nodes()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._g
+
+    def __repr__(self) -> str:
+        return f"LayoutGraph({len(self)} nodes, {self._g.number_of_edges()} edges)"
+
+    def op(self, name: str) -> str:
+        """Op kind of node ``name``."""
+        return self._require(name)["op"]
+
+    def workload(self, name: str) -> dict | None:
+        """Workload dict of node ``name`` (None if not given)."""
+        return self._require(name)["workload"]
+
+    def candidates(self, name: str) -> tuple[Candidate, ...]:
+        """Candidates of node ``name``.
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[2.0])
+        >>> g.candidates("a")[0].cost
+        2.0
+        """
+        return self._require(name)["candidates"]
+
+    def edge_shape(self, u: str, v: str) -> list[int] | None:
+        """Logical tensor shape carried by edge ``u -> v``."""
+        return self._edge(u, v)["shape"]
+
+    def edge_cost(self, u: str, v: str) -> np.ndarray:
+        """Cost matrix of edge ``u -> v`` (computed from its callable on first use).
+
+        Raises
+        ------
+        GraphError
+            If the edge has neither a matrix nor a callable, or the callable
+            returns a non-numeric value.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0])
+        >>> g.add_edge("a", "b", cost=[[3.0]])
+        >>> g.edge_cost("a", "b").tolist()
+        [[3.0]]
+        """
+        data = self._edge(u, v)
+        if data["cost"] is None:
+            if data["fn"] is None:
+                raise GraphError(
+                    f"edge {u} -> {v} has no cost matrix; pass cost= to add_edge, "
+                    "set_edge_cost, or call fill_edge_costs(fn)"
+                )
+            data["cost"] = self._check_matrix(u, v, self._evaluate(u, v, data))
+        return data["cost"]
+
+    def _evaluate(self, u: str, v: str, data: dict) -> np.ndarray:
+        src = [c.out_layout for c in self.candidates(u)]
+        dst = [c.in_layout for c in self.candidates(v)]
+        cache: dict[tuple[str, str], float] = {}
+        matrix = np.zeros((len(src), len(dst)))
+        for s, a in enumerate(src):
+            for r, b in enumerate(dst):
+                if a == b:
+                    continue
+                if (a, b) not in cache:
+                    try:
+                        cache[a, b] = float(data["fn"](data["shape"], a, b))
+                    except (TypeError, ValueError) as err:
+                        raise GraphError(
+                            f"edge {u} -> {v}: transform cost {a} -> {b} for shape {data['shape']} "
+                            f"is not a number ({err})"
+                        ) from None
+                matrix[s, r] = cache[a, b]
+        return matrix
+
+    def transform_pairs(self, missing_only: bool = True) -> list[tuple[tuple[int, ...], str, str]]:
+        """The distinct layout transforms ``(shape, src, dst)`` the edges need, ``src != dst``.
+
+        Parameters
+        ----------
+        missing_only : bool
+            Only edges that have no explicit matrix yet (those
+            :meth:`fill_edge_costs` would compute); False lists every edge.
+
+        Raises
+        ------
+        GraphError
+            If a listed edge has no shape.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0, 1.0], layouts=["NCHW", "NCHW8c"])
+        >>> g.add_node("b", costs=[1.0], layouts=["NCHW8c"])
+        >>> g.add_edge("a", "b", shape=[1, 8, 4, 4])
+        >>> g.transform_pairs()
+        [((1, 8, 4, 4), 'NCHW', 'NCHW8c')]
+        """
+        pairs = set()
+        for u, v, data in self._g.edges(data=True):
+            if missing_only and data["cost"] is not None:
+                continue
+            if data["shape"] is None:
+                raise GraphError(f"edge {u} -> {v} has no shape; pass shape= to add_edge")
+            for a in {c.out_layout for c in self.candidates(u)}:
+                for b in {c.in_layout for c in self.candidates(v)}:
+                    if a != b:
+                        pairs.add((tuple(data["shape"]), a, b))
+        return sorted(pairs)
+
+    def validate(self) -> None:
+        """Check the graph is a complete, well-formed problem.
+
+        Raises
+        ------
+        GraphError
+            Naming the node or edge: no candidates, NaN/negative/infinite
+            kernel cost, boundary with other than one candidate, edge without
+            costs, matrix of the wrong shape, NaN/negative/infinite transform cost.
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[float("nan")])
+        >>> g.validate()
+        Traceback (most recent call last):
+        ...
+        graphtune.errors.GraphError: node 'a': candidate 0 has cost nan; costs must be finite ms >= 0 (measure it or prune it)
+        """
+        for name, data in self._g.nodes(data=True):
+            cands = data["candidates"]
+            if not cands:
+                raise GraphError(f"node {name!r} has no candidates; give it at least one")
+            if data["op"] == "boundary" and len(cands) != 1:
+                raise GraphError(f"boundary node {name!r} has {len(cands)} candidates; a boundary has exactly one")
+            for i, c in enumerate(cands):
+                if not (math.isfinite(c.cost) and c.cost >= 0):
+                    raise GraphError(
+                        f"node {name!r}: candidate {i} has cost {c.cost}; costs must be finite ms >= 0 "
+                        "(measure it or prune it)"
+                    )
+        for u, v in self._g.edges:
+            matrix = self.edge_cost(u, v)
+            want = (len(self.candidates(u)), len(self.candidates(v)))
+            if matrix.shape != want:
+                raise GraphError(f"edge {u} -> {v}: cost matrix has shape {matrix.shape}, expected {want}")
+            bad = ~(np.isfinite(matrix) & (matrix >= 0))
+            if bad.any():
+                s, r = map(int, np.argwhere(bad)[0])
+                raise GraphError(
+                    f"edge {u} -> {v}: cost[{s}, {r}] = {matrix[s, r]}; transform costs must be finite ms >= 0"
+                )
+
+    def energy(self, assignment: Mapping[str, int]) -> float:
+        """Total ms of an assignment: kernel costs plus transform costs.
+
+        Parameters
+        ----------
+        assignment : dict
+            Node name -> candidate index, for every node.
+
+        Raises
+        ------
+        GraphError
+            Naming the node that is missing, unknown or has an index out of range.
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[1.0, 2.0])
+        >>> g.energy({"a": 1})
+        2.0
+        """
+        for name in assignment:
+            if name not in self._g:
+                raise GraphError(f"assignment names unknown node {name!r}")
+        total = 0.0
+        for name, data in self._g.nodes(data=True):
+            if name not in assignment:
+                raise GraphError(f"assignment has no candidate for node {name!r}")
+            k = assignment[name]
+            n = len(data["candidates"])
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 0 <= k < n:
+                raise GraphError(f"node {name!r}: candidate index {k!r} out of range [0, {n})")
+            total += data["candidates"][k].cost
+        for u, v in self._g.edges:
+            total += float(self.edge_cost(u, v)[assignment[u], assignment[v]])
+        return total
+
+    def fingerprint(self) -> str:
+        """sha256 of the structure: names, ops, workloads and edges (with shapes), not costs.
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[1.0])
+        >>> h = LayoutGraph(); h.add_node("a", costs=[5.0])
+        >>> g.fingerprint() == h.fingerprint()
+        True
+        """
+        structure = {
+            "nodes": sorted([n, d["op"], d["workload"]] for n, d in self._g.nodes(data=True)),
+            "edges": sorted([u, v, d["shape"]] for u, v, d in self._g.edges(data=True)),
+        }
+        text = json.dumps(structure, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        """JSON-able form; callables are materialised into matrices.
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[1.0])
+        >>> g.to_dict()["format"]
+        'graphtune.layout_graph'
+        """
+        nodes = [
+            {"name": n, "op": d["op"], "workload": d["workload"], "candidates": [c.to_dict() for c in d["candidates"]]}
+            for n, d in self._g.nodes(data=True)
+        ]
+        edges = []
+        for u, v, d in self._g.edges(data=True):
+            matrix = self.edge_cost(u, v) if d["fn"] is not None else d["cost"]
+            edges.append({"src": u, "dst": v, "shape": d["shape"], "cost": None if matrix is None else matrix.tolist()})
+        return {"format": _FORMAT, "version": _VERSION, "nodes": nodes, "edges": edges}
+
+    def to_json(self, indent: int | None = None) -> str:
+        """Serialise to a JSON string (see :meth:`to_dict`).
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[1.0])
+        >>> LayoutGraph.from_json(g.to_json()).nodes
+        ['a']
+        """
+        return json.dumps(self.to_dict(), indent=indent)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "LayoutGraph":
+        """Inverse of :meth:`to_dict`.
+
+        Raises
+        ------
+        GraphError
+            If ``data`` is not a layout graph document or is malformed.
+
+        Examples
+        --------
+        >>> g = LayoutGraph(); g.add_node("a", costs=[1.0])
+        >>> LayoutGraph.from_dict(g.to_dict()).energy({"a": 0})
+        1.0
+        """
+        if not isinstance(data, Mapping) or data.get("format") != _FORMAT:
+            raise GraphError(f"not a layout graph document: expected 'format': {_FORMAT!r}")
+        if data.get("version") != _VERSION:
+            raise GraphError(f"layout graph version {data.get('version')!r} unsupported; expected {_VERSION}")
+        graph = cls()
+        try:
+            for node in data["nodes"]:
+                cands = [Candidate.from_dict(c) for c in node["candidates"]]
+                graph.add_node(node["name"], cands, op=node["op"], workload=node.get("workload"))
+            for edge in data["edges"]:
+                graph.add_edge(edge["src"], edge["dst"], cost=edge.get("cost"), shape=edge.get("shape"))
+        except (KeyError, TypeError) as err:
+            raise GraphError(f"malformed layout graph document: missing or bad field {err}") from None
+        return graph
+
+    @classmethod
+    def from_json(cls, text: str) -> "LayoutGraph":
+        """Parse a JSON string written by :meth:`to_json`.
+
+        Examples
+        --------
+        >>> LayoutGraph.from_json('{"format": "graphtune.layout_graph", "version": 1, "nodes": [], "edges": []}')
+        LayoutGraph(0 nodes, 0 edges)
+        """
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise GraphError(f"layout graph JSON is not valid JSON: {err}") from None
+        return cls.from_dict(data)
+
+    # ------------------------------------------------------------------ helpers
+    def _require(self, name: str) -> dict:
+        if name not in self._g:
+            raise GraphError(f"unknown node {name!r}")
+        return self._g.nodes[name]
+
+    def _edge(self, u: str, v: str) -> dict:
+        if not self._g.has_edge(u, v):
+            raise GraphError(f"unknown edge {u} -> {v}")
+        return self._g.edges[u, v]
+
+    def _touching(self, name: str) -> Iterable[tuple[str, str, dict]]:
+        yield from self._g.out_edges(name, data=True)
+        yield from self._g.in_edges(name, data=True)

@@ -1,0 +1,24 @@
+"""Measure kernel candidates and layout transforms on a target, with a resumable records file.
+
+:func:`measure` builds each :class:`Task` (a graphtune.x86 kernel with its
+knobs, or a layout transform) in isolated worker processes, times it with
+random inputs, and appends one :class:`Record` per task to an append-only
+JSON-lines file; :class:`Records` reads such a file back and answers queries
+(record of a task, best candidate for given layouts, top-k). Where the timing
+happens is a :class:`Runner`'s job (:class:`LocalRunner` by default).
+
+Examples
+--------
+>>> t = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW16c",
+...                        "dtype": "float32"})
+>>> [rec] = measure([t], min_repeat_ms=5, progress=False)
+>>> rec.ok, rec.kind
+(True, 'transform')
+"""
+
+from .engine import measure
+from .records import Record, Records, target_key_of
+from .runner import LocalRunner, Runner
+from .task import KINDS, Task
+
+__all__ = ["KINDS", "LocalRunner", "Record", "Records", "Runner", "Task", "measure", "target_key_of"]

@@ -1,0 +1,165 @@
+"""Runners: where and how tasks are built and timed.
+
+A :class:`Runner` turns tasks into :class:`~graphtune.measure.records.Record`
+objects, yielding each as soon as it is finished so that the caller can save
+it at once. :class:`LocalRunner` (the default) builds in parallel worker
+processes, then times the built kernels one at a time in a separate timing
+process on this machine; a crash or hang in either becomes an error record.
+A remote runner (e.g. over a TVM RPC tracker) implements the same three
+methods: it resolves the target of the remote CPU, keys records by it, and
+times remotely what the same build workers compiled.
+
+Examples
+--------
+>>> from graphtune.measure import Task
+>>> t = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
+...                        "dtype": "float32"})
+>>> runner = LocalRunner(n_parallel=1)
+>>> target = runner.resolve_target(None)
+>>> [r.ok for r in runner.run([t], target, repeat=2, min_repeat_ms=5, timeout=60)]
+[True]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Iterator, Sequence
+
+from ..errors import MeasureError
+from .build import build_task, prim_func_of
+from .records import Record, target_key_of
+from .task import Task
+from .timing import time_library
+from .workers import Worker, WorkerFailure, WorkerPool
+
+__all__ = ["Runner", "LocalRunner"]
+
+
+class Runner(ABC):
+    """Builds and times tasks for one target; subclasses say where the timing runs."""
+
+    def resolve_target(self, target: Any = None) -> "tvm.target.Target":  # noqa: F821
+        """The TVM target kernels are built for (None: the machine that runs them).
+
+        Examples
+        --------
+        >>> LocalRunner().resolve_target({"kind": "llvm", "mcpu": "haswell"}).kind.name
+        'llvm'
+        """
+        from ..x86 import host_target
+
+        return host_target(target)
+
+    def target_key(self, target: "tvm.target.Target") -> dict:  # noqa: F821
+        """The description records of ``target`` are stored under."""
+        return target_key_of(target)
+
+    @abstractmethod
+    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,  # noqa: F821
+            repeat: int, min_repeat_ms: float, timeout: float) -> Iterator[Record]:
+        """Build and time ``tasks``; yield one record per task as soon as it is done.
+
+        Failures (bad knobs, build errors, crashes, time-outs) are yielded as
+        error records, never raised. Closing the generator early (or an
+        exception such as KeyboardInterrupt) stops every process it started.
+        """
+
+
+class LocalRunner(Runner):
+    """Build in parallel worker processes, time one kernel at a time on this machine.
+
+    Parameters
+    ----------
+    n_parallel : int, optional
+        Build processes (default: the number of usable cores). Builds of a
+        batch run in parallel; timing starts when the batch is built, so that
+        compiling never disturbs a timed kernel.
+    batch_size : int, optional
+        Tasks built per batch (default ``4 * n_parallel``).
+    func_of : callable, optional
+        ``func_of(task, target) -> PrimFunc`` giving the kernel of a task,
+        a picklable top-level function (default
+        :func:`graphtune.measure.build.prim_func_of`, i.e. graphtune.x86).
+
+    Notes
+    -----
+    Each :meth:`run` starts its worker processes and stops them at the end.
+    Used as a context manager, the runner keeps them between runs instead
+    (saving the ~1 s start-up of each when measuring in many small calls).
+
+    Examples
+    --------
+    >>> LocalRunner(n_parallel=2).n_parallel
+    2
+    >>> with LocalRunner(n_parallel=1) as runner:  # workers live until the block ends
+    ...     pass
+    """
+
+    def __init__(self, n_parallel: int | None = None, batch_size: int | None = None,
+                 func_of: Callable = prim_func_of) -> None:
+        self.n_parallel = n_parallel
+        self.batch_size = batch_size
+        self.func_of = func_of
+
+    def _settings(self) -> tuple[int, int]:
+        n_parallel = self.n_parallel or len(os.sched_getaffinity(0))
+        batch_size = self.batch_size or 4 * n_parallel
+        if n_parallel < 1 or batch_size < 1:
+            raise MeasureError(
+                f"LocalRunner needs n_parallel >= 1 and batch_size >= 1, got "
+                f"{n_parallel} and {batch_size}")
+        return n_parallel, batch_size
+
+    def __enter__(self) -> "LocalRunner":
+        self._kept = (WorkerPool(self._settings()[0]), Worker())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker processes kept by ``with`` (a no-op otherwise)."""
+        kept, self._kept = getattr(self, "_kept", None), None
+        if kept is not None:
+            kept[0].close()
+            kept[1].close()
+
+    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,  # noqa: F821
+            repeat: int, min_repeat_ms: float, timeout: float) -> Iterator[Record]:
+        """Build and time ``tasks`` locally (see :meth:`Runner.run`)."""
+        n_parallel, batch_size = self._settings()
+        key = self.target_key(target)
+        kept = getattr(self, "_kept", None)
+        pool, timer = kept or (WorkerPool(min(n_parallel, max(1, len(tasks)))), Worker())
+        out_dir = tempfile.mkdtemp(prefix="graphtune-measure-")
+        try:
+            for start in range(0, len(tasks), batch_size):
+                batch = tasks[start:start + batch_size]
+                built = pool.map(build_task, [(self.func_of, t, target, out_dir) for t in batch],
+                                 timeout)
+                for task, (ok, value) in zip(batch, built):
+                    if not ok:
+                        yield Record.failure(task, key, f"build: {value}")
+                        continue
+                    yield self._time(task, key, value, timer, repeat, min_repeat_ms, timeout)
+        finally:  # kept workers survive, unless interrupted in the middle of a call
+            pool.close(busy_only=kept is not None)
+            if kept is None or timer.busy:
+                timer.close()
+            shutil.rmtree(out_dir, ignore_errors=True)
+
+    @staticmethod
+    def _time(task: Task, key: dict, built: dict, timer: Worker, repeat: int,
+              min_repeat_ms: float, timeout: float) -> Record:
+        try:
+            out = timer.call(time_library, (built["path"], built["args"], repeat, min_repeat_ms),
+                             timeout)
+            return Record.success(task, key, out["ms"], threads=out["threads"],
+                                  number=out["number"])
+        except (WorkerFailure, MeasureError) as err:
+            return Record.failure(task, key, f"run: {err}")
+        finally:
+            os.remove(built["path"])

@@ -1,0 +1,143 @@
+"""What to measure: a :class:`Task` is one kernel candidate or one layout transform.
+
+A task is identified by its kind, workload and knobs. Together with the
+target it runs on and the TVM version it was built with, its canonical JSON
+form (sorted keys, no whitespace, lists for tuples) is the key of its record:
+the same task gets the same key in every process and on every run.
+
+Examples
+--------
+>>> t = Task("transform", {"shape": (1, 32, 8, 8), "src": "NCHW", "dst": "NCHW16c",
+...                        "dtype": "float32"})
+>>> t.key
+'{"kind":"transform","knobs":{},"workload":{"dst":"NCHW16c","dtype":"float32","shape":[1,32,8,8],"src":"NCHW"}}'
+>>> t == Task("transform", {"src": "NCHW", "dst": "NCHW16c", "dtype": "float32",
+...                         "shape": [1, 32, 8, 8]})
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ..errors import MeasureError
+
+__all__ = ["KINDS", "Task", "canonical_json", "record_key", "tvm_version"]
+
+KINDS = ("conv2d", "depthwise_conv2d", "dense", "transform")
+"""Task kinds: the three kernel ops graphtune schedules, and layout transforms."""
+
+_REQUIRED = {
+    "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "dense": ("data", "weight", "dtype"),
+    "transform": ("shape", "src", "dst", "dtype"),
+}
+
+
+def canonical_json(value: Any) -> str:
+    """Canonical JSON text of ``value``: sorted keys, no spaces, tuples as lists.
+
+    Examples
+    --------
+    >>> canonical_json({"b": (1, 2), "a": True})
+    '{"a":true,"b":[1,2]}'
+    """
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def _plain(value: Any, what: str) -> dict:
+    """A JSON round-trip copy of ``value`` (tuples become lists), or MeasureError."""
+    if not isinstance(value, Mapping):
+        raise MeasureError(f"task {what} must be a dict, got {type(value).__name__}")
+    try:
+        return json.loads(canonical_json(dict(value)))
+    except (TypeError, ValueError) as err:
+        raise MeasureError(f"task {what} {value!r} is not JSON-serialisable: {err}") from None
+
+
+@dataclass(frozen=True, eq=False)
+class Task:
+    """One thing to measure: a kernel candidate or a layout transform.
+
+    Parameters
+    ----------
+    kind : str
+        One of :data:`KINDS`.
+    workload : dict
+        The workload dict of the shared contract (conv2d/depthwise/dense), or
+        ``{"shape": [N, C, H, W], "src": ..., "dst": ..., "dtype": ...}`` for a
+        transform (``shape`` is the logical NCHW shape).
+    knobs : dict, optional
+        Schedule knobs of the candidate; empty for transforms.
+
+    Examples
+    --------
+    >>> wl = {"data": [1, 16, 8, 8], "kernel": [16, 16, 3, 3], "strides": [1, 1],
+    ...       "padding": [1, 1, 1, 1], "dilation": [1, 1], "groups": 1, "dtype": "float32"}
+    >>> Task("conv2d", wl, {"ic_bn": 8, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}).kind
+    'conv2d'
+    """
+
+    kind: str
+    workload: dict
+    knobs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise MeasureError(f"unknown task kind {self.kind!r}; valid kinds: {', '.join(KINDS)}")
+        workload = _plain(self.workload, "workload")
+        missing = [k for k in _REQUIRED[self.kind] if k not in workload]
+        if missing:
+            raise MeasureError(
+                f"{self.kind} task workload {workload} lacks field(s) {', '.join(missing)}"
+            )
+        object.__setattr__(self, "workload", workload)
+        object.__setattr__(self, "knobs", _plain(self.knobs, "knobs"))
+        key = canonical_json({"kind": self.kind, "workload": workload, "knobs": self.knobs})
+        object.__setattr__(self, "_key", key)
+
+    @property
+    def key(self) -> str:
+        """Canonical JSON of (kind, workload, knobs), identical in every process."""
+        return self._key
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Task) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Task({self.kind!r}, {self.workload!r}, {self.knobs!r})"
+
+
+def tvm_version() -> str:
+    """The version of the installed TVM, part of every record key.
+
+    Examples
+    --------
+    >>> tvm_version().startswith("0.")
+    True
+    """
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def record_key(task: Task, target: Mapping, tvm: str) -> str:
+    """Key of ``task``'s record for the target description ``target`` and TVM version ``tvm``.
+
+    Examples
+    --------
+    >>> t = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
+    ...                        "dtype": "float32"})
+    >>> record_key(t, {"kind": "llvm"}, "0.27.0")[:40]
+    '{"kind":"transform","knobs":{},"target":'
+    """
+    return canonical_json(
+        {"kind": task.kind, "workload": task.workload, "knobs": task.knobs,
+         "target": dict(target), "tvm": tvm}
+    )

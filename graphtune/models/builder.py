@@ -1,0 +1,397 @@
+"""A small ONNX graph builder for the model zoo.
+
+:class:`GraphBuilder` appends ONNX nodes one layer at a time, tracks every
+tensor's static shape, and draws seeded random weights. Batch norm is already
+folded: a conv is emitted with the weight and bias that folding would
+produce, and a pre-activation batch norm that cannot be folded (DenseNet) is a
+per-channel ``Mul`` + ``Add`` (:meth:`GraphBuilder.affine`).
+
+Weights are He-initialised (uniform with ``std = gain * sqrt(2 / fan_in)``,
+6x faster to draw than normal values) so that activations stay of order one
+through deep nets; the model families damp the last conv of residual
+branches and the convs that feed no ReLU with ``gain < 1`` so that sums of
+many branches do not grow. Zoo outputs (logits, box and class predictions)
+have a standard deviation of about 0.1 to 3 at every supported image size,
+so comparisons at ``rtol = atol = 1e-4`` are meaningful.
+
+Examples
+--------
+>>> b = GraphBuilder("tiny", seed=0, batch_size=1, image_size=8)
+>>> x = b.conv(b.input, "conv1", 4, kernel=3, padding=1)
+>>> x = b.relu(x, "relu")
+>>> x = b.flatten(b.global_avg_pool(x, "avgpool"), "flatten")
+>>> b.dense(x, "fc", 10, output="output")
+'output'
+>>> model = b.model(["output"])
+>>> [n.op_type for n in model.graph.node]
+['Conv', 'Relu', 'GlobalAveragePool', 'Flatten', 'Gemm']
+>>> param_count(model)
+162
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from ..errors import ModelError
+
+__all__ = ["GraphBuilder", "param_count", "OPSET", "IR_VERSION"]
+
+OPSET = 13
+"""ONNX opset of every zoo model."""
+
+IR_VERSION = 8
+"""ONNX IR version of every zoo model (ONNX Runtime 1.31 rejects 14)."""
+
+_BIAS_STD = 0.05
+
+
+def _pair(value: int | Sequence[int]) -> tuple[int, int]:
+    if isinstance(value, int):
+        return value, value
+    first, second = value
+    return int(first), int(second)
+
+
+class GraphBuilder:
+    """Build one ONNX CNN graph layer by layer with seeded random weights.
+
+    Parameters
+    ----------
+    name : str
+        Graph name (the zoo model's name).
+    seed : int
+        Seed of the weights' random generator; equal seeds give equal bytes.
+    batch_size : int
+        ``N`` of the input ``"input"`` ``[N, 3, H, W]``.
+    image_size : int
+        ``H == W`` of the input.
+
+    Examples
+    --------
+    >>> b = GraphBuilder("tiny", seed=0, batch_size=2, image_size=8)
+    >>> b.shape(b.conv(b.input, "conv1", 4, kernel=3, stride=2, padding=1))
+    (2, 4, 4, 4)
+    """
+
+    def __init__(self, name: str, seed: int, batch_size: int, image_size: int) -> None:
+        self.name = name
+        self.input = "input"
+        self._rng = np.random.default_rng(seed)
+        self._nodes: list[onnx.NodeProto] = []
+        self._inits: list[onnx.TensorProto] = []
+        self._init_names: set[str] = set()
+        self._shapes: dict[str, tuple[int, ...]] = {
+            self.input: (batch_size, 3, image_size, image_size)
+        }
+
+    # ------------------------------------------------------------------ helpers
+    def shape(self, tensor: str) -> tuple[int, ...]:
+        """Static shape of a tensor built so far.
+
+        Examples
+        --------
+        >>> GraphBuilder("t", 0, 1, 32).shape("input")
+        (1, 3, 32, 32)
+        """
+        return self._shapes[tensor]
+
+    def _const(self, name: str, array: np.ndarray) -> str:
+        if name not in self._init_names:
+            self._init_names.add(name)
+            self._inits.append(numpy_helper.from_array(array, name))
+        return name
+
+    def _random(self, shape: tuple[int, ...], std: float) -> np.ndarray:
+        # uniform on [-std * sqrt(3), std * sqrt(3)): its standard deviation is std
+        out = self._rng.random(shape, dtype=np.float32)
+        out -= np.float32(0.5)
+        out *= np.float32(std * math.sqrt(12.0))
+        return out
+
+    def _node(self, op: str, inputs: list[str], name: str, shape: tuple[int, ...],
+              output: str | None = None, **attrs: object) -> str:
+        out = output or name
+        if out in self._shapes:
+            raise ModelError(f"{self.name}: tensor {out!r} is produced twice; "
+                             "node names must be unique")
+        if any(d <= 0 for d in shape):
+            h, w = self._shapes[self.input][2:]
+            raise ModelError(
+                f"{self.name}: node {name!r} would produce an empty tensor {list(shape)} "
+                f"for input {h}x{w}; use a larger image_size"
+            )
+        self._nodes.append(helper.make_node(op, inputs, [out], name=name, **attrs))
+        self._shapes[out] = tuple(int(d) for d in shape)
+        return out
+
+    @staticmethod
+    def _window(size: int, kernel: int, stride: int, pad: int) -> int:
+        return (size + 2 * pad - kernel) // stride + 1
+
+    # ------------------------------------------------------------------ layers
+    def conv(self, x: str, name: str, out_channels: int, kernel: int | Sequence[int],
+             stride: int = 1, padding: int | Sequence[int] = 0, groups: int = 1,
+             bias: bool = True, gain: float = 1.0) -> str:
+        """2-D convolution with He-initialised weight ``name.weight`` and bias ``name.bias``.
+
+        Parameters
+        ----------
+        x : str
+            Input tensor (NCHW).
+        name : str
+            Node name and output tensor name (e.g. ``"layer1.0.conv1"``).
+        out_channels : int
+            Output channels.
+        kernel, padding : int or (int, int)
+            Kernel size and symmetric padding, (height, width) when a pair.
+        stride : int
+            Stride in both dimensions.
+        groups : int
+            Group count; ``groups == in_channels == out_channels`` is depthwise.
+        bias : bool
+            Whether the conv has a bias (a folded batch norm always gives one).
+        gain : float
+            Multiplier of the He standard deviation (``< 1`` damps residual branches).
+
+        Returns
+        -------
+        str
+            The output tensor's name.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 16)
+        >>> b.shape(b.conv("input", "dw", 3, kernel=3, padding=1, groups=3))
+        (1, 3, 16, 16)
+        """
+        n, cin, h, w = self._shapes[x]
+        kh, kw = _pair(kernel)
+        ph, pw = _pair(padding)
+        if cin % groups or out_channels % groups:
+            raise ModelError(f"{self.name}: conv {name!r}: groups={groups} must divide "
+                             f"in_channels={cin} and out_channels={out_channels}")
+        fan_in = cin // groups * kh * kw
+        weight = self._random((out_channels, cin // groups, kh, kw), gain * math.sqrt(2.0 / fan_in))
+        inputs = [x, self._const(f"{name}.weight", weight)]
+        if bias:
+            inputs.append(self._const(f"{name}.bias", self._random((out_channels,), _BIAS_STD)))
+        shape = (n, out_channels, self._window(h, kh, stride, ph), self._window(w, kw, stride, pw))
+        return self._node("Conv", inputs, name, shape, kernel_shape=[kh, kw],
+                          strides=[stride, stride], pads=[ph, pw, ph, pw],
+                          dilations=[1, 1], group=groups)
+
+    def relu(self, x: str, name: str) -> str:
+        """``Relu``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.relu("input", "relu")
+        'relu'
+        """
+        return self._node("Relu", [x], name, self._shapes[x])
+
+    def relu6(self, x: str, name: str) -> str:
+        """ReLU6 as ``Clip(x, 0, 6)`` (min/max as shared constant inputs).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.relu6("input", "act"))
+        (1, 3, 4, 4)
+        """
+        lo = self._const("relu6.min", np.array(0.0, dtype=np.float32))
+        hi = self._const("relu6.max", np.array(6.0, dtype=np.float32))
+        return self._node("Clip", [x, lo, hi], name, self._shapes[x])
+
+    def affine(self, x: str, name: str) -> str:
+        """Per-channel ``x * name.weight + name.bias``: an inference batch norm that cannot be
+        folded into a conv (it precedes a ReLU), as ``Mul`` + ``Add`` with ``[C, 1, 1]`` constants.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.affine("input", "norm")
+        'norm'
+        >>> [n.op_type for n in b.model(["norm"]).graph.node]
+        ['Mul', 'Add']
+        """
+        c = self._shapes[x][1]
+        scale = 1.0 + self._random((c, 1, 1), 0.1)
+        shift = self._random((c, 1, 1), _BIAS_STD)
+        scaled = self._node("Mul", [x, self._const(f"{name}.weight", scale)], f"{name}.mul",
+                            self._shapes[x])
+        return self._node("Add", [scaled, self._const(f"{name}.bias", shift)], name,
+                          self._shapes[x])
+
+    def _pool(self, op: str, x: str, name: str, kernel: int, stride: int, padding: int,
+              **attrs) -> str:
+        n, c, h, w = self._shapes[x]
+        shape = (n, c, self._window(h, kernel, stride, padding),
+                 self._window(w, kernel, stride, padding))
+        return self._node(op, [x], name, shape, kernel_shape=[kernel, kernel],
+                          strides=[stride, stride], pads=[padding] * 4, **attrs)
+
+    def max_pool(self, x: str, name: str, kernel: int, stride: int, padding: int = 0) -> str:
+        """``MaxPool`` (floor mode, symmetric padding).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 8)
+        >>> b.shape(b.max_pool("input", "pool", 3, 2, 1))
+        (1, 3, 4, 4)
+        """
+        return self._pool("MaxPool", x, name, kernel, stride, padding)
+
+    def avg_pool(self, x: str, name: str, kernel: int, stride: int, padding: int = 0) -> str:
+        """``AveragePool`` with ``count_include_pad=1`` (PyTorch's default).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 8)
+        >>> b.shape(b.avg_pool("input", "pool", 2, 2))
+        (1, 3, 4, 4)
+        """
+        return self._pool("AveragePool", x, name, kernel, stride, padding, count_include_pad=1)
+
+    def global_avg_pool(self, x: str, name: str) -> str:
+        """``GlobalAveragePool`` to ``[N, C, 1, 1]``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 8)
+        >>> b.shape(b.global_avg_pool("input", "avgpool"))
+        (1, 3, 1, 1)
+        """
+        n, c = self._shapes[x][:2]
+        return self._node("GlobalAveragePool", [x], name, (n, c, 1, 1))
+
+    def add(self, a: str, b: str, name: str) -> str:
+        """Element-wise ``Add`` of two equal-shape tensors (a residual join).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.add("input", "input", "sum")
+        'sum'
+        """
+        if self._shapes[a] != self._shapes[b]:
+            raise ModelError(f"{self.name}: add {name!r}: shapes {self._shapes[a]} and "
+                             f"{self._shapes[b]} differ")
+        return self._node("Add", [a, b], name, self._shapes[a])
+
+    def concat(self, xs: Sequence[str], name: str, axis: int = 1, output: str | None = None) -> str:
+        """``Concat`` along ``axis`` (channels by default).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.concat(["input", "input"], "cat"))
+        (1, 6, 4, 4)
+        """
+        shapes = [self._shapes[x] for x in xs]
+        shape = list(shapes[0])
+        shape[axis] = sum(s[axis] for s in shapes)
+        return self._node("Concat", list(xs), name, tuple(shape), output=output, axis=axis)
+
+    def flatten(self, x: str, name: str) -> str:
+        """``Flatten(axis=1)`` to ``[N, C*H*W]``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.flatten("input", "flatten"))
+        (1, 48)
+        """
+        n, *rest = self._shapes[x]
+        return self._node("Flatten", [x], name, (n, math.prod(rest)), axis=1)
+
+    def dense(self, x: str, name: str, out_features: int, gain: float = 1.0,
+              output: str | None = None) -> str:
+        """Fully connected layer as ``Gemm(x, W, b, transB=1)``, ``W`` is ``[out, in]``.
+
+        The weight's standard deviation is ``gain * sqrt(2 / in)``; the default
+        ``gain=1.0`` (He) keeps a classifier's logits of order one.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.dense(b.flatten("input", "flatten"), "fc", 10))
+        (1, 10)
+        """
+        n, k = self._shapes[x]
+        weight = self._random((out_features, k), gain * math.sqrt(2.0 / k))
+        bias = self._random((out_features,), _BIAS_STD)
+        return self._node("Gemm", [x, self._const(f"{name}.weight", weight),
+                                   self._const(f"{name}.bias", bias)],
+                          name, (n, out_features), output=output, transB=1)
+
+    def transpose(self, x: str, name: str, perm: Sequence[int]) -> str:
+        """``Transpose`` with permutation ``perm``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.transpose("input", "nhwc", [0, 2, 3, 1]))
+        (1, 4, 4, 3)
+        """
+        shape = self._shapes[x]
+        return self._node("Transpose", [x], name, tuple(shape[p] for p in perm), perm=list(perm))
+
+    def reshape(self, x: str, name: str, shape: Sequence[int]) -> str:
+        """``Reshape`` to a fully static ``shape`` (stored as ``name.shape``).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.reshape("input", "r", [1, 16, 3]))
+        (1, 16, 3)
+        """
+        if math.prod(shape) != math.prod(self._shapes[x]):
+            raise ModelError(f"{self.name}: reshape {name!r}: {list(self._shapes[x])} has no "
+                             f"view {list(shape)}")
+        target = self._const(f"{name}.shape", np.array(shape, dtype=np.int64))
+        return self._node("Reshape", [x, target], name, tuple(shape))
+
+    # ------------------------------------------------------------------ output
+    def model(self, outputs: Sequence[str]) -> onnx.ModelProto:
+        """Assemble the ONNX model with graph outputs ``outputs`` (opset 13, IR version 8).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> m = b.model([b.relu("input", "output")])
+        >>> m.ir_version, m.opset_import[0].version
+        (8, 13)
+        """
+        def info(tensor: str) -> onnx.ValueInfoProto:
+            shape = list(self._shapes[tensor])
+            return helper.make_tensor_value_info(tensor, TensorProto.FLOAT, shape)
+
+        graph = helper.make_graph(self._nodes, self.name, [info(self.input)],
+                                  [info(t) for t in outputs], initializer=self._inits)
+        model = helper.make_model(graph, producer_name="graphtune.models",
+                                  opset_imports=[helper.make_opsetid("", OPSET)])
+        model.ir_version = IR_VERSION
+        return model
+
+
+def param_count(model: onnx.ModelProto) -> int:
+    """Number of learnable parameters: elements of initializers named ``*.weight`` / ``*.bias``.
+
+    Constants that are not parameters (reshape shapes, clip bounds) are not counted.
+
+    Examples
+    --------
+    >>> b = GraphBuilder("t", 0, 1, 4)
+    >>> param_count(b.model([b.conv("input", "conv", 2, kernel=1)]))
+    8
+    """
+    return sum(math.prod(t.dims) for t in model.graph.initializer
+               if t.name.endswith((".weight", ".bias")))

@@ -1,0 +1,258 @@
+"""The tuning pipeline: model -> layout graph -> measured costs -> solution -> config.
+
+:func:`tune` runs the phases in order, each resumable through the records
+file: extract the :class:`~graphtune.graph.LayoutGraph`, measure every kernel
+candidate of every distinct workload, keep the fastest candidate per
+(in_layout, out_layout) pair of each node (edge costs depend on layouts
+only, so no other candidate can be in an optimal solution), measure every
+layout transform the edges can need, solve, and write the
+:class:`~graphtune.config.Config`.
+
+Examples
+--------
+>>> import graphtune
+>>> result = graphtune.tune("resnet18", records="resnet18.records.jsonl")  # doctest: +SKIP
+>>> result.config.save("resnet18.graphtune.json")                          # doctest: +SKIP
+>>> print(result.summary())                                                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+
+from . import x86
+from .config import Config
+from .errors import MeasureError
+from .frontend.extract import extract
+from .graph import Candidate, LayoutGraph
+from .measure import Records, Runner, Task, measure
+from .models.resolve import resolve
+from .solve import Solution, solve
+
+__all__ = ["TuneResult", "tune", "kernel_best_solution", "LAYOUT_OPS"]
+
+LAYOUT_OPS = ("conv2d", "depthwise_conv2d", "dense")
+"""Node ops whose candidates are kernels graphtune measures."""
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` found for one model on one target.
+
+    Attributes
+    ----------
+    graph : LayoutGraph
+        The layout graph with measured node and edge costs.
+    solution : Solution
+        The solver's choice per node, objective, bound and proof status.
+    config : Config
+        The config to compile with (``config.save(path)`` writes the file).
+    target : dict
+        The target the costs were measured on.
+    records : str or None
+        The records file the measurements are in.
+    phase_seconds : dict
+        Wall time of each phase (extract, kernels, transforms, solve).
+    measured : dict
+        Number of kernel and transform tasks in the records for this run.
+    """
+
+    graph: LayoutGraph
+    solution: Solution
+    config: Config
+    target: dict
+    records: str | None
+    phase_seconds: dict = field(default_factory=dict)
+    measured: dict = field(default_factory=dict)
+
+    @property
+    def predicted_ms(self) -> float:
+        """The solver's objective: predicted latency of the layout-dependent part (ms)."""
+        return float(self.solution.energy)
+
+    @property
+    def kernel_ms(self) -> float:
+        """Sum of the chosen kernels' measured times (ms)."""
+        return sum(self.graph.candidates(n)[i].cost for n, i in self.solution.assignment.items())
+
+    @property
+    def transform_ms(self) -> float:
+        """Sum of the layout transforms the chosen layouts need (ms)."""
+        return self.predicted_ms - self.kernel_ms
+
+    @property
+    def tune_seconds(self) -> float:
+        """Total wall time of the run (s)."""
+        return float(sum(self.phase_seconds.values()))
+
+    def summary(self) -> str:
+        """A few lines for humans: objective, split, proof status and phase times.
+
+        Examples
+        --------
+        >>> print(result.summary())  # doctest: +SKIP
+        predicted 21.30 ms = kernels 20.10 ms + transforms 1.20 ms (cpsat, optimal)
+        """
+        status = "optimal" if self.solution.optimal else f"gap {self.solution.relative_gap:.2%}"
+        phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phase_seconds.items())
+        return (f"predicted {self.predicted_ms:.2f} ms = kernels {self.kernel_ms:.2f} ms + "
+                f"transforms {self.transform_ms:.2f} ms ({self.solution.method}, {status})\n"
+                f"phases: {phases}")
+
+
+def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "auto", *,
+         max_candidates: int | None = None, solver: str = "auto",
+         time_limit: float | None = None, image_size: int | None = None,
+         runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
+         progress: bool = True) -> TuneResult:
+    """Tune the layouts and schedules of every conv2d / dense node of ``model``.
+
+    Parameters
+    ----------
+    model : str, path, onnx.ModelProto or tvm.IRModule
+        A zoo name (:func:`graphtune.models.names`), an ``.onnx`` file or a model.
+    target : tvm.target.Target or dict, optional
+        Target to tune for; default the host CPU (:func:`graphtune.x86.host_target`).
+    records : path, "auto" or None
+        Records file to reuse and extend; ``"auto"`` is ``MODEL.records.jsonl``
+        in the working directory; None keeps measurements in memory.
+    max_candidates : int, optional
+        Kernel candidates measured per node (default: the whole space of
+        :func:`graphtune.x86.candidates`).
+    solver : str
+        Method of :func:`graphtune.solve.solve`.
+    time_limit : float, optional
+        Seconds the solver may take; past it the best solution and its gap.
+    image_size : int, optional
+        Input size for zoo models (default their published size).
+    runner : graphtune.measure.Runner, optional
+        Where kernels are timed (default this machine).
+    min_repeat_ms, repeat : float, int
+        Timing: each repeat lasts at least ``min_repeat_ms``; medians of ``repeat``.
+    progress : bool
+        Progress bars per phase.
+
+    Returns
+    -------
+    TuneResult
+
+    Raises
+    ------
+    ModelError
+        For an unknown zoo name or an unreadable model.
+    MeasureError
+        If every candidate of a node failed to build or run, or a transform did.
+
+    Examples
+    --------
+    >>> result = tune("resnet18", image_size=32, max_candidates=4, records=None)  # doctest: +SKIP
+    >>> result.solution.optimal                                                  # doctest: +SKIP
+    True
+    """
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def lap(phase: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[phase] = now - clock
+        clock = now
+
+    onnx_model, name = resolve(model, image_size=image_size)
+    tgt = x86.host_target(target) if runner is None else runner.resolve_target(target)
+    if records == "auto":
+        records = f"{name}.records.jsonl"
+    store = Records(records)
+    graph = extract(onnx_model, tgt, max_candidates)
+    lap("extract")
+
+    timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
+              "progress": progress}
+    kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
+                           for c in graph.candidates(node)]
+                    for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
+    flat = [t for tasks in kernel_tasks.values() for t in tasks]
+    by_task = dict(zip(flat, measure(flat, tgt, store, **timing)))
+    for node, tasks in kernel_tasks.items():
+        graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task))
+    lap("kernels")
+
+    pairs = graph.transform_pairs()
+    transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
+                                          "dtype": "float32"}) for shape, src, dst in pairs]
+    transform_ms = {}
+    for (shape, src, dst), rec in zip(pairs, measure(transform_tasks, tgt, store, **timing)):
+        if not rec.ok:
+            raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
+                               f"{rec.error}; remove its record from {records} to retry")
+        transform_ms[(shape, src, dst)] = rec.median_ms
+    graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
+    lap("transforms")
+
+    solution = solve(graph, method=solver, time_limit=time_limit)
+    config = Config.from_solution(graph, solution, tgt, model_name=name)
+    lap("solve")
+    return TuneResult(graph, solution, config, x86.target_key(tgt),
+                      None if records is None else os.fspath(records), phases,
+                      {"kernels": len(set(flat)), "transforms": len(transform_tasks)})
+
+
+def _fastest_per_layout_pair(node: str, tasks: list[Task],
+                             by_task: Mapping[Task, Any]) -> list[Candidate]:
+    """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair."""
+    best: dict[tuple[str, str], Candidate] = {}
+    errors = []
+    for task in tasks:
+        record = by_task[task]
+        if not record.ok:
+            errors.append(record.error)
+            continue
+        layouts = x86.layouts_of(task.workload, task.knobs)
+        cand = Candidate(task.knobs, layouts[0], layouts[1], float(record.median_ms))
+        if layouts not in best or cand.cost < best[layouts].cost:
+            best[layouts] = cand
+    if not best:
+        raise MeasureError(f"node {node!r}: all {len(tasks)} candidates failed to build or run; "
+                           f"first error: {errors[0] if errors else 'none'}")
+    return sorted(best.values(), key=lambda c: c.cost)
+
+
+def kernel_best_solution(graph: LayoutGraph) -> Solution:
+    """Give every node its fastest kernel, ignoring transforms (the old "history best").
+
+    This is what per-op tuning without a graph tuner picks; each join then
+    takes the layout most of its producers chose. Benchmarks compile it to
+    show what graph-level tuning adds. ``lower_bound`` is the sum of every
+    node's cheapest candidate, a valid bound on any assignment.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0, 2.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("b", costs=[3.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_edge("a", "b", shape=[1, 16, 4, 4])
+    >>> g.fill_edge_costs(lambda shape, src, dst: 5.0)
+    >>> sol = kernel_best_solution(g)
+    >>> sol.assignment, sol.energy
+    ({'a': 0, 'b': 1}, 7.0)
+    """
+    choice: dict[str, int] = {}
+    for node in nx.topological_sort(graph.nx):
+        cands = graph.candidates(node)
+        if graph.op(node) != "join":
+            choice[node] = min(range(len(cands)), key=lambda i: cands[i].cost)
+            continue
+        votes = Counter(graph.candidates(p)[choice[p]].out_layout
+                        for p in graph.nx.predecessors(node))
+        choice[node] = max(range(len(cands)), key=lambda i: votes[cands[i].in_layout])
+    bound = sum(min(c.cost for c in graph.candidates(n)) for n in graph.nodes)
+    energy = graph.energy(choice)
+    return Solution(choice, energy, min(bound, energy), False, "kernel-best", 0.0)

@@ -1,0 +1,236 @@
+"""Compare graphtune builds with peer runtimes, and print configs and results as tables.
+
+:func:`compare` compiles each given config, checks every runtime's output
+against the first peer's on the same random input, and times all of them
+side by side (:func:`graphtune.latency.interleaved`). The CLI's ``bench`` and
+``benchmarks/e2e.py`` both use it.
+
+Examples
+--------
+>>> from graphtune import models
+>>> from graphtune.config import Config
+>>> model = models.get("resnet18", image_size=32)
+>>> row = compare(model, {"gt-uniform": Config.uniform(model)}, peers=["ort"], repeat=3)  # doctest: +SKIP
+>>> sorted(row["latency_ms"])                                                           # doctest: +SKIP
+['gt-uniform', 'ort']
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .latency import interleaved, median_ms
+
+__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table"]
+
+
+def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort",),
+            repeat: int = 30, warmup: int = 3, threads: int | None = None,
+            seed: int = 0) -> dict:
+    """Latency and output agreement of graphtune builds and peers on one model.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model (as given to graphtune and the peers).
+    configs : mapping of str to Config
+        Build name (``gt-uniform``, ``gt-graph``...) -> config to compile with.
+    peers : sequence of str
+        Peer names of :data:`graphtune.peers.PEERS`; the first one is the
+        reference for ``max_abs_diff``. Peers whose package is missing are
+        skipped (listed under ``skipped``).
+    repeat, warmup : int
+        Timed and untimed interleaved rounds.
+    threads : int, optional
+        Threads for everyone (default ``TVM_NUM_THREADS``).
+    seed : int
+        Seed of the random input.
+
+    Returns
+    -------
+    dict
+        ``latency_ms`` (median per runtime), ``samples_ms``, ``max_abs_diff`` (per
+        runtime, against the reference), ``reference``, ``compile_s`` per build,
+        ``threads``, ``skipped``.
+    """
+    from . import peers as peer_mod
+    from .compile import compile as gt_compile
+
+    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
+    names = [i.name for i in model.graph.input]
+    rng = np.random.default_rng(seed)
+    shapes = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input]
+    arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
+    feeds = dict(zip(names, arrays))
+
+    calls: dict[str, Any] = {}
+    outputs: dict[str, list[np.ndarray]] = {}
+    skipped = [p for p in peers if not peer_mod.available(p)]
+    for name in (p for p in peers if p not in skipped):
+        run = peer_mod.peer(name, model, threads)
+        outputs[name] = [np.asarray(o) for o in run(feeds)]
+        calls[name] = lambda run=run: run(feeds)
+    compile_s = {}
+    for name, config in configs.items():
+        compiled = gt_compile(model, config)
+        compile_s[name] = compiled.compile_seconds
+        result = compiled(*arrays)
+        outputs[name] = result if isinstance(result, list) else [result]
+        calls[name] = compiled.bound_call(*arrays)
+
+    reference = next(iter(outputs)) if outputs else None
+    diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outs, outputs[reference]))
+             for name, outs in outputs.items()} if reference else {}
+    samples = interleaved(calls, repeat=repeat, warmup=warmup)
+    return {"latency_ms": median_ms(samples),
+            "samples_ms": {k: v.tolist() for k, v in samples.items()},
+            "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
+            "threads": threads, "skipped": skipped}
+
+
+def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", "openvino"),
+             repeat: int = 30) -> dict:
+    """The e2e row of a tuned model: peers, gt-uniform, gt-kernel-best, gt-graph, predicted.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The tuned model.
+    result : graphtune.TuneResult
+        What :func:`graphtune.tune` returned for it.
+    name : str
+        Model name for the row.
+    peers : sequence of str
+        Peer runtimes; the first is the reference for ``max_abs_diff``.
+    repeat : int
+        Timed interleaved rounds.
+
+    Returns
+    -------
+    dict
+        :func:`compare`'s fields plus ``model``, ``predicted_ms``, ``speedup_vs_ort``
+        (ort / gt-graph), ``speedup_vs_uniform``, ``prediction_error``
+        ((measured - predicted) / measured), ``tune_s``, ``phase_seconds``, ``solver``.
+
+    Examples
+    --------
+    >>> result = graphtune.tune(model)                 # doctest: +SKIP
+    >>> row = evaluate(model, result, "resnet18")      # doctest: +SKIP
+    """
+    from .config import Config
+    from .pipeline import kernel_best_solution
+
+    configs = {
+        "gt-uniform": Config.uniform(model, target=result.target),
+        "gt-kernel-best": Config.from_solution(result.graph, kernel_best_solution(result.graph),
+                                               result.target, model_name=name),
+        "gt-graph": result.config,
+    }
+    row = {"model": name, **compare(model, configs, peers=peers, repeat=repeat)}
+    lat = row["latency_ms"]
+    graph_ms = lat["gt-graph"]
+    sol = result.solution
+    row.update(
+        predicted_ms=result.predicted_ms,
+        speedup_vs_ort=lat["ort"] / graph_ms if "ort" in lat else None,
+        speedup_vs_uniform=lat["gt-uniform"] / graph_ms,
+        prediction_error=(graph_ms - result.predicted_ms) / graph_ms,
+        tune_s=result.tune_seconds,
+        phase_seconds=dict(result.phase_seconds),
+        measured=dict(result.measured),
+        solver={"method": sol.method, "optimal": bool(sol.optimal), "gap": sol.relative_gap,
+                "energy": sol.energy, "lower_bound": sol.lower_bound, "seconds": sol.seconds},
+    )
+    return row
+
+
+def bench_model(model: Any, config: str | os.PathLike | None = None,
+                peers: Sequence[str] = ("ort",), image_size: int | None = None,
+                repeat: int = 30) -> dict:
+    """``graphtune bench``: gt-uniform (and a given config) against peers on one model.
+
+    Examples
+    --------
+    >>> row = bench_model("resnet18", image_size=32, repeat=3)  # doctest: +SKIP
+    """
+    from .config import Config
+    from .models.resolve import resolve
+
+    proto, name = resolve(model, image_size=image_size)
+    configs = {"gt-uniform": Config.uniform(proto)}
+    if config is not None:
+        configs["gt-config"] = Config.load(config)
+    row = compare(proto, configs, peers=peers, repeat=repeat)
+    row["model"] = name
+    return row
+
+
+def _fmt(value: Any, spec: str = ".2f") -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Markdown table of latency medians (ms), one row per model, one column per runtime.
+
+    A ``predicted_ms`` entry in a row is shown as the ``predicted`` column;
+    ``speedup_vs_ort`` and ``speedup_vs_uniform`` when present.
+
+    Examples
+    --------
+    >>> print(markdown_table([{"model": "m", "latency_ms": {"ort": 2.0, "gt-graph": 1.0}}]))
+    | model | ort | gt-graph |
+    |---|---|---|
+    | m | 2.00 | 1.00 |
+    """
+    columns: list[str] = []
+    for row in rows:
+        columns += [c for c in row["latency_ms"] if c not in columns]
+    extras = [e for e in ("predicted_ms", "speedup_vs_ort", "speedup_vs_uniform",
+                          "prediction_error", "tune_s")
+              if any(e in row for row in rows)]
+    head = ["model", *columns, *extras]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = [row["model"], *(_fmt(row["latency_ms"].get(c)) for c in columns)]
+        cells += [_fmt(row.get(e), "+.1%" if e == "prediction_error" else
+                       ".1f" if e == "tune_s" else ".2f") for e in extras]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def config_table(config: Any) -> str:
+    """Per-node table of a config (layouts, knobs, cost) with totals and solver status.
+
+    Examples
+    --------
+    >>> from graphtune.config import Config, NodeConfig
+    >>> node = NodeConfig("dense", {"data": [1, 8], "weight": [4, 8], "dtype": "float32"},
+    ...                   "NC", "NC", {"oc_bn": 4}, 0.01)
+    >>> print(config_table(Config({"fc": node}, model={"name": "toy"})))  # doctest: +NORMALIZE_WHITESPACE
+    model toy: 1 nodes
+    node  op     in  out  cost_ms  knobs
+    fc    dense  NC  NC   0.0100   oc_bn=4
+    kernels 0.0100 ms
+    """
+    rows = [("node", "op", "in", "out", "cost_ms", "knobs")]
+    total = 0.0
+    for name, node in config.nodes.items():
+        total += node.cost_ms or 0.0
+        knobs = " ".join(f"{k}={v}" for k, v in node.knobs.items())
+        rows.append((name, node.op, node.in_layout, node.out_layout, _fmt(node.cost_ms, ".4f"),
+                     knobs))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    body = ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+    model = (config.model or {}).get("name") or "?"
+    lines = [f"model {model}: {len(config.nodes)} nodes", *body, f"kernels {total:.4f} ms"]
+    sol = config.solution or {}
+    if "predicted_ms" in sol:
+        status = "proven optimal" if sol.get("optimal") else f"gap {sol.get('gap', 0):.2%}"
+        lines.append(f"predicted {sol['predicted_ms']:.4f} ms (kernels {sol['kernel_ms']:.4f} + "
+                     f"transforms {sol['transform_ms']:.4f}); {sol['method']}, {status}, "
+                     f"solved in {sol['solve_s']:.3f} s")
+    return "\n".join(lines)

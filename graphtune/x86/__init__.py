@@ -1,0 +1,69 @@
+"""graphtune's x86 kernels: targets, workloads, knob spaces, TE computes and schedules.
+
+TVM 0.27 has no x86 schedules; graphtune owns them. A *workload* dict
+describes an op instance, a *knobs* dict one schedule for it (and so its
+layouts). :func:`kernel_func` is a candidate ready to build and time,
+:func:`schedule_fused` the same schedule applied inside a Relax-fused
+PrimFunc, :func:`transform_func` / :func:`schedule_transform` the layout
+transforms between blocked layouts.
+
+Examples
+--------
+>>> import graphtune.x86 as x86
+>>> wl = x86.conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+>>> x86.op_of(wl)
+'conv2d'
+>>> knobs = x86.default_knobs(wl, block=16, target={"kind": "llvm", "mcpu": "znver5"})
+>>> x86.layouts_of(wl, knobs)
+('NCHW16c', 'NCHW16c')
+"""
+
+from .candidates import MAX_BLOCK, candidates, tile_variants
+from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .dense import dense_packed, dense_packed_shapes
+from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .kernels import kernel_func, kernel_shapes
+from .knobs import KNOBS, check_knobs, default_knobs, layouts_of
+from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
+from .schedule import schedule_fused
+from .target import host_target, num_threads, target_key, vector_lanes
+from .transform import layout_transform, schedule_transform, transform_func, transform_shape
+from .workload import check_workload, conv2d_workload, dense_workload, flops, op_of, output_shape
+
+__all__ = [
+    "KNOBS",
+    "MAX_BLOCK",
+    "candidates",
+    "check_knobs",
+    "check_workload",
+    "conv2d_nchwc",
+    "conv2d_nchwc_shapes",
+    "conv2d_workload",
+    "default_knobs",
+    "dense_packed",
+    "dense_packed_shapes",
+    "dense_workload",
+    "depthwise_conv2d_nchwc",
+    "depthwise_nchwc_shapes",
+    "flops",
+    "host_target",
+    "kernel_func",
+    "kernel_shapes",
+    "layout_transform",
+    "layouts_of",
+    "num_threads",
+    "op_of",
+    "output_shape",
+    "pack_conv_kernel",
+    "pack_data",
+    "pack_dense_weight",
+    "pack_depthwise_kernel",
+    "schedule_fused",
+    "schedule_transform",
+    "target_key",
+    "tile_variants",
+    "transform_func",
+    "transform_shape",
+    "unpack_data",
+    "vector_lanes",
+]

@@ -1,0 +1,197 @@
+"""The candidate knob space of a workload, best guesses first.
+
+Every channel block dividing the channels (up to ``max_block``) is a layout
+choice the graph solver may want, so pruning keeps layout diversity: the
+best-guess tile of every block pair comes before the second-best tile of the
+preferred pairs, and so on.
+
+Examples
+--------
+>>> from graphtune.x86.workload import conv2d_workload
+>>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+>>> top = candidates(wl, {"kind": "llvm", "mcpu": "znver5"}, max_candidates=4)
+>>> [(k["ic_bn"], k["oc_bn"]) for k in top]
+[(16, 16), (32, 16), (16, 32), (32, 32)]
+"""
+
+import math
+
+from ..errors import KnobError
+from .knobs import divisors, register_budget
+from .target import TargetLike, vector_lanes
+from .workload import op_of, output_shape
+
+__all__ = ["candidates", "tile_variants", "MAX_BLOCK"]
+
+MAX_BLOCK = 64
+"""Largest channel block enumerated by default (larger ones are slow: oc_bn 64 was 3x off)."""
+
+
+def _block_penalty(block: int, lanes: int) -> int:
+    """0 for one or two full vectors, 1 for other whole vectors, 2 for part of a vector, 3 else."""
+    if block in (lanes, 2 * lanes):
+        return 0
+    if block % lanes == 0:
+        return 1
+    if lanes % block == 0 and block >= 4:
+        return 2
+    return 3
+
+
+def _widths(extent: int, limit: int) -> list:
+    """Tile sizes for an axis in [limit // 4, limit] (or the whole axis): divisors, and
+    near-divisors wasting <= 10% in the tail."""
+    sizes = {d for d in divisors(extent) if d <= limit}
+    for tiles in range(1, extent + 1):
+        size = math.ceil(extent / tiles)
+        if size <= limit and tiles * size - extent <= 0.1 * extent:
+            sizes.add(size)
+    return sorted(s for s in sizes if 4 * s >= limit or s == extent)
+
+
+def _tile_key(extent: int, tile: int, acc: int, budget: int) -> tuple:
+    """Rank a register tile: little tail waste, about half the register budget in use."""
+    waste = math.ceil(extent / tile) * tile - extent
+    return (round(waste / extent, 2) > 0.1, abs(acc - budget // 2), waste)
+
+
+def _conv_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
+    lanes, budget = vector_lanes(target), register_budget(target)
+    _, _, oh, ow = output_shape(workload)
+    kh, kw = workload["kernel"][2:]
+    vecs = math.ceil(oc_bn / lanes)
+    pointwise = kh == kw == 1
+    row_tiles = [t for t in (1, 2, 4) if t <= oh] if pointwise else [1]
+    ranked = []
+    for oh_bn in row_tiles:
+        limit = budget // (vecs * oh_bn)
+        if limit < 1 and oh_bn > 1:
+            continue  # one row of one pixel already fills the registers
+        for reg_n in _widths(ow, max(limit, 1)):
+            acc = reg_n * oh_bn * vecs
+            # 1x1 convs reload the whole kernel per tile: they like fuller tiles.
+            target_acc = budget if pointwise else budget // 2
+            key = _tile_key(ow, reg_n, acc, 2 * target_acc) + (oh % oh_bn != 0,)
+            for unroll_kw in ((True, False) if kw > 1 else (False,)):
+                knobs = {"reg_n": reg_n, "unroll_kw": unroll_kw}
+                if pointwise:
+                    knobs["oh_bn"] = oh_bn
+                ranked.append((key + (not unroll_kw,), knobs))
+    return [k for _, k in sorted(ranked, key=lambda item: item[0])]
+
+
+def _depthwise_tiles(workload: dict, bn: int, target: TargetLike) -> list:
+    lanes, budget = vector_lanes(target), register_budget(target)
+    ow = output_shape(workload)[3]
+    vecs = math.ceil(bn / lanes)
+    ranked = [
+        (_tile_key(ow, reg_n, reg_n * vecs, 2 * (budget // 2)), {"reg_n": reg_n})
+        for reg_n in _widths(ow, max(budget // vecs, 1))
+    ]
+    return [k for _, k in sorted(ranked, key=lambda item: item[0])]
+
+
+def _dense_tiles(workload: dict) -> list:
+    k = workload["data"][1]
+    ranked = [(abs(k_bn - 8), {"k_bn": k_bn}) for k_bn in divisors(k, cap=16)]
+    return [t for _, t in sorted(ranked, key=lambda item: item[0])]
+
+
+def tile_variants(workload: dict, blocks: dict, target: TargetLike = None) -> list:
+    """All knob dicts with the given channel ``blocks``, best guess first.
+
+    Parameters
+    ----------
+    workload : dict
+    blocks : dict
+        ``{"ic_bn", "oc_bn"}`` for conv2d, ``{"bn"}`` for depthwise,
+        ``{"oc_bn"}`` or ``{}`` for dense (``{}``: the best-guess block).
+    target : Target or dict, optional
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import conv2d_workload
+    >>> wl = conv2d_workload([1, 8, 6, 6], [8, 8, 3, 3], padding=[1, 1, 1, 1])
+    >>> tile_variants(wl, {"ic_bn": 8, "oc_bn": 8})[0]["reg_n"]
+    6
+    """
+    op = op_of(workload)
+    if op == "conv2d":
+        tiles = _conv_tiles(workload, blocks["oc_bn"], target)
+    elif op == "depthwise_conv2d":
+        tiles = _depthwise_tiles(workload, blocks["bn"], target)
+    else:
+        if not blocks:
+            blocks = {"oc_bn": _dense_blocks(workload, MAX_BLOCK, target)[0]}
+        tiles = _dense_tiles(workload)
+    return [{**blocks, **tile} for tile in tiles]
+
+
+def _ordered_blocks(channels: int, max_block: int, lanes: int) -> list:
+    return sorted(divisors(channels, cap=max_block), key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
+
+
+def _dense_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    lanes = vector_lanes(target)
+    m = workload["weight"][0]
+
+    def key(b):  # fraction of vector lanes doing useful work, then bigger blocks
+        return (-round(b / (math.ceil(b / lanes) * lanes), 2), -b)
+
+    return sorted(divisors(m, cap=max_block), key=key)
+
+
+def candidates(
+    workload: dict, target: TargetLike = None, max_candidates: int = None, max_block: int = MAX_BLOCK
+) -> list:
+    """The knob dicts worth measuring for ``workload``, best guesses first.
+
+    Parameters
+    ----------
+    workload : dict
+        A conv2d, depthwise_conv2d or dense workload.
+    target : Target or dict, optional
+        Sets the vector width and register budget (default: the host).
+    max_candidates : int, optional
+        Keep only the first ``max_candidates`` (``None``: all).
+    max_block : int
+        Largest channel block to enumerate (every divisor up to it is kept).
+
+    Returns
+    -------
+    list of dict
+        Valid knob dicts (each passes :func:`check_knobs`), no duplicates.
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import conv2d_workload
+    >>> stem = conv2d_workload([1, 3, 224, 224], [64, 3, 7, 7], [2, 2], [3, 3, 3, 3])
+    >>> sorted({k["ic_bn"] for k in candidates(stem)})
+    [1, 3]
+    """
+    if max_candidates is not None and (not isinstance(max_candidates, int) or max_candidates < 1):
+        raise KnobError(f"max_candidates={max_candidates!r} must be a positive int or None")
+    if not isinstance(max_block, int) or max_block < 1:
+        raise KnobError(f"max_block={max_block!r} must be a positive int")
+    op = op_of(workload)
+    lanes = vector_lanes(target)
+    if op == "conv2d":
+        ics = _ordered_blocks(workload["data"][1], max_block, lanes)
+        ocs = _ordered_blocks(workload["kernel"][0], max_block, lanes)
+        groups = [{"ic_bn": i, "oc_bn": o} for o in ocs for i in ics]
+        tier = {
+            id(g): _block_penalty(g["oc_bn"], lanes) + (_block_penalty(g["ic_bn"], lanes) + 1) // 2
+            for g in groups
+        }
+    elif op == "depthwise_conv2d":
+        groups = [{"bn": b} for b in _ordered_blocks(workload["data"][1], max_block, lanes)]
+        tier = {id(g): _block_penalty(g["bn"], lanes) for g in groups}
+    else:
+        groups = [{"oc_bn": b} for b in _dense_blocks(workload, max_block, target)]
+        tier = {id(g): i for i, g in enumerate(groups)}
+    ranked = []
+    for order, group in enumerate(groups):
+        for rank, knobs in enumerate(tile_variants(workload, group, target)):
+            ranked.append(((tier[id(group)] + rank, order), knobs))
+    result = [k for _, k in sorted(ranked, key=lambda item: item[0])]
+    return result[:max_candidates] if max_candidates else result

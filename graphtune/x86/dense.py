@@ -1,0 +1,81 @@
+"""TE compute of dense (``y = x @ W.T``) with a packed weight.
+
+The weight ``[M, K]`` is packed as ``[M / oc_bn, K, oc_bn]`` so that the
+``oc_bn`` outputs computed together read contiguous weights (vectorised). The
+reduction block is ``dense_packed`` with spatial axes ``(n, m)`` and reduction
+axis ``k``.
+
+Examples
+--------
+>>> from tvm import te
+>>> from graphtune.x86.workload import dense_workload
+>>> wl = dense_workload([1, 64], [10, 64])
+>>> d, w, o = dense_packed_shapes(wl, {"oc_bn": 5, "k_bn": 8})
+>>> w
+[2, 64, 5]
+>>> dense_packed(te.placeholder(d), te.placeholder(w), wl, {"oc_bn": 5, "k_bn": 8}).op.name
+'dense_packed'
+"""
+
+from tvm import te
+
+from ..errors import KnobError
+from .conv2d import check_tensor_shape
+from .knobs import check_knobs
+from .workload import op_of
+
+__all__ = ["dense_packed", "dense_packed_shapes"]
+
+
+def dense_packed_shapes(workload: dict, knobs: dict) -> tuple:
+    """``(data, packed weight, output)`` shapes: ``[N, K]``, ``[M/oc_bn, K, oc_bn]``, ``[N, M]``.
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import dense_workload
+    >>> dense_packed_shapes(dense_workload([2, 8], [16, 8]), {"oc_bn": 16, "k_bn": 4})
+    ([2, 8], [1, 8, 16], [2, 16])
+    """
+    check_knobs(workload, knobs)
+    if op_of(workload) != "dense":
+        raise KnobError(f"dense_packed needs a dense workload, got a {op_of(workload)} one")
+    n, k = workload["data"]
+    m = workload["weight"][0]
+    return [n, k], [m // knobs["oc_bn"], k, knobs["oc_bn"]], [n, m]
+
+
+def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:
+    """Dense layer ``out[n, m] = sum_k data[n, k] * weight[m // oc_bn, k, m % oc_bn]``.
+
+    Parameters
+    ----------
+    data : te.Tensor
+        ``[N, K]``.
+    weight : te.Tensor
+        The packed weight ``[M / oc_bn, K, oc_bn]``.
+    workload, knobs : dict
+
+    Returns
+    -------
+    te.Tensor
+        ``[N, M]``, computed by the block ``dense_packed``.
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import dense_workload
+    >>> wl = dense_workload([1, 16], [8, 16])
+    >>> d, w, o = dense_packed_shapes(wl, {"oc_bn": 8, "k_bn": 4})
+    >>> [int(x) for x in dense_packed(te.placeholder(d), te.placeholder(w), wl, {"oc_bn": 8, "k_bn": 4}).shape]
+    [1, 8]
+    """
+    data_shape, weight_shape, out_shape = dense_packed_shapes(workload, knobs)
+    check_tensor_shape(data, data_shape, "dense data")
+    check_tensor_shape(weight, weight_shape, "dense packed weight")
+    bn = knobs["oc_bn"]
+    k = te.reduce_axis((0, data_shape[1]), name="k")
+    return te.compute(
+        out_shape,
+        lambda n, m: te.sum(data[n, k] * weight[m // bn, k, m % bn], axis=k),
+        name="dense_packed",
+        tag="dense_packed",
+    )

@@ -1,0 +1,193 @@
+"""Schedule knobs: their meaning per op, validation, defaults and layouts.
+
+Knob dicts are JSON-able and fix both the schedule and the layouts:
+
+- conv2d: ``ic_bn`` (input channel block, divides C), ``oc_bn`` (output channel
+  block, divides O; vectorised), ``reg_n`` (output-width tile kept in
+  registers, 1..OW; a tile that does not divide OW gets a guarded tail),
+  ``unroll_kw`` (bool: unroll the kernel-width loop) and optional ``oh_bn``
+  (output rows per register tile, 1..OH, default 1; useful for 1x1 convs).
+  Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o``.
+- depthwise_conv2d: ``bn`` (channel block, divides C; vectorised) and
+  ``reg_n``. Layouts ``NCHW{bn}c -> NCHW{bn}c``, kernel ``OIHW1i{bn}o``.
+- dense: ``oc_bn`` (output-feature block, divides M; vectorised, the weight is
+  packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
+  inside, divides K). Layouts ``NC -> NC``.
+
+Examples
+--------
+>>> from graphtune.x86.workload import conv2d_workload
+>>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+>>> layouts_of(wl, {"ic_bn": 8, "oc_bn": 16, "reg_n": 14, "unroll_kw": True})
+('NCHW8c', 'NCHW16c')
+"""
+
+from ..errors import KnobError
+from ..layouts import DENSE, data_layout
+from .target import TargetLike, vector_lanes
+from .workload import op_of, output_shape
+
+__all__ = ["KNOBS", "check_knobs", "default_knobs", "layouts_of", "divisors", "register_budget"]
+
+KNOBS = {
+    "conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
+    "depthwise_conv2d": {"required": ("bn", "reg_n"), "optional": ()},
+    "dense": {"required": ("oc_bn", "k_bn"), "optional": ()},
+}
+"""Required and optional knob names per op."""
+
+
+def divisors(n: int, cap: int = None) -> list:
+    """Divisors of ``n`` in increasing order, optionally only those ``<= cap``.
+
+    Examples
+    --------
+    >>> divisors(12), divisors(64, cap=16)
+    ([1, 2, 3, 4, 6, 12], [1, 2, 4, 8, 16])
+    """
+    return [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
+
+
+def register_budget(target: TargetLike = None) -> int:
+    """Vector registers a register tile may use for accumulators on ``target``.
+
+    32 architectural registers with AVX-512 (16 otherwise), minus 4 for the
+    broadcast input and the kernel vectors.
+
+    Examples
+    --------
+    >>> register_budget({"kind": "llvm", "mcpu": "haswell"})
+    12
+    """
+    return (32 if vector_lanes(target) >= 16 else 16) - 4
+
+
+def _fail(op: str, knob: str, value, rule: str, valid) -> None:
+    shown = ", ".join(str(v) for v in valid) if isinstance(valid, (list, tuple)) else valid
+    raise KnobError(f"{op} knob {knob!r} = {value!r} {rule}; valid values: {shown}")
+
+
+def _int_knob(op: str, knobs: dict, knob: str) -> int:
+    value = knobs[knob]
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise KnobError(f"{op} knob {knob!r} = {value!r} must be a positive int")
+    return value
+
+
+def _check_divides(op: str, knobs: dict, knob: str, total: int, what: str) -> None:
+    value = _int_knob(op, knobs, knob)
+    if total % value:
+        _fail(op, knob, value, f"must divide the {total} {what}", divisors(total))
+
+
+def _check_range(op: str, knobs: dict, knob: str, total: int, what: str) -> None:
+    value = _int_knob(op, knobs, knob)
+    if value > total:
+        _fail(op, knob, value, f"must not exceed the {total} {what}", f"1..{total}")
+
+
+def check_knobs(workload: dict, knobs: dict) -> dict:
+    """Validate ``knobs`` for ``workload``; return them or raise KnobError.
+
+    The message names the op, the knob, the rule broken and the valid values.
+
+    Raises
+    ------
+    KnobError
+        Missing or unknown knobs, wrong types, blocks that do not divide the
+        channels, tiles larger than the output.
+    ModelError
+        If the workload itself is invalid or unsupported.
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import conv2d_workload
+    >>> wl = conv2d_workload([1, 24, 8, 8], [32, 24, 1, 1])
+    >>> check_knobs(wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False})
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels; valid values: 1, 2, 3, 4, 6, 8, 12, 24
+    """
+    op = op_of(workload)
+    if not isinstance(knobs, dict):
+        raise KnobError(f"{op} knobs must be a dict, got {type(knobs).__name__}")
+    spec = KNOBS[op]
+    missing = [k for k in spec["required"] if k not in knobs]
+    unknown = [k for k in knobs if k not in spec["required"] + spec["optional"]]
+    if missing or unknown:
+        raise KnobError(
+            f"{op} knobs {knobs!r}: missing {missing}, unknown {unknown}; "
+            f"required {list(spec['required'])}, optional {list(spec['optional'])}"
+        )
+    if op == "dense":
+        _check_divides(op, knobs, "oc_bn", workload["weight"][0], "output features")
+        _check_divides(op, knobs, "k_bn", workload["data"][1], "input features")
+        return knobs
+    _, _, oh, ow = output_shape(workload)
+    if op == "depthwise_conv2d":
+        _check_divides(op, knobs, "bn", workload["data"][1], "channels")
+    else:
+        _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
+        _check_divides(op, knobs, "oc_bn", workload["kernel"][0], "output channels")
+        if not isinstance(knobs["unroll_kw"], bool):
+            _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
+        if "oh_bn" in knobs:
+            _check_range(op, knobs, "oh_bn", oh, "output rows")
+    _check_range(op, knobs, "reg_n", ow, "output columns")
+    return knobs
+
+
+def layouts_of(workload: dict, knobs: dict) -> tuple:
+    """``(in_layout, out_layout)`` of the activation for a candidate.
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import dense_workload
+    >>> layouts_of(dense_workload([1, 64], [10, 64]), {"oc_bn": 10, "k_bn": 8})
+    ('NC', 'NC')
+    """
+    op = op_of(workload)
+    check_knobs(workload, knobs)
+    if op == "dense":
+        return DENSE, DENSE
+    if op == "depthwise_conv2d":
+        return data_layout(knobs["bn"]), data_layout(knobs["bn"])
+    return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
+
+
+def _block_near(channels: int, block: int) -> int:
+    """The divisor of ``channels`` closest to ``block`` (ties: the larger)."""
+    return min(divisors(channels), key=lambda d: (abs(d - block), -d))
+
+
+def default_knobs(workload: dict, block: int = 16, target: TargetLike = None) -> dict:
+    """A reasonable untuned candidate whose channel blocks are ``block`` where possible.
+
+    The channel blocks are the divisors of the channel counts nearest to
+    ``block`` (the stem's 3 input channels give ``ic_bn=3``); tiles come from
+    the best-guess ordering of :func:`graphtune.x86.candidates`. Dense ignores
+    ``block`` (its layout is always ``NC``).
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import conv2d_workload
+    >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    >>> k = default_knobs(wl, block=16)
+    >>> k["ic_bn"], k["oc_bn"], k["unroll_kw"]
+    (16, 16, True)
+    """
+    from .candidates import tile_variants
+
+    if not isinstance(block, int) or block < 1:
+        raise KnobError(f"default_knobs block={block!r} must be a positive int (e.g. 16)")
+    op = op_of(workload)
+    if op == "dense":
+        blocks = {}
+    elif op == "depthwise_conv2d":
+        blocks = {"bn": _block_near(workload["data"][1], block)}
+    else:
+        blocks = {
+            "ic_bn": _block_near(workload["data"][1], block),
+            "oc_bn": _block_near(workload["kernel"][0], block),
+        }
+    return tile_variants(workload, blocks, target)[0]

@@ -1,0 +1,79 @@
+"""The graphtune command line: tune/show/solve/compile round trip and one-line errors."""
+
+import json
+
+import pytest
+
+import graphtune
+from graphtune.cli import main
+
+TINY = ["--image-size", "32", "--max-candidates", "2"]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A folder whose records already hold resnet18@32's measurements (taken quickly)."""
+    folder = tmp_path_factory.mktemp("cli")
+    graphtune.tune("resnet18", records=folder / "r18.records.jsonl", image_size=32,
+                   max_candidates=2, min_repeat_ms=1, repeat=1, progress=False)
+    return folder
+
+
+def run(capsys, *argv):
+    status = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def test_tune_show_solve_round_trip(workdir, capsys):
+    config, graph = workdir / "r18.graphtune.json", workdir / "r18.graph.json"
+    status, out, _ = run(capsys, "tune", "resnet18", *TINY, "--records",
+                         workdir / "r18.records.jsonl", "-o", config, "--graph", graph, "-q")
+    assert status == 0 and "optimal" in out and str(config) in out
+    saved = json.loads(config.read_text())
+    assert saved["format"] == "graphtune.config" and "layer1.0.conv1" in saved["nodes"]
+
+    status, out, _ = run(capsys, "show", config)
+    assert status == 0
+    assert "layer1.0.conv1" in out and "predicted" in out and "proven optimal" in out
+
+    status, out, _ = run(capsys, "solve", graph, "--method", "dp")
+    assert status == 0 and "proven optimal" in out
+    assert f"{saved['solution']['predicted_ms']:.4f}" in out
+
+
+def test_compile_writes_a_loadable_library(workdir, capsys):
+    import tvm
+
+    config = workdir / "r18.graphtune.json"
+    if not config.exists():
+        run(capsys, "tune", "resnet18", *TINY, "--records", workdir / "r18.records.jsonl",
+            "-o", config, "-q")
+    lib = workdir / "r18.so"
+    status, out, _ = run(capsys, "compile", "resnet18", config, "--image-size", "32", "-o", lib)
+    assert status == 0 and lib.exists()
+    assert tvm.runtime.load_module(str(lib)) is not None
+
+
+def test_errors_are_one_line_and_say_what_to_do(workdir, capsys):
+    status, _, err = run(capsys, "tune", "resnet-18", "-q")
+    assert status == 2 and err.count("\n") == 1
+    assert "valid names:" in err and "resnet18" in err
+
+    status, _, err = run(capsys, "show", workdir / "missing.json")
+    assert status == 2 and err.count("\n") == 1 and "missing.json" in err
+
+    bad = workdir / "bad.json"
+    bad.write_text('{"format": "graphtune.config", "version": 1, "nodes": {"a": {"op": 3}}}')
+    status, _, err = run(capsys, "show", bad)
+    assert status == 2 and "nodes.a" in err
+
+
+def test_config_for_another_model_names_the_node(workdir, capsys):
+    config = workdir / "r18.graphtune.json"
+    if not config.exists():
+        run(capsys, "tune", "resnet18", *TINY, "--records", workdir / "r18.records.jsonl",
+            "-o", config, "-q")
+    status, _, err = run(capsys, "compile", "resnet50", config, "--image-size", "32",
+                         "-o", workdir / "x.so")
+    assert status == 2 and err.startswith("graphtune: error: nodes.")

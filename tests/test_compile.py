@@ -1,0 +1,213 @@
+"""graphtune.compile: outputs match ONNX Runtime for uniform and random per-node configs."""
+
+import json
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+import tvm
+from tvm import relax
+
+import graphtune  # noqa: F401  (sets TVM_NUM_THREADS before TVM starts)
+from graphtune import models, x86
+from graphtune.compile import CompiledModel, compile
+from graphtune.compile.compiler import plan_nodes
+from graphtune.compile.legalize import legalize
+from graphtune.compile.rewrite import TRANSFORM_ATTR, rewrite
+from graphtune.config import Config
+from graphtune.errors import ConfigError, ConfigMismatchError, LayoutError
+from graphtune.frontend import import_model, layout_ops
+
+ort = pytest.importorskip("onnxruntime")
+
+# (model, image size) compiled by default; every zoo model at full size is marked slow.
+SMALL = [("resnet18", 32), ("mobilenet_v2", 32), ("inception_v3", 75), ("densenet121", 32),
+         ("ssd_resnet50_512", 64)]
+FULL = [(name, None) for name in models.names()]
+
+
+def ort_outputs(model: onnx.ModelProto, x: np.ndarray) -> list:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    return session.run(None, {session.get_inputs()[0].name: x})
+
+
+def assert_matches_ort(model: onnx.ModelProto, compiled: CompiledModel) -> None:
+    x = compiled.random_inputs(seed=1)[0]
+    got = compiled(x)
+    got = got if isinstance(got, list) else [got]
+    expected = ort_outputs(model, x)
+    assert len(got) == len(expected)
+    for ours, theirs in zip(got, expected):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
+
+
+def transforms_in(mod) -> list:
+    return [str(f.attrs[TRANSFORM_ATTR]) for _, f in mod.functions.items()
+            if f.attrs is not None and TRANSFORM_ATTR in f.attrs]
+
+
+def check_model(name, size, kind):
+    model = models.get(name, image_size=size)
+    config = Config.uniform(model) if kind == "uniform" else Config.random(model, seed=7)
+    assert_matches_ort(model, compile(model, config))
+
+
+@pytest.mark.parametrize("name, size", SMALL)
+@pytest.mark.parametrize("kind", ["uniform", "random"])
+def test_zoo_matches_onnxruntime(name, size, kind):
+    check_model(name, size, kind)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, size", FULL)
+@pytest.mark.parametrize("kind", ["uniform", "random"])
+def test_zoo_full_size_matches_onnxruntime(name, size, kind):
+    check_model(name, size, kind)
+
+
+# ------------------------------------------------------------------ a small hand-built model
+def branchy_model() -> onnx.ModelProto:
+    """x -> a (conv) -> {b, c} (two convs reading a) -> add -> relu -> global pool -> output."""
+    rng = np.random.default_rng(0)
+    inits, nodes = [], []
+
+    def conv(name, src, cin, cout, k=3):
+        inits.append(numpy_helper.from_array(
+            (rng.standard_normal((cout, cin, k, k)) * 0.2).astype(np.float32), name + ".w"))
+        inits.append(numpy_helper.from_array(rng.standard_normal(cout).astype(np.float32),
+                                             name + ".b"))
+        nodes.append(helper.make_node("Conv", [src, name + ".w", name + ".b"], [name], name=name,
+                                      kernel_shape=[k, k], pads=[k // 2] * 4))
+        return name
+
+    conv("a", "input", 8, 32)
+    conv("b", "a", 32, 32)
+    conv("c", "a", 32, 32, k=1)
+    nodes.append(helper.make_node("Add", ["b", "c"], ["sum"], name="sum"))
+    nodes.append(helper.make_node("Relu", ["sum"], ["act"], name="act"))
+    nodes.append(helper.make_node("GlobalAveragePool", ["act"], ["output"], name="gap"))
+    graph = helper.make_graph(
+        nodes, "branchy", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 12, 12])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 32, 1, 1])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+def with_blocks(config: Config, blocks: dict) -> Config:
+    """Copy of ``config`` with the given nodes' (ic_bn, oc_bn) changed."""
+    nodes = dict(config.nodes)
+    for name, (ic, oc) in blocks.items():
+        node = nodes[name]
+        knobs = dict(node.knobs, ic_bn=ic, oc_bn=oc)
+        nodes[name] = type(node)(node.op, node.workload, *x86.layouts_of(node.workload, knobs),
+                                 knobs)
+    return Config(nodes, config.target, config.model, config.solution)
+
+
+@pytest.fixture(scope="module")
+def branchy():
+    return branchy_model()
+
+
+def rewritten(model, config):
+    mod = import_model(model)
+    target = x86.host_target()
+    return rewrite(mod, plan_nodes(layout_ops(mod), config, target))
+
+
+def test_one_transform_serves_every_consumer(branchy):
+    config = with_blocks(Config.uniform(branchy), {"a": (8, 16), "b": (8, 16), "c": (8, 16)})
+    mod, anchors = rewritten(branchy, config)
+    # a writes 16c, b and c both read 8c: one 16c->8c transform (plus input and output ones)
+    assert sorted(transforms_in(mod)) == sorted(["NCHW->NCHW8c", "NCHW16c->NCHW8c",
+                                                 "NCHW16c->NCHW"])
+    assert sorted(plan.name for plan in anchors.values()) == ["a", "b", "c"]
+    assert_matches_ort(branchy, compile(branchy, config))
+
+
+def test_join_brings_inputs_to_one_layout(branchy):
+    config = with_blocks(Config.uniform(branchy), {"b": (16, 8), "c": (16, 32)})
+    mod, _ = rewritten(branchy, config)
+    transforms = transforms_in(mod)
+    assert "NCHW32c->NCHW8c" in transforms or "NCHW8c->NCHW32c" in transforms
+    assert_matches_ort(branchy, compile(branchy, config))
+
+
+def test_uniform_resnet18_needs_only_boundary_transforms():
+    model = models.get("resnet18", image_size=32)
+    mod, _ = rewritten(model, Config.uniform(model))
+    assert sorted(transforms_in(mod)) == sorted(["NCHW->NCHW3c", "NCHW16c->NCHW"])
+
+
+def test_unplanned_blocked_conv_is_an_error_not_silently_skipped(branchy):
+    mod, _ = rewritten(branchy, Config.uniform(branchy))
+    with pytest.raises(LayoutError, match="not configured nodes"):
+        legalize(mod, {}, x86.host_target())
+
+
+# ----------------------------------------------------------------------------- errors, API
+@pytest.fixture(scope="module")
+def resnet18():
+    return models.get("resnet18", image_size=32)
+
+
+@pytest.fixture(scope="module")
+def resnet18_compiled(resnet18):
+    return compile(resnet18, Config.uniform(resnet18))
+
+
+def test_config_of_another_model_is_refused(resnet18):
+    other = Config.uniform(models.get("mobilenet_v2", image_size=32))
+    with pytest.raises(ConfigMismatchError, match="no layout node"):
+        compile(resnet18, other)
+
+
+def test_config_with_edited_workload_is_refused(resnet18, tmp_path):
+    config = Config.uniform(resnet18)
+    config.nodes["layer3.1.conv2"].workload["kernel"][2] = 5
+    path = tmp_path / "edited.graphtune.json"
+    config.save(path)
+    with pytest.raises(ConfigMismatchError, match=r"nodes\.layer3\.1\.conv2\.workload\.kernel"):
+        compile(resnet18, str(path))
+
+
+def test_malformed_config_file_is_refused(resnet18, tmp_path):
+    path = tmp_path / "bad.graphtune.json"
+    config = Config.uniform(resnet18).to_dict()
+    config["nodes"]["conv1"]["knobs"] = "fast"
+    path.write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=r"nodes\.conv1\.knobs"):
+        compile(resnet18, str(path))
+
+
+def test_unmentioned_nodes_get_defaults_with_one_warning(branchy):
+    config = Config.uniform(branchy, block=8)
+    partial = Config({k: v for k, v in config.nodes.items() if k != "b"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = compile(branchy, partial)
+    mentions = [w for w in caught if "does not mention" in str(w.message)]
+    assert len(mentions) == 1 and "1 layout node(s)" in str(mentions[0].message)
+    assert ": b" in str(mentions[0].message)
+    assert_matches_ort(branchy, compiled)
+
+
+def test_compiled_model_api(resnet18_compiled, tmp_path):
+    compiled = resnet18_compiled
+    assert compiled.input_names == ["input"] and compiled.output_names == ["output"]
+    times = compiled.time(repeat=3)
+    assert times.shape == (3,) and np.all(times > 0)
+    with pytest.raises(graphtune.ModelError, match="expected shape"):
+        compiled(np.zeros((1, 3, 16, 16), "float32"))
+    x = compiled.random_inputs(seed=2)[0]
+    path = tmp_path / "resnet18.so"
+    compiled.export_library(path)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), tvm.cpu(0))
+    reloaded = vm["main"](tvm.runtime.tensor(x, tvm.cpu(0))).numpy()
+    np.testing.assert_allclose(reloaded, compiled(x), rtol=1e-6, atol=1e-6)

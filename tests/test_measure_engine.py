@@ -1,0 +1,162 @@
+"""measure(): isolation of failures, resume, Ctrl-C, on tiny TE kernels built in this file.
+
+The kernels here are deliberately trivial (y = 2 * x) so that the tests are about
+the engine: builds that raise, crash or hang, kernels that crash or hang when
+run, records written as results finish, and resuming from them.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from graphtune.errors import KnobError, MeasureError
+from graphtune.measure import LocalRunner, Records, Task, measure
+from graphtune.measure.workers import Worker, WorkerFailure, WorkerPool
+
+FAST = {"min_repeat_ms": 2, "repeat": 2, "progress": False}
+
+
+def tiny_func(task, target):
+    """y = 2 * x over ``workload["shape"]``; ``knobs["mode"]`` asks for a failure."""
+    from tvm import te, tirx
+
+    mode = task.knobs.get("mode", "ok")
+    if mode == "raise":
+        raise KnobError("mode=raise: knobs rejected before building")
+    if mode == "crash_build":
+        os.abort()
+    if mode == "hang_build":
+        time.sleep(3600)
+    shape = task.workload["shape"]
+    x = te.placeholder(shape, name="x")
+    if mode == "crash_run":
+        y = te.compute(shape, lambda *i: x(*i) + tirx.call_extern("float32", "abort"), name="y")
+    elif mode == "hang_run":
+        y = te.compute(shape, lambda *i: x(*i) + tirx.call_extern("int32", "sleep", 3600)
+                       .astype("float32"), name="y")
+    else:
+        y = te.compute(shape, lambda *i: x(*i) * 2.0, name="y")
+    return te.create_prim_func([x, y])
+
+
+def task(c=16, mode="ok", size=8):
+    return Task("transform", {"shape": [1, c, size, size], "src": "NCHW", "dst": "NCHW",
+                              "dtype": "float32"}, {"mode": mode})
+
+
+def runner(**kw):
+    return LocalRunner(func_of=tiny_func, **kw)
+
+
+def test_measures_and_writes_one_line_per_task(tmp_path):
+    path = tmp_path / "t.records.jsonl"
+    tasks = [task(c) for c in (8, 16, 24)]
+    out = measure(tasks + [tasks[0]], records=path, runner=runner(n_parallel=2), **FAST)
+    assert [r.task for r in out] == tasks + [tasks[0]]
+    assert all(r.ok and len(r.ms) == 2 and r.median_ms > 0 for r in out)
+    assert all(r.threads >= 1 and r.number >= 1 for r in out)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert len(lines) == 3  # the duplicate task is measured once
+    assert {line["knobs"]["mode"] for line in lines} == {"ok"}
+    assert all(line["target"]["mcpu"] and line["error"] is None for line in lines)
+
+
+def test_failures_become_error_records(tmp_path):
+    path = tmp_path / "t.records.jsonl"
+    tasks = [task(8), task(8, "raise"), task(8, "crash_build"), task(8, "hang_build"),
+             task(16), task(8, "crash_run"), task(8, "hang_run"), task(24)]
+    out = measure(tasks, records=path, runner=runner(n_parallel=2), timeout=5, **FAST)
+    errors = {r.knobs["mode"]: r.error for r in out if not r.ok}
+    assert [r.ok for r in out] == [True, False, False, False, True, False, False, True]
+    assert errors["raise"].startswith("build: KnobError: mode=raise")
+    assert errors["crash_build"] == "build: worker crashed (killed by signal SIGABRT)"
+    assert errors["hang_build"] == "build: timed out after 5 s (worker killed)"
+    assert errors["crash_run"] == "run: worker crashed (killed by signal SIGABRT)"
+    assert errors["hang_run"] == "run: timed out after 5 s (worker killed)"
+    assert len(path.read_text().splitlines()) == len(tasks)
+
+    # A rerun reads every result back, errors included, and measures nothing.
+    again = measure(tasks, records=path, runner=runner(), **FAST)
+    assert again == out
+    assert len(path.read_text().splitlines()) == len(tasks)
+
+
+def test_retry_errors_measures_failed_tasks_again(tmp_path):
+    path = tmp_path / "t.records.jsonl"
+    measure([task(8, "raise")], records=path, runner=runner(n_parallel=1), **FAST)
+    [again] = measure([task(8, "raise")], records=path, runner=runner(n_parallel=1),
+                      retry_errors=True, **FAST)
+    assert not again.ok
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_resume_after_partial_run(tmp_path):
+    path = tmp_path / "t.records.jsonl"
+    tasks = [task(c) for c in (8, 16, 24, 32)]
+    first = measure(tasks[:2], records=path, runner=runner(n_parallel=1), **FAST)
+    before = path.read_text()
+    out = measure(tasks, records=path, runner=runner(n_parallel=1), **FAST)
+    assert out[:2] == first  # read back, not re-measured
+    assert path.read_text().startswith(before)
+    assert len(path.read_text().splitlines()) == 4
+    assert len(Records.load(path)) == 4
+
+
+def test_ctrl_c_keeps_finished_results_and_rerun_completes(tmp_path):
+    path = tmp_path / "t.records.jsonl"
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_measure_engine import runner, task
+        from graphtune.measure import measure
+        tasks = [task(c) for c in range(8, 8 + 8 * 12, 8)]
+        measure(tasks, records={str(path)!r}, runner=runner(n_parallel=1, batch_size=1),
+                min_repeat_ms=150, repeat=2, progress=False)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists() and len(path.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "KeyboardInterrupt" in err
+    done = Records.load(path)
+    assert 2 <= len(done) < 12
+    tasks = [task(c) for c in range(8, 8 + 8 * 12, 8)]
+    out = measure(tasks, records=path, runner=runner(), **FAST)
+    assert all(r.ok for r in out)
+    assert len(path.read_text().splitlines()) == 12
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(MeasureError, match=r"tasks\[1\] is a dict"):
+        measure([task(), {"kind": "conv2d"}], progress=False)
+    with pytest.raises(MeasureError, match="repeat must be an int >= 1"):
+        measure([task()], repeat=0, progress=False)
+    with pytest.raises(MeasureError, match="timeout must be > 0"):
+        measure([task()], timeout=0, progress=False)
+
+
+def test_worker_reports_crash_and_recovers():
+    worker = Worker()
+    try:
+        with pytest.raises(WorkerFailure, match="crashed .*SIGABRT"):
+            worker.call(os.abort, (), timeout=60)
+        assert worker.call(sum, ([1, 2],), timeout=60) == 3
+    finally:
+        worker.close()
+
+
+def test_pool_keeps_order_and_isolates_errors():
+    with WorkerPool(2) as pool:
+        out = pool.map(divmod, [(7, 2), (1, 0), (9, 3)], timeout=60)
+    assert out[0] == (True, (3, 1)) and out[2] == (True, (3, 0))
+    assert out[1][0] is False and out[1][1].startswith("ZeroDivisionError")

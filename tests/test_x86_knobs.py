@@ -1,0 +1,191 @@
+"""graphtune.x86: targets, workload validation, knob checks and candidate spaces (no kernels built)."""
+
+import json
+
+import pytest
+import tvm
+
+import graphtune.x86 as x86
+from graphtune.errors import KnobError, LayoutError, MeasureError, ModelError
+
+ZEN = {"kind": "llvm", "mcpu": "znver5", "num-cores": 2}
+HASWELL = {"kind": "llvm", "mcpu": "haswell", "num-cores": 2}
+
+CONV3 = x86.conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+CONV1 = x86.conv2d_workload([1, 256, 56, 56], [64, 256, 1, 1])
+STEM = x86.conv2d_workload([1, 3, 224, 224], [64, 3, 7, 7], [2, 2], [3, 3, 3, 3])
+ODD = x86.conv2d_workload([1, 24, 13, 13], [40, 24, 3, 3], [2, 2], [1, 1, 1, 1])
+DEPTHWISE = x86.conv2d_workload([1, 96, 28, 28], [96, 1, 3, 3], padding=[1, 1, 1, 1], groups=96)
+DENSE = x86.dense_workload([1, 2048], [1000, 2048])
+ALL = [CONV3, CONV1, STEM, ODD, DEPTHWISE, DENSE]
+
+
+def test_host_target_is_llvm_with_host_cpu_and_cores():
+    target = x86.host_target()
+    assert target.kind.name == "llvm"
+    assert str(target.attrs["mcpu"]) == tvm.get_global_func("target.llvm_get_system_cpu")()
+    assert int(target.attrs["num-cores"]) >= 1
+
+
+def test_user_target_overrides_host():
+    target = x86.host_target(HASWELL)
+    assert str(target.attrs["mcpu"]) == "haswell"
+    assert x86.host_target(target) is target
+
+
+def test_bad_target_raises_measure_error():
+    with pytest.raises(MeasureError, match="dict"):
+        x86.host_target("llvm -mcpu=znver5")
+
+
+def test_target_key_is_json_and_has_vector_width_and_threads():
+    key = x86.target_key(ZEN)
+    assert json.loads(json.dumps(key)) == key
+    assert key["mcpu"] == "znver5" and key["num-cores"] == 2 and key["vector_bits"] == 512
+    assert key["threads"] == x86.num_threads() >= 1
+    assert x86.target_key(HASWELL)["vector_bits"] == 256
+
+
+def test_vector_lanes_follow_features():
+    assert x86.vector_lanes(ZEN) == 16
+    assert x86.vector_lanes(HASWELL) == 8
+    assert x86.vector_lanes({"kind": "llvm", "mcpu": "x86-64"}) == 4
+
+
+def test_op_of_and_output_shape():
+    assert [x86.op_of(wl) for wl in (CONV3, STEM, DEPTHWISE, DENSE)] == [
+        "conv2d",
+        "conv2d",
+        "depthwise_conv2d",
+        "dense",
+    ]
+    assert x86.output_shape(STEM) == [1, 64, 112, 112]
+    assert x86.output_shape(ODD) == [1, 40, 7, 7]
+    dilated = x86.conv2d_workload([1, 8, 10, 10], [8, 8, 3, 3], padding=[2, 2, 2, 2], dilation=[2, 2])
+    assert x86.output_shape(dilated) == [1, 8, 10, 10]
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"groups": 2}, "group conv"),
+        ({"kernel": [64, 32, 3, 3]}, "input channels"),
+        ({"strides": [1]}, "strides"),
+        ({"dtype": "float16"}, "dtype"),
+        ({"padding": [0, 0, 0, 0], "data": [1, 64, 2, 2]}, "empty output"),
+        ({"layout": "NCHW"}, "unknown fields"),
+    ],
+)
+def test_bad_workloads_raise_model_error(change, message):
+    workload = {**CONV3, **change}
+    if change == {"groups": 2}:
+        workload["kernel"] = [64, 32, 3, 3]
+    with pytest.raises(ModelError, match=message):
+        x86.op_of(workload)
+
+
+def test_dense_feature_mismatch():
+    with pytest.raises(ModelError, match="features"):
+        x86.op_of({"data": [1, 10], "weight": [5, 11], "dtype": "float32"})
+
+
+@pytest.mark.parametrize(
+    "workload, knobs, message",
+    [
+        (CONV3, {"ic_bn": 5, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}, r"'ic_bn' = 5 must divide.*1, 2, 4, 8, 16, 32, 64"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 48, "reg_n": 8, "unroll_kw": True}, "'oc_bn' = 48 must divide the 64 output"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 57, "unroll_kw": True}, "'reg_n' = 57 must not exceed the 56"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 0, "unroll_kw": True}, "'reg_n' = 0 must be a positive int"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": 1}, "'unroll_kw' = 1 must be a bool"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8}, r"missing \['unroll_kw'\]"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True, "bn": 4}, r"unknown \['bn'\]"),
+        (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "oh_bn": 57}, "'oh_bn' = 57"),
+        (STEM, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}, r"3 input channels; valid values: 1, 3"),
+        (DEPTHWISE, {"bn": 64, "reg_n": 4}, "'bn' = 64 must divide the 96 channels"),
+        (DENSE, {"oc_bn": 16, "k_bn": 8}, "'oc_bn' = 16 must divide the 1000 output features"),
+        (DENSE, {"oc_bn": 8, "k_bn": 3}, "'k_bn' = 3 must divide the 2048 input features"),
+        (DENSE, [8, 8], "must be a dict"),
+    ],
+)
+def test_invalid_knobs_raise_knob_error_naming_the_knob(workload, knobs, message):
+    with pytest.raises(KnobError, match=message):
+        x86.check_knobs(workload, knobs)
+
+
+def test_invalid_knobs_are_never_built():
+    with pytest.raises(KnobError, match="ic_bn"):
+        x86.kernel_func(STEM, {"ic_bn": 2, "oc_bn": 16, "reg_n": 8, "unroll_kw": True})
+
+
+@pytest.mark.parametrize("workload", ALL, ids=["conv3", "conv1", "stem", "odd", "depthwise", "dense"])
+def test_candidates_are_valid_unique_and_cover_every_block(workload):
+    cands = x86.candidates(workload, ZEN)
+    assert cands
+    for knobs in cands:
+        x86.check_knobs(workload, knobs)
+    keys = [json.dumps(k, sort_keys=True) for k in cands]
+    assert len(set(keys)) == len(keys)
+    op = x86.op_of(workload)
+    if op == "conv2d":
+        assert {k["ic_bn"] for k in cands} == set(x86.knobs.divisors(workload["data"][1], cap=x86.MAX_BLOCK))
+        assert {k["oc_bn"] for k in cands} == set(x86.knobs.divisors(workload["kernel"][0], cap=x86.MAX_BLOCK))
+    elif op == "depthwise_conv2d":
+        assert {k["bn"] for k in cands} == set(x86.knobs.divisors(96, cap=x86.MAX_BLOCK))
+    else:
+        assert {k["oc_bn"] for k in cands} == set(x86.knobs.divisors(1000, cap=x86.MAX_BLOCK))
+
+
+def test_candidates_best_guess_first_and_pruning_keeps_layout_diversity():
+    top = x86.candidates(CONV3, ZEN, max_candidates=12)
+    assert len(top) == 12
+    assert (top[0]["ic_bn"], top[0]["oc_bn"]) == (16, 16)
+    assert top == x86.candidates(CONV3, ZEN)[:12]
+    assert len({x86.layouts_of(CONV3, k) for k in top}) >= 4
+
+
+def test_candidate_tiles_respect_register_budget():
+    for target in (ZEN, HASWELL):
+        lanes, budget = x86.vector_lanes(target), x86.knobs.register_budget(target)
+        for k in x86.candidates(CONV1, target):
+            vectors = -(-k["oc_bn"] // lanes)
+            assert k["reg_n"] * k.get("oh_bn", 1) * vectors <= max(budget, vectors)
+
+
+def test_stem_candidates_block_the_three_input_channels():
+    assert {k["ic_bn"] for k in x86.candidates(STEM, ZEN)} == {1, 3}
+    assert x86.default_knobs(STEM, 16, ZEN)["ic_bn"] == 3
+
+
+def test_pointwise_candidates_tile_rows():
+    assert {k["oh_bn"] for k in x86.candidates(CONV1, ZEN)} == {1, 2, 4}
+    assert all("oh_bn" not in k for k in x86.candidates(CONV3, ZEN))
+
+
+@pytest.mark.parametrize("block", [4, 8, 16, 32])
+def test_default_knobs_use_the_requested_block(block):
+    knobs = x86.default_knobs(CONV3, block, ZEN)
+    assert x86.layouts_of(CONV3, knobs) == (f"NCHW{block}c", f"NCHW{block}c")
+    assert x86.layouts_of(DEPTHWISE, x86.default_knobs(DEPTHWISE, block, ZEN)) == (f"NCHW{block}c",) * 2
+
+
+def test_default_knobs_fall_back_to_nearest_divisor():
+    knobs = x86.default_knobs(ODD, 16, ZEN)  # 24 -> 12 or 24? nearest divisor of 24 to 16 is 12
+    assert (knobs["ic_bn"], knobs["oc_bn"]) == (12, 20)
+    with pytest.raises(KnobError, match="block"):
+        x86.default_knobs(CONV3, 0)
+
+
+def test_layouts_of_dense_and_bad_max_candidates():
+    assert x86.layouts_of(DENSE, x86.default_knobs(DENSE)) == ("NC", "NC")
+    with pytest.raises(KnobError, match="max_candidates"):
+        x86.candidates(CONV3, ZEN, max_candidates=0)
+
+
+def test_transform_shape_errors():
+    assert x86.transform_shape([1, 24, 5, 5], "NCHW8c") == [1, 3, 5, 5, 8]
+    with pytest.raises(LayoutError, match="divisible by 16"):
+        x86.transform_shape([1, 24, 5, 5], "NCHW16c")
+    with pytest.raises(LayoutError, match="equal"):
+        x86.transform_func([1, 16, 4, 4], "NCHW8c", "NCHW8c")
+    with pytest.raises(LayoutError, match="unknown data layout"):
+        x86.transform_func([1, 16, 4, 4], "NHWC", "NCHW8c")
