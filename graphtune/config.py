@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from .errors import ConfigError, ConfigMismatchError
+from .errors import ConfigError, ConfigMismatchError, KnobError, LayoutError, ModelError
 from .layouts import DENSE, check_layout
 
 __all__ = ["FORMAT", "VERSION", "NODE_OPS", "NodeConfig", "Config"]
@@ -64,7 +64,9 @@ class NodeConfig:
     op : str
         One of :data:`NODE_OPS`.
     workload : dict or None
-        The node's workload (shared contract format); ``None`` only for joins.
+        The node's workload (shared contract format). For a join,
+        ``{"inputs": [names of the nodes feeding it]}`` (how the compiler finds
+        it in the model) or ``None`` (the compiler then picks its layout).
     in_layout, out_layout : str
         Data layouts the node reads and writes (``NCHW``, ``NCHW{x}c`` or ``NC``).
     knobs : dict
@@ -137,8 +139,8 @@ class NodeConfig:
                 raise ConfigError(f"{where}.{key}: expected a layout name string, got {value!r}")
             try:
                 layouts[key] = check_layout(value)
-            except Exception as err:  # re-raise naming the field, same class
-                raise type(err)(f"{where}.{key}: {err}") from None
+            except LayoutError as err:
+                raise LayoutError(f"{where}.{key}: {err}") from None
         if op == "dense" and layouts != {"in_layout": DENSE, "out_layout": DENSE}:
             raise ConfigError(f"{where}: a dense node's layouts must both be {DENSE!r}")
         knobs = data.get("knobs", {})
@@ -360,10 +362,10 @@ class Config:
 
         Examples
         --------
-        >>> import graphtune.models
-        >>> cfg = Config.uniform(graphtune.models.get("resnet18", image_size=32))  # doctest: +SKIP
-        >>> cfg.nodes["conv1"].out_layout                                          # doctest: +SKIP
-        'NCHW16c'
+        >>> from graphtune import models
+        >>> cfg = Config.uniform(models.get("resnet18", image_size=32))
+        >>> cfg.nodes["conv1"].in_layout, cfg.nodes["conv1"].out_layout
+        ('NCHW3c', 'NCHW16c')
         """
         if not isinstance(block, int) or isinstance(block, bool) or block < 1:
             raise ConfigError(f"block: expected a positive int, got {block!r}")
@@ -390,9 +392,10 @@ class Config:
 
         Examples
         --------
-        >>> cfg = Config.random(graphtune.models.get("resnet18", image_size=32), seed=1)  # doctest: +SKIP
-        >>> cfg.solution["method"]                                                        # doctest: +SKIP
-        'random'
+        >>> from graphtune import models
+        >>> cfg = Config.random(models.get("resnet18", image_size=32), seed=1)
+        >>> cfg.solution
+        {'method': 'random', 'seed': 1}
         """
         import random as _random
 
@@ -452,7 +455,7 @@ class Config:
             cand = graph.candidates(name)[solution.assignment[name]]
             cost = float(cand.cost)
             kernel_ms += 0.0 if math.isnan(cost) else cost
-            nodes[name] = NodeConfig(op, _plain(graph.workload(name)), cand.in_layout,
+            nodes[name] = NodeConfig(op, _graph_workload(graph, name), cand.in_layout,
                                      cand.out_layout, _plain(cand.knobs),
                                      None if math.isnan(cost) else cost)
         energy = float(solution.energy)
@@ -498,7 +501,9 @@ class Config:
 
         Examples
         --------
-        >>> Config.uniform(model).check(model)     # doctest: +SKIP
+        >>> from graphtune import models
+        >>> model = models.get("resnet18", image_size=32)
+        >>> Config.uniform(model).check(model)
         []
         """
         ops, fingerprint = _model_ops(model)
@@ -523,15 +528,16 @@ class Config:
                 raise ConfigMismatchError(
                     f"nodes.{name}.op: config has {node.op!r}, the model has {op!r}; the config "
                     "was made for another model — re-tune it for this one")
-            if op == "join":
-                continue
             diff = _first_difference(workload, node.workload)
             if diff is not None:
+                field_path = "".join(f".{key}" for key in diff)
                 raise ConfigMismatchError(
-                    f"nodes.{name}.workload{''.join('.' + str(k) for k in diff)}: config has {_lookup(node.workload, diff)}, the model has "
-                    f"{_lookup(workload, diff)}; the config was made for another model or input "
-                    "size — re-tune it for this one")
-            self._check_knobs(name, node)
+                    f"nodes.{name}.workload{field_path}: config has "
+                    f"{_lookup(node.workload, diff)}, the model has {_lookup(workload, diff)}; "
+                    "the config was made for another model or input size — re-tune it for "
+                    "this one")
+            if op != "join":
+                self._check_knobs(name, node)
         own = (self.model or {}).get("fingerprint")
         if fingerprint is not None and own and own != fingerprint and not missing:
             raise ConfigMismatchError(
@@ -547,7 +553,7 @@ class Config:
 
         try:
             x86.check_knobs(node.workload, node.knobs)
-        except Exception as err:
+        except (KnobError, ModelError) as err:
             raise type(err)(f"nodes.{name}.knobs: {err}") from None
         layouts = tuple(x86.layouts_of(node.workload, node.knobs))
         if layouts != (node.in_layout, node.out_layout):
@@ -555,6 +561,16 @@ class Config:
                 f"nodes.{name}: layouts {node.in_layout} -> {node.out_layout} do not follow from "
                 f"its knobs {node.knobs} (they give {layouts[0]} -> {layouts[1]}); fix the "
                 "layouts or the knobs")
+
+
+def _graph_workload(graph: Any, name: str) -> dict | None:
+    """A node's workload; for a join, ``{"inputs": [the nodes feeding it, sorted]}``.
+
+    The compiler recognises a configured join by the nodes its inputs come from.
+    """
+    if graph.op(name) == "join":
+        return {"inputs": sorted(graph.nx.predecessors(name))}
+    return _plain(graph.workload(name))
 
 
 def _model_name(model: Any) -> str | None:
@@ -569,7 +585,7 @@ def _model_name(model: Any) -> str | None:
 def _model_ops(model: Any) -> tuple[list[tuple[str, str, Any]], str | None]:
     """(name, op, workload) of every layout node of ``model`` and its fingerprint if known."""
     if hasattr(model, "fingerprint") and hasattr(model, "nodes"):
-        ops = [(name, model.op(name), model.workload(name))
+        ops = [(name, model.op(name), _graph_workload(model, name))
                for name in model.nodes if model.op(name) in NODE_OPS]
         return ops, model.fingerprint()
     if isinstance(model, Iterable) and not isinstance(model, (str, bytes, os.PathLike)) \

@@ -81,7 +81,10 @@ class Candidate:
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise GraphError(f"Candidate {name} must be a non-empty str, got {getattr(self, name)!r}")
         object.__setattr__(self, "knobs", dict(self.knobs))
-        object.__setattr__(self, "cost", float(self.cost))
+        try:
+            object.__setattr__(self, "cost", float(self.cost))
+        except (TypeError, ValueError):
+            raise GraphError(f"Candidate cost must be a number of ms (NaN if unmeasured), got {self.cost!r}") from None
 
     def __hash__(self) -> int:
         return hash((json.dumps(self.knobs, sort_keys=True), self.in_layout, self.out_layout, self.cost))
@@ -199,7 +202,10 @@ class LayoutGraph:
                 layouts = [f"#{i}" for i in range(len(costs))]
             if len(layouts) != len(costs):
                 raise GraphError(f"node {name!r}: {len(costs)} costs but {len(layouts)} layouts")
-            return tuple(Candidate({}, lay, lay, float(c)) for c, lay in zip(costs, layouts))
+            try:
+                return tuple(Candidate({}, lay, lay, c) for c, lay in zip(costs, layouts))
+            except GraphError as err:
+                raise GraphError(f"node {name!r}: {err}") from None
         cands = tuple(candidates)
         for i, c in enumerate(cands):
             if not isinstance(c, Candidate):
@@ -469,10 +475,11 @@ class LayoutGraph:
                 if (a, b) not in cache:
                     try:
                         cache[a, b] = float(data["fn"](data["shape"], a, b))
-                    except (TypeError, ValueError) as err:
+                    except (TypeError, ValueError, LookupError) as err:
                         raise GraphError(
                             f"edge {u} -> {v}: transform cost {a} -> {b} for shape {data['shape']} "
-                            f"is not a number ({err})"
+                            f"could not be computed ({type(err).__name__}: {err}); measure that transform "
+                            "or fix the cost function"
                         ) from None
                 matrix[s, r] = cache[a, b]
         return matrix
@@ -525,10 +532,11 @@ class LayoutGraph:
         Examples
         --------
         >>> g = LayoutGraph(); g.add_node("a", costs=[float("nan")])
-        >>> g.validate()
-        Traceback (most recent call last):
-        ...
-        graphtune.errors.GraphError: node 'a': candidate 0 has cost nan; costs must be finite ms >= 0 (measure it or prune it)
+        >>> try:
+        ...     g.validate()
+        ... except GraphError as err:
+        ...     print(str(err).split(";")[0])
+        node 'a': candidate 0 has cost nan
         """
         for name, data in self._g.nodes(data=True):
             cands = data["candidates"]

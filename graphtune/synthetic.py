@@ -256,7 +256,7 @@ def densenet201(n_candidates: int = 8, seed: int = 0, concat: str = "incremental
     Examples
     --------
     >>> densenet201(8, blocks=(2, 2)).nx.number_of_edges()
-    17
+    19
     """
     if concat not in ("incremental", "all_pairs"):
         raise ValueError(f"concat must be 'incremental' or 'all_pairs', got {concat!r}")
@@ -293,7 +293,7 @@ def ssd_resnet50(n_candidates: int = 8, seed: int = 0, image_size: int = 512) ->
     --------
     >>> g = ssd_resnet50(8)
     >>> sum(g.op(n) == "boundary" for n in g.nodes)
-    15
+    13
     """
     b = _Builder(n_candidates, seed)
     outs = _resnet_backbone(b, (3, 4, 6), image_size)

@@ -13,7 +13,7 @@ from tvm import relax
 import graphtune  # noqa: F401  (sets TVM_NUM_THREADS before TVM starts)
 from graphtune import models, x86
 from graphtune.compile import CompiledModel, compile
-from graphtune.compile.compiler import plan_nodes
+from graphtune.compile.compiler import plan_joins, plan_nodes
 from graphtune.compile.legalize import legalize
 from graphtune.compile.rewrite import TRANSFORM_ATTR, rewrite
 from graphtune.config import Config
@@ -47,8 +47,17 @@ def assert_matches_ort(model: onnx.ModelProto, compiled: CompiledModel) -> None:
 
 
 def transforms_in(mod) -> list:
-    return [str(f.attrs[TRANSFORM_ATTR]) for _, f in mod.functions.items()
-            if f.attrs is not None and TRANSFORM_ATTR in f.attrs]
+    """``"src->dst"`` of every layout transform main calls, once per call."""
+    found = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
+            attrs = mod[expr.args[0]].attrs
+            if attrs is not None and TRANSFORM_ATTR in attrs:
+                found.append(str(attrs[TRANSFORM_ATTR]))
+
+    relax.analysis.post_order_visit(mod["main"].body, visit)
+    return found
 
 
 def check_model(name, size, kind):
@@ -118,7 +127,7 @@ def branchy():
 def rewritten(model, config):
     mod = import_model(model)
     target = x86.host_target()
-    return rewrite(mod, plan_nodes(layout_ops(mod), config, target))
+    return rewrite(mod, plan_nodes(layout_ops(mod), config, target), plan_joins(config))
 
 
 def test_one_transform_serves_every_consumer(branchy):
@@ -198,6 +207,13 @@ def test_unmentioned_nodes_get_defaults_with_one_warning(branchy):
     assert_matches_ort(branchy, compiled)
 
 
+def test_config_tuned_for_another_cpu_warns(branchy):
+    config = Config.uniform(branchy, block=8)
+    config.target = dict(config.target, mcpu="haswell")
+    with pytest.warns(UserWarning, match="tuned for mcpu 'haswell'"):
+        assert_matches_ort(branchy, compile(branchy, config))
+
+
 def test_compiled_model_api(resnet18_compiled, tmp_path):
     compiled = resnet18_compiled
     assert compiled.input_names == ["input"] and compiled.output_names == ["output"]
@@ -211,3 +227,45 @@ def test_compiled_model_api(resnet18_compiled, tmp_path):
     vm = relax.VirtualMachine(tvm.runtime.load_module(str(path)), tvm.cpu(0))
     reloaded = vm["main"](tvm.runtime.tensor(x, tvm.cpu(0))).numpy()
     np.testing.assert_allclose(reloaded, compiled(x), rtol=1e-6, atol=1e-6)
+
+
+def test_relax_module_with_adaptive_and_avg_pools_matches_stock_tvm():
+    rng = np.random.default_rng(3)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 10, 10), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            w = relax.const(rng.standard_normal((16, 8, 3, 3)).astype("float32"))
+            y = bb.emit(relax.op.nn.conv2d(x, w, padding=[1, 1, 1, 1]))
+            y = bb.emit(relax.op.nn.relu(y))
+            y = bb.emit(relax.op.nn.avg_pool2d(y, pool_size=[2, 2], strides=[2, 2]))
+            y = bb.emit(relax.op.nn.adaptive_avg_pool2d(y, [1, 1]))
+            out = bb.emit_output(relax.op.reshape(y, [1, 16]))
+        bb.emit_func_output(out)
+    mod = bb.get()
+    data = rng.standard_normal((1, 8, 10, 10)).astype("float32")
+    stock = relax.VirtualMachine(tvm.compile(mod, target=x86.host_target()), tvm.cpu(0))
+    expected = stock["main"](tvm.runtime.tensor(data, tvm.cpu(0))).numpy()
+    config = with_blocks(Config.uniform(mod), {"conv2d_0": (4, 8)})
+    rewritten_mod, _ = rewritten(mod, config)
+    assert transforms_in(rewritten_mod) == ["NCHW->NCHW4c", "NCHW8c->NCHW"]  # pools stay blocked
+    np.testing.assert_allclose(compile(mod, config)(data), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_solved_config_places_transforms_exactly_where_the_graph_says():
+    from graphtune.frontend.extract import extract
+    from graphtune.solve import Solution
+
+    model = models.get("resnet18", image_size=32)
+    graph = extract(model, max_candidates=4)
+    rng = np.random.default_rng(5)
+    assignment = {n: int(rng.integers(len(graph.candidates(n)))) for n in graph.nodes}
+    config = Config.from_solution(graph, Solution(assignment, 1.0, 1.0, True, "brute", 0.0))
+    assert config.check(graph) == []
+    # one transform per (producer, layout its consumers need) whenever layouts differ
+    out = {n: graph.candidates(n)[assignment[n]].out_layout for n in graph.nodes}
+    want = {n: graph.candidates(n)[assignment[n]].in_layout for n in graph.nodes}
+    expected = {(u, want[v]) for u, v in graph.edges if out[u] != want[v]}
+    mod, _ = rewritten(model, config)
+    assert len(transforms_in(mod)) == len(expected)
+    assert_matches_ort(model, compile(model, config))

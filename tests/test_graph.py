@@ -119,11 +119,13 @@ def test_prune_keeps_matrices_consistent():
         (lambda g: g.add_node("a", costs=[1.0]), "node 'a' already exists"),
         (lambda g: g.add_edge("a", "zzz"), "edge a -> zzz: unknown node 'zzz'"),
         (lambda g: g.add_edge("a", "a"), "edge a -> a: self-loops"),
-        (lambda g: g.add_edge("a", "b", cost=np.zeros((3, 3))), r"edge a -> b: cost matrix has shape \(3, 3\), expected \(2, 1\)"),
+        (lambda g: g.add_edge("a", "b", cost=np.zeros((3, 3))),
+         r"edge a -> b: cost matrix has shape \(3, 3\), expected \(2, 1\)"),
         (lambda g: g.add_node("x", costs=[1.0], op="pool"), "node 'x': unknown op 'pool'"),
         (lambda g: g.add_node("x"), "node 'x': give exactly one of"),
         (lambda g: g.add_node("x", ["not a candidate"]), "node 'x': candidate 0 is a str"),
         (lambda g: g.add_node("", costs=[1.0]), "node names must be non-empty"),
+        (lambda g: g.add_node("x", costs=["fast"]), "node 'x': Candidate cost must be a number"),
     ],
 )
 def test_building_errors_name_the_culprit(build, message):
@@ -152,7 +154,8 @@ def test_duplicate_edge_rejected():
         (lambda g: g.add_edge("b", "a", cost=[[0.0, -1.0]]), r"edge b -> a: cost\[0, 1\] = -1.0"),
         (lambda g: g.add_edge("b", "a", cost=[[0.0, np.inf]]), r"edge b -> a: cost\[0, 1\] = inf"),
         (lambda g: g.add_edge("b", "a"), "edge b -> a has no cost matrix"),
-        (lambda g: g.add_edge("b", "a", cost=lambda s, x, y: "slow"), "edge b -> a: transform cost"),
+        (lambda g: g.add_edge("b", "a", cost=lambda s, x, y: "slow"), "edge b -> a: transform cost #0 -> #1"),
+        (lambda g: g.add_edge("b", "a", cost=lambda s, x, y: {}[x]), "could not be computed .KeyError"),
     ],
 )
 def test_validate_errors_name_the_culprit(build, message):
@@ -214,7 +217,8 @@ def test_json_keeps_unmeasured_costs_and_missing_matrices():
         ("{not json", "not valid JSON"),
         ('{"format": "other"}', "not a layout graph document"),
         ('{"format": "graphtune.layout_graph", "version": 7}', "version 7 unsupported"),
-        ('{"format": "graphtune.layout_graph", "version": 1, "nodes": [{"name": "a"}], "edges": []}', "missing or bad field"),
+        ('{"format": "graphtune.layout_graph", "version": 1, "nodes": [{"name": "a"}], "edges": []}',
+         "missing or bad field"),
     ],
 )
 def test_from_json_rejects_bad_documents(text, message):
@@ -251,3 +255,14 @@ def test_candidate_checks_and_serialises():
         Candidate([1, 2], "NCHW", "NCHW", 1.0)
     with pytest.raises(GraphError, match="in_layout must be a non-empty str"):
         Candidate({}, "", "NCHW", 1.0)
+    with pytest.raises(GraphError, match="cost must be a number of ms"):
+        Candidate({}, "NCHW", "NCHW", None)
+
+
+@pytest.mark.parametrize("module", ["graphtune.graph", "graphtune.synthetic"])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0

@@ -160,3 +160,8 @@ def test_top_k_and_best_by_layout(tmp_path):
 
 def test_target_key_of_record_form_is_identity():
     assert target_key_of(TARGET) == TARGET
+
+
+def test_records_in_missing_folder_fail_before_measuring(tmp_path):
+    with pytest.raises(MeasureError, match="folder .*nowhere does not exist"):
+        Records(tmp_path / "nowhere" / "a.records.jsonl")

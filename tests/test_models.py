@@ -150,6 +150,14 @@ def test_deterministic(name):
     assert models.get(name, image_size=SMALL[name]).SerializeToString() == first
 
 
+def test_weights_do_not_depend_on_batch_or_image_size():
+    def weights(**kwargs):
+        model = models.get("mobilenet_v2", **kwargs)
+        return {t.name: t.raw_data for t in model.graph.initializer}
+
+    assert weights(image_size=32) == weights(batch_size=3, image_size=96)
+
+
 def test_models_differ_from_each_other():
     # per-model seeds: resnet50's backbone weights are not ssd's
     def stem(name):

@@ -15,6 +15,8 @@ from graphtune.solve.problem import Problem
 
 TOL = 1e-7
 EXACT = ["auto", "dp", "pbqp", "cpsat", "lp"]
+# auto forced past dp: LP branch and bound, and with a single LP allowed, CP-SAT
+FORCED = [{"max_table": 1}, {"max_table": 1, "max_lps": 1}]
 
 
 def random_graph(seed: int) -> LayoutGraph:
@@ -44,8 +46,8 @@ def random_graph(seed: int) -> LayoutGraph:
     return g
 
 
-def assert_consistent(graph: LayoutGraph, method: str, best: float) -> None:
-    sol = solve(graph, method=method)
+def assert_consistent(graph: LayoutGraph, method: str, best: float, **limits) -> None:
+    sol = solve(graph, method=method, **limits)
     assert sol.method == method
     assert set(sol.assignment) == set(graph.nodes)
     assert sol.energy == graph.energy(sol.assignment)
@@ -63,8 +65,38 @@ def test_methods_agree_with_brute_force(seed):
     best = solve(graph, method="brute").energy
     for method in EXACT:
         assert_consistent(graph, method, best)
+    for limits in FORCED:
+        assert_consistent(graph, "auto", best, **limits)
     assert solve(graph, method="auto").optimal
     assert solve(graph, method="dp").optimal
+
+
+def dense_graph(seed: int) -> LayoutGraph:
+    """Small, nearly complete graph: reductions leave a core for dp / LP / CP-SAT."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4, 8))
+    g = LayoutGraph()
+    for i in range(n):
+        g.add_node(f"n{i}", costs=rng.uniform(0, 1, int(rng.integers(2, 4))).tolist())
+    for i in range(n):
+        for j in range(i + 1, n):
+            if rng.random() < 0.8:
+                shape = (len(g.candidates(f"n{i}")), len(g.candidates(f"n{j}")))
+                ties = rng.random() < 0.5
+                g.add_edge(f"n{i}", f"n{j}",
+                           cost=rng.integers(0, 3, shape).astype(float) if ties else rng.uniform(0, 1, shape))
+    return g
+
+
+def test_auto_past_dp_agrees_with_brute_on_every_path():
+    seen = set()
+    for seed in range(60):
+        graph = dense_graph(seed)
+        best = solve(graph, method="brute").energy
+        for limits in FORCED:
+            assert_consistent(graph, "auto", best, **limits)
+            seen.add(solve(graph, method="auto", **limits).stats["solver"])
+    assert {"lp", "lp-branch-and-bound", "cpsat"} <= seen
 
 
 @st.composite
@@ -89,8 +121,10 @@ def graphs(draw):
 @given(graphs())
 def test_property_exact_methods_match_brute(graph):
     best = solve(graph, method="brute").energy
-    for method in ("auto", "dp", "pbqp", "lp"):
+    for method in EXACT:
         assert_consistent(graph, method, best)
+    for limits in FORCED:
+        assert_consistent(graph, "auto", best, **limits)
 
 
 @settings(max_examples=40, deadline=None)
@@ -104,6 +138,12 @@ def test_property_dominance_keeps_the_optimum(graph):
     reduced = solve_brute(smaller)
     labels = [int(kept[i][s]) for i, s in enumerate(reduced.labels)]
     assert problem.energy(labels) == pytest.approx(best, abs=TOL)
+
+
+def test_empty_graph_has_zero_energy():
+    for method in METHODS:
+        sol = solve(LayoutGraph(), method=method)
+        assert sol.assignment == {} and sol.energy == 0.0 and sol.optimal
 
 
 def test_single_node_and_one_candidate_everywhere():
@@ -134,6 +174,18 @@ def test_disconnected_parts_and_opposite_edges_are_summed():
     assert best == pytest.approx(0.5)
     for method in EXACT:
         assert_consistent(g, method, best)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_polish_never_worsens(seed):
+    from graphtune.solve.local import polish
+
+    problem = Problem.from_graph(synthetic.random_graph(30, 45, 4, seed=seed))
+    rng = np.random.default_rng(seed)
+    start = [int(rng.integers(len(u))) for u in problem.unary]
+    end = polish(problem, start)
+    assert problem.energy(end) <= problem.energy(start)
+    assert polish(problem, end) == end  # a fixed point
 
 
 def test_reductions_are_exact_on_their_own():
@@ -171,16 +223,32 @@ def test_pbqp_reports_rn_and_a_valid_bound_when_heuristic():
     assert sol.lower_bound <= best <= sol.energy
 
 
-def test_lp_gives_bound_when_not_tight_and_auto_falls_back_to_cpsat():
+def test_lp_gives_bound_when_not_tight_and_auto_branches_or_falls_back_to_cpsat():
     g = frustrated()
     best = solve(g, method="brute").energy
     lp = solve(g, method="lp")
     assert not lp.optimal and lp.stats["lp_fractional"] > 0
     assert lp.lower_bound < best
-    auto = solve(g, method="auto", max_table=10)
+    branched = solve(g, method="auto", max_table=10)
+    assert branched.stats["solver"] == "lp-branch-and-bound" and branched.optimal
+    assert branched.stats["bnb_lps"] > 1
+    assert branched.energy == pytest.approx(best, abs=TOL)
+    auto = solve(g, method="auto", max_table=10, max_lps=1)
     assert auto.stats["solver"] == "cpsat" and auto.optimal
     assert auto.energy == pytest.approx(best, abs=TOL)
     assert auto.stats["cpsat_status"] == "OPTIMAL" and auto.stats["scaling_bound"] < 1e-9
+
+
+def test_branch_and_bound_limits_return_incumbent_and_open_bound():
+    from graphtune.solve.branch import solve_branch_and_bound
+
+    problem = Problem.from_graph(frustrated(n_nodes=6))
+    best = solve(frustrated(n_nodes=6), method="brute").energy
+    out = solve_branch_and_bound(problem, max_lps=1)
+    assert not out.optimal and out.stats["bnb_open"] == 2
+    assert out.lower_bound <= best <= problem.energy(out.labels)
+    full = solve_branch_and_bound(problem)
+    assert full.optimal and problem.energy(full.labels) == pytest.approx(best, abs=TOL)
 
 
 def test_cpsat_time_limit_returns_best_found_and_bound():
@@ -218,7 +286,8 @@ def test_brute_refuses_large_instances():
 def test_bad_method_and_limits_are_value_errors_listing_choices():
     g = LayoutGraph()
     g.add_node("a", costs=[1.0])
-    with pytest.raises(ValueError, match="unknown solve method 'fast'; valid methods are: auto, brute, cpsat, dp, lp, pbqp"):
+    valid = "valid methods are: auto, brute, cpsat, dp, lp, pbqp"
+    with pytest.raises(ValueError, match=f"unknown solve method 'fast'; {valid}"):
         solve(g, method="fast")
     with pytest.raises(ValueError, match="solve method 'dp' does not take max_assignments; its limits are: max_table"):
         solve(g, method="dp", max_assignments=3)
@@ -241,11 +310,41 @@ def test_cnn_shaped_graphs_reduce_completely(name):
     assert solve(g, method="dp").energy == pytest.approx(sol.energy)
 
 
+def test_synthetic_instances_are_seeded_and_layout_like():
+    a, b, c = (synthetic.resnet50(8, seed=s) for s in (0, 0, 1))
+    assert a.to_json() == b.to_json() != c.to_json()
+    assert a.fingerprint() == c.fingerprint()  # same structure, other costs
+    assert synthetic.transform_ms([1, 64, 56, 56], "NCHW8c", "NCHW8c") == 0.0
+    small = synthetic.transform_ms([1, 64, 28, 28], "NCHW8c", "NCHW16c")
+    assert 0 < small < synthetic.transform_ms([1, 64, 56, 56], "NCHW8c", "NCHW16c")
+    for name in ("conv1", "layer1.0.add", "output"):
+        for u, v in a.nx.in_edges(name):
+            matrix = a.edge_cost(u, v)
+            for s, cu in enumerate(a.candidates(u)):
+                for r, cv in enumerate(a.candidates(v)):
+                    assert (matrix[s, r] == 0) == (cu.out_layout == cv.in_layout)
+    g32 = synthetic.inception_v3(32, seed=0)
+    assert max(len(g32.candidates(n)) for n in g32.nodes) == 32
+    with pytest.raises(ValueError, match="concat must be"):
+        synthetic.densenet201(8, concat="sometimes")
+
+
 def test_dense_concat_graph_needs_more_than_reductions_and_is_still_proven():
-    g = synthetic.densenet201(4, seed=0, concat="all_pairs", blocks=(5, 5), image_size=32)
+    g = synthetic.densenet201(8, seed=0, concat="all_pairs", blocks=(6, 8), image_size=64)
     auto = solve(g)
     exact = solve(g, method="cpsat")
     assert auto.optimal and exact.optimal
     assert auto.stats["remainder_nodes"] > 0
     assert auto.energy == pytest.approx(exact.energy, rel=1e-9)
-    assert solve(g, method="dp").energy == pytest.approx(exact.energy, rel=1e-9)
+    with pytest.raises(SolverError, match="needs a table of"):
+        solve(g, method="dp")  # without auto's dominance + reductions the tables are too large
+
+
+@pytest.mark.parametrize("module", ["auto", "branch", "brute", "cpsat", "dominance", "dp", "local", "lp", "pbqp",
+                                    "polytope", "problem", "solution", ""])
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"graphtune.solve.{module}".rstrip(".")))
+    assert result.attempted > 0 and result.failed == 0

@@ -160,3 +160,26 @@ def test_relax_fuseops_fusetir_function(knobs):
     inputs, ref = conv_inputs(knobs, np.random.default_rng(6))
     out = vm["main"](*[tvm.runtime.tensor(a, tvm.cpu()) for a in inputs]).numpy()
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_epilogue_followed_by_a_layout_transform_stays_correct():
+    knobs = CONV_KNOBS[0]
+    d, k, o = x86.conv2d_nchwc_shapes(CONV, knobs)
+    data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
+    conv = x86.conv2d_nchwc(data, kernel, CONV, knobs)
+    relu = te.compute(o, lambda *i: te.max(conv(*i), 0.0), name="T_relu")
+    out = x86.layout_transform(relu, "NCHW16c", "NCHW8c")
+    func = x86.schedule_fused(te.create_prim_func([data, kernel, out]), CONV, knobs)
+    rng = np.random.default_rng(8)
+    x, w = random(CONV["data"], rng), random(CONV["kernel"], rng)
+    ref = np.maximum(conv2d_reference(x, w, CONV["strides"], CONV["padding"], CONV["dilation"]), 0.0)
+    inputs = [x86.pack_data(x, 8), x86.pack_conv_kernel(w, 8, 16)]
+    got = run(func.with_attr("global_symbol", "main"), inputs, [1, 4, 8, 7, 8])
+    np.testing.assert_allclose(x86.unpack_data(got), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_already_scheduled_function_is_rejected_with_a_message():
+    knobs = CONV_KNOBS[0]
+    scheduled = x86.kernel_func(CONV, knobs)
+    with pytest.raises(KnobError, match="already scheduled|cannot apply the conv2d schedule"):
+        x86.schedule_fused(scheduled, CONV, knobs)

@@ -6,6 +6,8 @@ import itertools
 import numpy as np
 import pytest
 import scipy.signal
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from x86_reference import conv2d_reference, random, run
 
 import graphtune.x86 as x86
@@ -136,3 +138,57 @@ def test_unroll_kw_knob_changes_the_schedule():
     unrolled = x86.kernel_func(workload, {**base, "unroll_kw": True}).script()
     rolled = x86.kernel_func(workload, {**base, "unroll_kw": False}).script()
     assert "for kw in T.unroll(3)" in unrolled and "for kw in T.unroll(3)" not in rolled
+
+
+RESNET_LIKE = {
+    "3x3_64_56": x86.conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1]),
+    "1x1_256_64_56": x86.conv2d_workload([1, 256, 56, 56], [64, 256, 1, 1]),
+    "3x3_512_7": x86.conv2d_workload([1, 512, 7, 7], [512, 512, 3, 3], padding=[1, 1, 1, 1]),
+    "3x3_128_28_stride2": x86.conv2d_workload([1, 128, 57, 57], [128, 128, 3, 3], [2, 2], [0, 0, 1, 1]),
+    "stem": x86.conv2d_workload([1, 3, 224, 224], [64, 3, 7, 7], [2, 2], [3, 3, 3, 3]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(RESNET_LIKE))
+def test_full_size_top_candidates_match_reference(name):
+    workload = RESNET_LIKE[name]
+    rng = np.random.default_rng(11)
+    x, w = random(workload["data"], rng), random(workload["kernel"], rng)
+    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"])
+    for knobs in x86.candidates(workload, max_candidates=6):
+        inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_conv_kernel(w, knobs["ic_bn"], knobs["oc_bn"])]
+        out = run(x86.kernel_func(workload, knobs), inputs, x86.kernel_shapes(workload, knobs)[2])
+        np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-3, atol=1e-3)
+
+
+@st.composite
+def conv_and_knobs(draw):
+    c, o = draw(st.integers(1, 12)), draw(st.integers(1, 12))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    h, w = draw(st.integers(kh + 2, 9)), draw(st.integers(kw + 2, 9))
+    strides = [draw(st.integers(1, 2)), draw(st.integers(1, 2))]
+    dilation = [draw(st.integers(1, 2)), draw(st.integers(1, 2))]
+    padding = [draw(st.integers(0, 2)) for _ in range(4)]
+    depthwise = draw(st.booleans())
+    workload = x86.conv2d_workload(
+        [draw(st.integers(1, 2)), c, h, w], [c if depthwise else o, 1 if depthwise else c, kh, kw],
+        strides, padding, dilation, groups=c if depthwise else 1,
+    )
+    return workload, draw(st.sampled_from(x86.candidates(workload)))
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(conv_and_knobs())
+def test_random_convs_and_candidates_match_reference(case):
+    workload, knobs = case
+    rng = np.random.default_rng(0)
+    x, w = random(workload["data"], rng), random(workload["kernel"], rng)
+    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], workload["groups"])
+    if x86.op_of(workload) == "conv2d":
+        ib, ob = knobs["ic_bn"], knobs["oc_bn"]
+        inputs = [x86.pack_data(x, ib), x86.pack_conv_kernel(w, ib, ob)]
+    else:
+        inputs = [x86.pack_data(x, knobs["bn"]), x86.pack_depthwise_kernel(w, knobs["bn"])]
+    out = run(x86.kernel_func(workload, knobs), inputs, x86.kernel_shapes(workload, knobs)[2])
+    np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)

@@ -9,14 +9,18 @@ with graphtune's x86 kernels and ``tvm.compile`` it.
 
 Examples
 --------
->>> import graphtune
+>>> import numpy as np
 >>> from graphtune import models
+>>> from graphtune.config import Config
 >>> model = models.get("resnet18", image_size=32)
->>> compiled = graphtune.compile(model, graphtune.Config.uniform(model))   # doctest: +SKIP
+>>> compiled = compile(model, Config.uniform(model))
+>>> compiled(np.zeros((1, 3, 32, 32), "float32")).shape
+(1, 1000)
 """
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from typing import Any
@@ -30,7 +34,7 @@ from .legalize import legalize
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
 
-__all__ = ["compile", "plan_nodes", "DEFAULT_BLOCK"]
+__all__ = ["compile", "plan_nodes", "plan_joins", "DEFAULT_BLOCK"]
 
 DEFAULT_BLOCK = 16
 """Channel block of the default candidate given to nodes a config does not mention."""
@@ -50,7 +54,12 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
 
     Examples
     --------
-    >>> plans = plan_nodes(layout_ops(mod), config, target)   # doctest: +SKIP
+    >>> from graphtune import models, x86
+    >>> from graphtune.frontend import import_model, layout_ops
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> plans = plan_nodes(layout_ops(mod), Config.uniform(mod), x86.host_target())
+    >>> sorted({plan.out_layout for plan in plans.values()})
+    ['NC', 'NCHW16c']
     """
     from .. import x86
 
@@ -74,13 +83,29 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
     return plans
 
 
+def plan_joins(config: Config) -> dict:
+    """Configured joins keyed by the names of the nodes feeding them (see ``rewrite``).
+
+    Examples
+    --------
+    >>> from graphtune.config import NodeConfig
+    >>> node = NodeConfig("join", {"inputs": ["a", "b"]}, "NCHW8c", "NCHW8c", {})
+    >>> joins = plan_joins(Config({"add_0": node}))
+    >>> joins[frozenset({"a", "b"})]
+    ('add_0', 'NCHW8c')
+    """
+    return {frozenset(node.workload["inputs"]): (name, node.out_layout)
+            for name, node in config.nodes.items()
+            if node.op == "join" and isinstance(node.workload, dict) and "inputs" in node.workload}
+
+
 def _output_names(model: Any, mod: tvm.IRModule) -> list[str]:
     """Graph output names of an ONNX model, else ``output0``, ``output1``..."""
     graph = getattr(model, "graph", None)
-    if graph is None and isinstance(model, str) and model.endswith(".onnx"):
+    if graph is None and isinstance(model, (str, os.PathLike)):
         import onnx
 
-        graph = onnx.load(model, load_external_data=False).graph
+        graph = onnx.load(os.fspath(model), load_external_data=False).graph
     if graph is not None:
         return [value.name for value in graph.output]
     ret = mod["main"].ret_ty
@@ -113,9 +138,11 @@ def compile(model: Any, config: Config | str, target: Any = None) -> CompiledMod
 
     Examples
     --------
-    >>> compiled = compile(model, Config.uniform(model))   # doctest: +SKIP
-    >>> compiled(x).shape                                  # doctest: +SKIP
-    (1, 1000)
+    >>> from graphtune import models
+    >>> model = models.get("mobilenet_v2", image_size=32)
+    >>> compiled = compile(model, Config.random(model, seed=0))
+    >>> compiled.input_names, compiled.output_names
+    (['input'], ['output'])
     """
     from .. import frontend, x86
 
@@ -126,11 +153,17 @@ def compile(model: Any, config: Config | str, target: Any = None) -> CompiledMod
                               f"got {type(config).__name__}")
         config = Config.load(config)
     tgt = x86.host_target(target)
+    tuned_for = (config.target or {}).get("mcpu")
+    if tuned_for is not None and tuned_for != x86.target_key(tgt)["mcpu"]:
+        warnings.warn(f"config was tuned for mcpu {tuned_for!r} but is compiled for "
+                      f"{x86.target_key(tgt)['mcpu']!r}: results are correct, its choices may "
+                      "not be the fastest here — re-tune on this machine", UserWarning,
+                      stacklevel=2)
     mod = frontend.import_model(model)
     ops = frontend.layout_ops(mod)
     config.check(ops)
     plans = plan_nodes(ops, config, tgt)
-    new_mod, anchors = rewrite(mod, plans)
+    new_mod, anchors = rewrite(mod, plans, plan_joins(config))
     lowered = legalize(new_mod, anchors, tgt)
     executable = tvm.compile(lowered, target=tgt)
     main = mod["main"]

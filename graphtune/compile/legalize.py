@@ -133,16 +133,19 @@ def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimF
         return x86.schedule_transform(func, target)
     sch = s_tir.Schedule(func)
     lanes = x86.vector_lanes(target)
-    for block in list(sch.get_child_blocks(sch.get_sblock("root"))):
-        iters = sch.get(block).iter_vars
-        if all(iv.iter_type == tirx.IterVar.DataPar for iv in iters):
-            schedule_elementwise(sch, block, lanes)
-            continue
-        loops = sch.get_loops(block)
-        spatial = [iv for iv in iters if iv.iter_type == tirx.IterVar.DataPar]
-        outer = loops[:max(1, len(spatial) - 1)] if len(loops) > len(spatial) else []
-        if outer:
-            sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    try:
+        for block in list(sch.get_child_blocks(sch.get_sblock("root"))):
+            iters = sch.get(block).iter_vars
+            if all(iv.iter_type == tirx.IterVar.DataPar for iv in iters):
+                schedule_elementwise(sch, block, lanes)
+                continue
+            loops = sch.get_loops(block)
+            spatial = [iv for iv in iters if iv.iter_type == tirx.IterVar.DataPar]
+            outer = loops[:max(1, len(spatial) - 1)] if len(loops) > len(spatial) else []
+            if outer:
+                sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    except s_tir.ScheduleError:
+        return func  # an unusual loop nest: correct, just serial
     return sch.mod["main"]
 
 

@@ -6,9 +6,9 @@ tensor's current layout is tracked while the bindings are re-emitted; a
 ``layout_transform`` is inserted only where a consumer needs another layout
 than its producer wrote, and one transform serves every consumer needing the
 same layout (the :func:`graphtune.x86.layout_transform` compute, so compiled
-transforms are the kernels graphtune measured). Layout-agnostic ops (relu, clip, bias add and other elementwise
-ops with per-channel constants, pools, spatial means) run in the blocked layout
-they receive; joins (add of two activations, channel concat) bring their inputs
+transforms are the kernels graphtune measured). Layout-agnostic ops (relu,
+clip, bias add and other elementwise ops with per-channel constants, pools,
+spatial means) run in the blocked layout they receive; joins (add of two activations, channel concat) bring their inputs
 to one common layout; every other op (reshape, flatten, transpose, softmax,
 matmul...) and the function's outputs get plain ``NCHW``.
 
@@ -31,6 +31,7 @@ from tvm.ir.expr import Constant
 from ..errors import LayoutError
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout, kernel_layout
+from .consts import eval_const
 
 __all__ = ["NodePlan", "TRANSFORM_ATTR", "rewrite"]
 
@@ -58,15 +59,15 @@ class NodePlan:
 
 
 _UNARY = {
-    "relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu",
-    "relax.nn.gelu", "relax.nn.leakyrelu", "relax.exp", "relax.sqrt", "relax.negative",
-    "relax.abs", "relax.nn.relu6", "relax.nn.prelu_scalar",
+    "relax." + name for name in (
+        "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.gelu_tanh",
+        "nn.leakyrelu", "exp", "sqrt", "rsqrt", "negative", "abs", "square", "erf")
 }
 _BINARY = {
     "relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum",
     "relax.minimum",
 }
-_POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d"}
+_POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
 
 
 def _kernel_array(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, str]:
@@ -86,37 +87,11 @@ def _out_dtype(attrs) -> str | None:
     return None if dtype in ("", "void") else dtype
 
 
-_NUMPY_BINARY = {
-    "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
-    "relax.divide": np.divide, "relax.maximum": np.maximum, "relax.minimum": np.minimum,
-}
-
-
-def _eval_const(call: relax.Expr, arrays: list[np.ndarray | None]) -> np.ndarray | None:
-    """Numpy value of a constant-only binding (bias reshapes, weight transposes), or None."""
-    if not isinstance(call, relax.Call) or not isinstance(call.op, tvm.ir.Op) or not arrays \
-            or arrays[0] is None:
-        return None
-    name, data = call.op.name, arrays[0]
-    if name == "relax.reshape" and isinstance(call.args[1], relax.ShapeExpr):
-        return data.reshape([int(v) for v in call.args[1].values])
-    if name == "relax.permute_dims":
-        axes = call.attrs.axes
-        return np.ascontiguousarray(data.transpose(None if axes is None else [int(a) for a in axes]))
-    if name == "relax.expand_dims":
-        return np.expand_dims(data, tuple(int(a) for a in call.attrs.axis))
-    if name == "relax.squeeze" and call.attrs.axis is not None:
-        return np.squeeze(data, tuple(int(a) for a in call.attrs.axis))
-    if name in _NUMPY_BINARY and len(arrays) == 2 and arrays[1] is not None:
-        return _NUMPY_BINARY[name](data, arrays[1]).astype(data.dtype)
-    return None
-
-
 class _Rewriter:
     """State of one rewrite: emitted tensors, their blocks and the transform cache."""
 
     def __init__(self, bb: relax.BlockBuilder, plans: Mapping[relax.Var, NodePlan],
-                 joins: Mapping[relax.Var, str]):
+                 joins: Mapping[frozenset, tuple[str, str]]):
         self.bb = bb
         self.plans = plans
         self.joins = joins
@@ -125,6 +100,7 @@ class _Rewriter:
         self.cache: dict[tuple[relax.Var, int], relax.Expr] = {}
         self.anchors: dict[Constant, NodePlan] = {}
         self.consts: dict[relax.Var, np.ndarray] = {}  # constant-only bindings, evaluated
+        self.source: dict[relax.Var, str | None] = {}  # layout node / join a tensor comes from
 
     # ------------------------------------------------------------ tensors
     def get(self, expr: relax.Expr, block: int) -> relax.Expr:
@@ -171,14 +147,31 @@ class _Rewriter:
 
     # ---------------------------------------------------------------- ops
     def visit(self, var: relax.Var, value: relax.Expr) -> None:
-        """Re-emit one binding ``var = value``."""
+        """Re-emit one binding ``var = value`` and record which node its tensor comes from."""
+        self.emit(var, value)
+        if var not in self.source:
+            self.source[var] = self.source_of(var, value)
+
+    def source_of(self, var: relax.Var, value: relax.Expr) -> str | None:
+        """Layout node a tensor carries the layout of (through pass-through ops), else None."""
+        if var in self.plans:
+            return self.plans[var].name
+        if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
+            return None
+        data = [arg for arg in value.args if isinstance(arg, relax.Var) and arg in self.value]
+        if value.op.name in _UNARY | _POOLS or (value.op.name in _BINARY and len(data) == 1):
+            return self.source.get(data[0]) if data else None
+        return None
+
+    def emit(self, var: relax.Var, value: relax.Expr) -> None:
+        """Re-emit one binding in the layouts the plans ask for."""
         if var in self.plans:
             self.layout_node(var, value, self.plans[var])
             return
         if isinstance(value, relax.Call) and all(
                 self.array(arg) is not None or not isinstance(arg, (relax.Var, Constant))
                 for arg in value.args):
-            folded = _eval_const(value, [self.array(arg) for arg in value.args])
+            folded = eval_const(value, [self.array(arg) for arg in value.args])
             if folded is not None:
                 self.consts[var] = folded
                 return
@@ -189,9 +182,9 @@ class _Rewriter:
         shape = _shape(var)
         four_d = shape is not None and len(shape) == 4
         if name in _UNARY and four_d and self.blocked(value.args[0]):
-            self.bind(var, self.with_args(value, [self.get(value.args[0],
-                                                           self.blocked(value.args[0]))]),
-                      self.blocked(value.args[0]))
+            blk = self.blocked(value.args[0])
+            args = [self.get(value.args[0], blk)] + list(value.args[1:])  # clip's bounds
+            self.bind(var, self.with_args(value, args), blk)
         elif name in _POOLS and four_d and self.blocked(value.args[0]):
             self.pool(var, value)
         elif name == "relax.mean" and self.blocked(value.args[0]) and self.spatial_mean(value):
@@ -250,9 +243,14 @@ class _Rewriter:
         """A 2-D pool in the blocked layout of its input."""
         blk = self.blocked(call.args[0])
         attrs = call.attrs
+        layout = data_layout(blk)
+        if call.op.name == "relax.nn.adaptive_avg_pool2d":
+            size = None if attrs.output_size is None else [int(v) for v in attrs.output_size]
+            self.bind(var, relax.op.nn.adaptive_avg_pool2d(
+                self.get(call.args[0], blk), size, layout=layout, out_layout=layout), blk)
+            return
         make = relax.op.nn.max_pool2d if call.op.name == "relax.nn.max_pool2d" \
             else relax.op.nn.avg_pool2d
-        layout = data_layout(blk)
         pooled = make(self.get(call.args[0], blk),
                       pool_size=[int(v) for v in attrs.pool_size],
                       strides=[int(v) for v in attrs.strides],
@@ -313,9 +311,15 @@ class _Rewriter:
         return relax.const(x86.pack_data(array, blk))
 
     def join_block(self, var: relax.Var, inputs: list[relax.Var], channels: int) -> int:
-        """Common block of a join: configured, else its first blocked input's block."""
-        if var in self.joins:
-            blk = block_of(self.joins[var])
+        """Common block of a join: configured, else its first blocked input's block.
+
+        A configured join is recognised by the nodes its inputs come from.
+        """
+        key = frozenset(self.source.get(arg) for arg in inputs)
+        if key in self.joins:
+            name, layout = self.joins[key]
+            self.source[var] = name
+            blk = block_of(layout)
             if all(_shape(arg)[1] % blk == 0 for arg in inputs if blk):
                 return blk
         for arg in inputs:
@@ -337,7 +341,7 @@ class _Rewriter:
 
 
 def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
-            joins: Mapping[relax.Var, str] | None = None,
+            joins: Mapping[frozenset, tuple[str, str]] | None = None,
             func_name: str = "main") -> tuple[tvm.IRModule, dict]:
     """Rewrite ``mod[func_name]`` so that each planned node runs in its configured layouts.
 
@@ -348,9 +352,11 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
         as constants (:func:`graphtune.frontend.import_model`).
     plans : mapping of relax.Var to NodePlan
         The binding variable of each layout node (``LayoutOp.var``) and its plan.
-    joins : mapping of relax.Var to str, optional
-        Common layout of a join (the binding of an ``add``/``concat``); joins not
-        given take their first blocked input's layout.
+    joins : mapping of frozenset to (str, str), optional
+        Configured joins (residual add, channel concat): the names of the nodes
+        feeding a join (layout nodes, other joins, or the graph input) map to the
+        join's name and common layout. Joins not found here take their first
+        blocked input's layout.
     func_name : str, default "main"
         The function to rewrite.
 
@@ -382,6 +388,7 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
         with bb.dataflow():
             for param in func.params:
                 state.value[param], state.block[param] = param, 0
+                state.source[param] = param.name
             for block in body.blocks:
                 for binding in block.bindings:
                     if not isinstance(binding, relax.VarBinding):

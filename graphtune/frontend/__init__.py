@@ -13,7 +13,8 @@ Examples
 ['conv1', 'layer1.0.conv1', 'layer1.0.conv2']
 """
 
+from .extract import extract
 from .importer import import_model
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
-__all__ = ["import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES"]
+__all__ = ["extract", "import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES"]

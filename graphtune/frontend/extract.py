@@ -34,7 +34,6 @@ import collections
 import json
 import math
 import os
-import re
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -47,12 +46,9 @@ from ..errors import ModelError
 from ..graph import Candidate, LayoutGraph
 from ..layouts import DENSE, PLAIN, block_of
 from .importer import _load_onnx, import_model
-from .walk import Step, static_shape, walk
+from .walk import _DEFAULT_NAME, Step, static_shape, walk
 
 __all__ = ["extract"]
-
-_DEFAULT_NAME = re.compile(r"^(lv|gv|tmp)\d*$")
-
 
 def extract(
     model: onnx.ModelProto | str | os.PathLike | tvm.IRModule,
@@ -128,7 +124,7 @@ class _Builder:
 
     def build(self, mod: tvm.IRModule, output_names) -> None:
         steps = walk(mod)
-        self.reserved = {s.layout_op.name for s in steps if s.role == "layout"}
+        self.reserved = {s.name for s in steps if s.name is not None}
         func = mod["main"]
         for param in func.params:
             self._boundary(self._name(param.name, "input"), param, [])
@@ -144,7 +140,7 @@ class _Builder:
                 name = output_names[i]
             else:
                 name = "output" if len(fields) == 1 else f"output_{i}"
-            self._boundary(self._name(name, "output"), expr, [expr])
+            self._boundary(self._name(name, "output"), None, [expr])
         self._warn()
 
     # ------------------------------------------------------------ roles
@@ -177,7 +173,7 @@ class _Builder:
         self.tuples[step.var] = step.value
 
     def _join(self, step: Step) -> None:
-        name = self._name(step.var.name, _short(step.op_name))
+        name = step.name
         shapes = [static_shape(v) for v in step.inputs]
         layouts = {PLAIN}
         for v in step.inputs:
@@ -202,12 +198,14 @@ class _Builder:
 
     # ----------------------------------------------------------- helpers
     def _boundary(self, name: str, var, inputs) -> None:
-        """A fixed-layout node reading ``inputs`` and producing ``var``."""
+        """A fixed-layout node reading ``inputs`` and producing ``var`` (None: a graph output)."""
         free_inputs = [v for v in inputs if self.source[v] in self.free]
-        cand = Candidate({}, _plain(free_inputs[0] if free_inputs else var), _plain(var), 0.0)
+        out = inputs[0] if var is None else var
+        cand = Candidate({}, _plain(free_inputs[0] if free_inputs else out), _plain(out), 0.0)
         self.graph.add_node(name, [cand], op="boundary")
         self._connect(free_inputs, name)
-        self.source[var] = name
+        if var is not None:
+            self.source[var] = name
 
     def _connect(self, inputs, node: str) -> None:
         for v in inputs:

@@ -4,11 +4,18 @@ ONNX models go through ``tvm.relax.frontend.onnx.from_onnx`` with the
 initializers as constants (``keep_params_in_input=False``), so every conv and
 dense weight is a ``Constant`` the compiler can pre-transform and fold. The
 Relax importer forgets ONNX node names (its variables are ``lv``, ``lv1``...),
-so :func:`import_model` renames the variable bound to each conv and matmul
-call after its ONNX node (``layer1.0.conv1``): the importer converts nodes in
-graph order and every ONNX ``Conv`` / ``Gemm`` / ``MatMul`` yields exactly one
-``conv*d`` / ``matmul`` call, so the k-th call of a family is the k-th node of
-that family. :func:`graphtune.frontend.layout_ops` then reads these names.
+so :func:`import_model` renames the variable bound to each conv, matmul and
+join call after its ONNX node (``layer1.0.conv1``, ``layer1.0.add``): the
+importer converts nodes in graph order and every ONNX ``Conv`` / ``Gemm`` /
+``MatMul`` yields exactly one ``conv*d`` / ``matmul`` call (every ``Add`` /
+``Mul`` / ``Concat`` of activations one ``add`` / ``multiply`` / ``concat``),
+so the k-th call of a family is the k-th node of that family; a family whose
+counts differ keeps derived names. :func:`graphtune.frontend.walk` then reads
+these names.
+
+The importer lowers ``Clip`` (relu6) to TIR ``maximum`` / ``minimum``
+functions with fixed 4-D buffers; :func:`import_model` turns them back into
+the layout-agnostic Relax ops.
 
 Examples
 --------
@@ -27,19 +34,26 @@ import re
 import warnings
 from collections.abc import Mapping, Sequence
 
+import numpy as np
 import onnx
 import tvm
 from tvm import relax
 from tvm.relax.frontend.onnx import from_onnx
 
 from ..errors import ModelError
+from .walk import _DEFAULT_NAME, bindings, op_name
 
 __all__ = ["import_model"]
 
-# ONNX op types and the Relax ops each of them becomes, one call per node.
+# ONNX op types and the Relax op each becomes, one call per node, in graph order;
+# True: count only nodes / calls whose inputs are all activations (joins), which
+# leaves out the adds the importer emits for Conv and Gemm biases.
 _NAMED_FAMILIES = (
-    (frozenset({"Conv"}), frozenset({"relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d"})),
-    (frozenset({"Gemm", "MatMul"}), frozenset({"relax.matmul"})),
+    (frozenset({"Conv"}), frozenset({"relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d"}), False),
+    (frozenset({"Gemm", "MatMul"}), frozenset({"relax.matmul"}), False),
+    (frozenset({"Add"}), frozenset({"relax.add"}), True),
+    (frozenset({"Mul"}), frozenset({"relax.multiply"}), True),
+    (frozenset({"Concat"}), frozenset({"relax.concat"}), True),
 )
 
 
@@ -62,7 +76,9 @@ def import_model(
     -------
     tvm.IRModule
         ``main`` takes the graph inputs only; the variable bound to each
-        conv / matmul call is named after its ONNX node when it has one.
+        conv, matmul and join (add / mul / concat of activations) is named
+        after its ONNX node when it has one; ONNX ``Clip`` is
+        ``R.maximum`` / ``R.minimum`` with scalar bounds.
 
     Raises
     ------
@@ -86,7 +102,7 @@ def import_model(
     shapes = _static_input_shapes(proto, shape_dict)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")  # onnx.checker complaints, re-raised below if fatal
+            warnings.simplefilter("ignore")  # onnx.checker nits; real import failures raise
             mod = from_onnx(proto, shape_dict=shapes, keep_params_in_input=False)
     except tvm.error.OpNotImplemented as err:
         raise ModelError(f"ONNX model cannot be imported into TVM Relax: {err}") from None
@@ -145,17 +161,23 @@ def _static_input_shapes(proto: onnx.ModelProto, shape_dict) -> dict[str, list[i
     return shapes
 
 
-_DEFAULT_NAME = re.compile(r"^(lv|gv|tmp)\d*$")
-
-
 def _name_after_onnx(func: relax.Function, proto: onnx.ModelProto) -> relax.Function:
-    """Rename the vars bound to conv / matmul calls after their ONNX nodes."""
-    bindings = _bindings(func)
+    """Rename the vars bound to conv / matmul / join calls after their ONNX nodes."""
+    steps = bindings(func)
     names: dict[relax.Var, str] = {}
-    taken = {b.var.name for b in bindings} | {p.name for p in func.params}
-    for onnx_ops, relax_ops in _NAMED_FAMILIES:
-        nodes = [n for n in proto.graph.node if n.op_type in onnx_ops]
-        calls = [b.var for b in bindings if _op_name(b.value) in relax_ops]
+    taken = {b.var.name for b in steps} | {p.name for p in func.params}
+    consts = set(t.name for t in proto.graph.initializer)
+    consts |= {o for n in proto.graph.node if n.op_type == "Constant" for o in n.output}
+    const_vars = _const_vars(steps)
+    for onnx_ops, relax_ops, joins_only in _NAMED_FAMILIES:
+        nodes = [
+            n for n in proto.graph.node
+            if n.op_type in onnx_ops and (not joins_only or (len(n.input) > 1 and not consts & set(n.input)))
+        ]
+        calls = [
+            b.var for b in steps
+            if op_name(b.value) in relax_ops and (not joins_only or _all_activations(b.value, const_vars))
+        ]
         if len(nodes) != len(calls):  # importer lowered a node unusually: keep derived names
             continue
         for node, var in zip(nodes, calls):
@@ -165,19 +187,35 @@ def _name_after_onnx(func: relax.Function, proto: onnx.ModelProto) -> relax.Func
     return _Renamer(names).visit_expr(func) if names else func
 
 
-def _bindings(func: relax.Function) -> list:
-    body = func.body
-    return [b for block in body.blocks for b in block.bindings] if isinstance(body, relax.SeqExpr) else []
+def _operands(expr) -> list:
+    """Arguments of a call, tuple fields flattened."""
+    args = []
+    for arg in expr.args:
+        args.extend(arg.fields if isinstance(arg, relax.Tuple) else [arg])
+    return args
 
 
-def _op_name(expr) -> str | None:
-    op = getattr(expr, "op", None) if isinstance(expr, relax.Call) else None
-    return getattr(op, "name", None)
+def _const_vars(steps) -> set:
+    """Variables computed from constants only."""
+    consts = set()
+    for b in steps:
+        if isinstance(b.value, relax.Call) and all(
+            not isinstance(a, relax.Var) or a in consts for a in _operands(b.value)
+        ):
+            consts.add(b.var)
+    return consts
+
+
+def _all_activations(call, const_vars) -> bool:
+    """True if every operand of ``call`` is a non-constant variable (at least two)."""
+    args = _operands(call)
+    return len(args) > 1 and all(isinstance(a, relax.Var) and a not in const_vars for a in args)
 
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 _CLIP_HALVES = {"maximum": relax.op.maximum, "minimum": relax.op.minimum}
 _CLIP_FUNC = re.compile(r"^(maximum|minimum)\d*$")
+_SCALAR_EVAL = {"relax.isnan": np.isnan, "relax.where": np.where}
 
 
 @relax.expr_functor.mutator
@@ -187,12 +225,23 @@ class _TirClipToRelax(relax.PyExprMutator):
     The ONNX importer lowers ``Clip`` (relu6) straight to TIR functions with
     fixed 4-D buffers, which no layout rewrite can reuse; ``R.maximum`` /
     ``R.minimum`` with a scalar are layout-agnostic and legalize to the same
-    code.
+    code. The bound, which the importer guards with ``where(isnan(b), inf, b)``,
+    is evaluated to a plain scalar constant when it is computed from constants.
     """
 
     def __init__(self, mod: tvm.IRModule) -> None:
         super().__init__(mod)
-        self.mod = mod
+
+    def _value(self, expr) -> np.ndarray | None:
+        """Numpy value of a scalar computed from constants by isnan/where, else None."""
+        if isinstance(expr, tvm.ir.expr.Constant):
+            return expr.value.numpy()
+        if isinstance(expr, relax.Var):
+            bound = self.lookup_binding(expr)
+            return None if bound is None else self._value(bound)
+        name = op_name(expr)
+        args = [self._value(a) for a in expr.args] if name in _SCALAR_EVAL else [None]
+        return None if any(a is None for a in args) else _SCALAR_EVAL[name](*args)
 
     def visit_call_(self, call):  # noqa: D102 (TVM visitor hook)
         call = super().visit_call_(call)
@@ -205,6 +254,9 @@ class _TirClipToRelax(relax.PyExprMutator):
         scalar = args.fields[1]
         if not isinstance(scalar.ty, relax.TensorType) or scalar.ty.ndim != 0:
             return call
+        value = self._value(scalar)
+        if value is not None:
+            scalar = relax.const(value.astype(str(scalar.ty.dtype)))
         return _CLIP_HALVES[match.group(1)](args.fields[0], scalar)
 
 

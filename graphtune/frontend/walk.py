@@ -12,16 +12,18 @@ Every binding of ``main`` gets a *role*:
     :class:`LayoutOp` whose layout graphtune chooses.
 ``pass``
     Layout-agnostic: unary elementwise ops (relu, clip, sigmoid...), max/avg
-    pools in ``NCHW``, batch norm on axis 1, and binary elementwise ops with a
-    constant operand that broadcasts per channel (bias add, folded BN scale).
-    The output carries the layout of its data input.
+    pools, spatial keepdims means (global average pool), and binary elementwise
+    ops with a scalar or per-channel (``[C,1,1]``, ``[1,C,1,1]``) constant
+    operand (bias add, folded BN scale, relu6 bounds). The output carries the
+    layout of its data input.
 ``join``
-    Residual-style binary ops (add, multiply...) of two non-constant rank-4
-    tensors with equal channels, and ``concat`` of rank-4 tensors on axis 1:
-    all inputs must share one layout.
+    Binary elementwise ops (add, multiply...) of two non-constant rank-4
+    tensors with the output's batch and channels (residual add, SE scaling by
+    a ``[N,C,1,1]`` tensor), and ``concat`` of rank-4 tensors on axis 1: all
+    inputs must share one layout.
 ``fixed``
     Anything that needs plain ``NCHW`` (reshape, flatten, transpose, softmax,
-    global mean, convs graphtune cannot tune...). Ops missing from graphtune's
+    other reductions, convs graphtune cannot tune...). Ops missing from graphtune's
     tables are fixed too, with one warning per op kind from :func:`walk`.
 ``tuple``
     Packs tensors into a tuple (multiple outputs); carries no layout itself:
@@ -40,6 +42,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 from collections import Counter
@@ -49,7 +52,7 @@ from typing import Any
 import tvm
 from tvm import relax
 
-__all__ = ["LayoutOp", "Step", "ROLES", "layout_ops", "walk"]
+__all__ = ["LayoutOp", "Step", "ROLES", "layout_ops", "walk", "bindings", "op_name", "static_shape"]
 
 ROLES = ("layout", "pass", "join", "fixed", "tuple", "const")
 """Roles a binding of ``main`` can have (see the module docstring)."""
@@ -57,11 +60,11 @@ ROLES = ("layout", "pass", "join", "fixed", "tuple", "const")
 _UNARY = frozenset(
     "relax." + n
     for n in (
-        "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.gelu_tanh", "nn.leakyrelu",
-        "exp", "sqrt", "rsqrt", "negative", "abs", "square", "erf", "nn.dropout",
+        "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.leakyrelu", "exp", "sqrt",
+        "negative", "abs", "nn.relu6", "nn.prelu_scalar",
     )
 )
-_POOLS = frozenset({"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"})
+_POOLS = frozenset({"relax.nn.max_pool2d", "relax.nn.avg_pool2d"})
 _BINARY = frozenset(
     "relax." + n for n in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 )
@@ -71,7 +74,8 @@ _KNOWN_FIXED = frozenset(
         "reshape", "permute_dims", "flatten", "nn.softmax", "nn.log_softmax", "mean", "sum", "max",
         "min", "squeeze", "expand_dims", "strided_slice", "split", "take", "concat", "matmul",
         "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv2d_transpose", "image.resize2d", "nn.pad",
-        "astype", "broadcast_to", "tile", "argmax", "topk",
+        "astype", "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
+        "nn.adaptive_avg_pool2d", "where", "isnan", "rsqrt", "square", "erf",
     )
 )
 _DEFAULT_NAME = re.compile(r"^(lv|gv|tmp)\d*$")
@@ -129,6 +133,10 @@ class Step:
         Set for ``layout`` steps.
     op_name : str or None
         Relax op of the value (``"relax.nn.relu"``), None for non-calls.
+    name : str or None
+        Stable node name of ``layout`` and ``join`` steps: the variable's name
+        if it is not a default one (``lv3``), else ``{op}_{k}`` (``add_4``,
+        ``concat_0``; ``k`` counts that kind); None for other roles.
 
     Examples
     --------
@@ -136,7 +144,7 @@ class Step:
     >>> from graphtune.frontend import import_model
     >>> mod = import_model(models.get("resnet18", image_size=32))
     >>> sorted(Counter(s.role for s in walk(mod)).items())
-    [('const', 22), ('fixed', 3), ('join', 8), ('layout', 21), ('pass', 37)]
+    [('const', 21), ('fixed', 1), ('join', 8), ('layout', 21), ('pass', 40)]
     """
 
     var: Any
@@ -145,6 +153,7 @@ class Step:
     inputs: tuple
     layout_op: LayoutOp | None = None
     op_name: str | None = None
+    name: str | None = None
 
 
 def layout_ops(mod: tvm.IRModule) -> list[LayoutOp]:
@@ -187,8 +196,8 @@ def walk(mod: tvm.IRModule) -> list[Step]:
     >>> from graphtune import models
     >>> from graphtune.frontend import import_model
     >>> steps = walk(import_model(models.get("resnet18", image_size=32)))
-    >>> [s.op_name for s in steps if s.role == "fixed"]
-    ['relax.mean', 'relax.reshape', 'relax.permute_dims']
+    >>> [(s.name, s.op_name) for s in steps if s.role in ("join", "fixed")][-2:]
+    [('layer4.1.add', 'relax.add'), (None, 'relax.reshape')]
     """
     walker = _Walker()
     steps = _named([walker.step(b) for b in bindings(mod["main"])])
@@ -197,45 +206,76 @@ def walk(mod: tvm.IRModule) -> list[Step]:
 
 
 def _named(steps: list[Step]) -> list[Step]:
-    """Give every layout op its stable name: its variable's, unless that is a default one."""
+    """Name layout and join steps: their variable's name unless it is a default one."""
     taken = {s.var.name for s in steps if not _DEFAULT_NAME.match(s.var.name)}
     counts: Counter = Counter()
     used: set = set()
     named = []
     for s in steps:
-        if s.role == "layout":
-            op = s.layout_op.op
+        if s.role in ("layout", "join"):
+            kind = s.layout_op.op if s.role == "layout" else s.op_name.rsplit(".", 1)[-1]
             name = s.var.name
             if _DEFAULT_NAME.match(name) or name in used:
-                name, k = f"{op}_{counts[op]}", 1
+                name, k = f"{kind}_{counts[kind]}", 1
                 while name in taken or name in used:
-                    name, k = f"{op}_{counts[op]}_{k}", k + 1
-            counts[op] += 1
+                    name, k = f"{kind}_{counts[kind]}_{k}", k + 1
+            counts[kind] += 1
             used.add(name)
-            s = replace(s, layout_op=replace(s.layout_op, name=name))
+            layout_op = replace(s.layout_op, name=name) if s.layout_op is not None else None
+            s = replace(s, layout_op=layout_op, name=name)
         named.append(s)
     return named
 
 
 def bindings(func: relax.Function) -> list:
-    """All bindings of ``func``'s body, block after block."""
+    """All bindings of ``func``'s body, block after block.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> bindings(mod["main"])[0].var.name
+    'conv1'
+    """
     body = func.body
     return [b for block in body.blocks for b in block.bindings] if isinstance(body, relax.SeqExpr) else []
 
 
 def op_name(expr) -> str | None:
-    """``"relax.nn.conv2d"`` for a call of that op, else None."""
+    """``"relax.nn.conv2d"`` for a call of that op, else None.
+
+    Examples
+    --------
+    >>> from tvm import relax
+    >>> x = relax.Var("x", relax.TensorType([1, 8], "float32"))
+    >>> op_name(relax.op.nn.relu(x)), op_name(x)
+    ('relax.nn.relu', None)
+    """
     return getattr(expr.op, "name", None) if isinstance(expr, relax.Call) else None
 
 
 def static_shape(expr) -> list[int] | None:
-    """The static shape of a tensor-typed expression, None if unknown or symbolic."""
+    """The static shape of a tensor-typed expression, None if unknown or symbolic.
+
+    Examples
+    --------
+    >>> from tvm import relax
+    >>> static_shape(relax.Var("x", relax.TensorType([1, 8, 4, 4], "float32")))
+    [1, 8, 4, 4]
+    """
     ty = getattr(expr, "ty", None)
     shape = getattr(ty, "shape", None) if isinstance(ty, relax.TensorType) else None
     values = getattr(shape, "values", None)
     if values is None or not all(isinstance(v, tvm.ir.prim.IntImm) for v in values):
         return None
     return [int(v) for v in values]
+
+
+def _spatial_mean(call) -> bool:
+    """A keepdims mean over H and W only: a global average pool."""
+    axes = sorted(int(a) % 4 for a in call.attrs.axis) if call.attrs.axis is not None else []
+    return axes == [2, 3] and bool(call.attrs.keepdims)
 
 
 def _dtype(expr) -> str | None:
@@ -302,16 +342,14 @@ class _Walker:
             return "pass"
         if isinstance(value, relax.Tuple):
             return "tuple"
-        if isinstance(value, relax.TupleGetItem):
-            ok = value.index == 0 and self.roles.get(value.tuple_value) == "pass"
-            return "pass" if ok else "fixed"
         if not isinstance(value, relax.Call):
             return "fixed"
+        four_d = len(static_shape(value) or []) == 4
         if name in _UNARY and len(data) == 1:
             return "pass"
-        if name in _POOLS and str(value.attrs.layout) == "NCHW" and str(value.attrs.out_layout) == "NCHW":
+        if name in _POOLS and four_d and str(value.attrs.layout) == "NCHW":
             return "pass"
-        if name == "relax.nn.batch_norm" and int(value.attrs.axis) == 1 and len(static_shape(value.args[0]) or []) == 4:
+        if name == "relax.mean" and four_d and _spatial_mean(value):
             return "pass"
         if name in _BINARY:
             return self._binary_role(value, data)
@@ -325,19 +363,19 @@ class _Walker:
         out = static_shape(call)
         if len(data) == 2:
             shapes = [static_shape(v) for v in data]
-            if out and len(out) == 4 and all(s and len(s) == 4 and s[1] == out[1] for s in shapes):
+            if out and len(out) == 4 and all(s and len(s) == 4 and s[:2] == out[:2] for s in shapes):
                 return "join"
             return "fixed"
         x = data[0]
         shape = static_shape(x)
         other = call.args[1] if call.args[0].same_as(x) else call.args[0]
         cshape = static_shape(other)
-        if shape is None or out != shape or cshape is None or len(cshape) > len(shape):
+        if shape is None or out != shape or cshape is None:
             return "fixed"
-        aligned = [1] * (len(shape) - len(cshape)) + cshape
-        if len(shape) == 4 and aligned[0] != 1:
-            return "fixed"
-        return "pass" if all(c in (1, d) for c, d in zip(aligned, shape)) else "fixed"
+        if len(shape) != 4 or math.prod(cshape) == 1:
+            return "pass"  # 2-D tensors have one layout; scalars broadcast in any layout
+        per_channel = cshape in ([shape[1], 1, 1], [1, shape[1], 1, 1])
+        return "pass" if per_channel else "fixed"
 
     def _concat_role(self, call, data) -> str:
         fields = call.args[0]

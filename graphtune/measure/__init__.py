@@ -18,7 +18,9 @@ Examples
 
 from .engine import measure
 from .records import Record, Records, target_key_of
+from .rpc import RPCRunner
 from .runner import LocalRunner, Runner
 from .task import KINDS, Task
 
-__all__ = ["KINDS", "LocalRunner", "Record", "Records", "Runner", "Task", "measure", "target_key_of"]
+__all__ = ["KINDS", "LocalRunner", "RPCRunner", "Record", "Records", "Runner", "Task", "measure",
+           "target_key_of"]

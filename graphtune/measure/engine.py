@@ -110,10 +110,10 @@ def measure(tasks: Iterable[Task], target: Any = None,
             todo.append(task)
 
     if todo:
-        errors = 0
+        cached, errors = len(found), 0
         bar = tqdm(total=len(todo), desc="measure", unit="task", disable=not progress,
                    dynamic_ncols=True)
-        bar.set_postfix(cached=len(found), errors=0)
+        bar.set_postfix(cached=cached, errors=0)
         results = runner.run(todo, target, repeat=repeat, min_repeat_ms=min_repeat_ms,
                              timeout=timeout)
         try:
@@ -121,7 +121,7 @@ def measure(tasks: Iterable[Task], target: Any = None,
                 records.append(record)
                 found[record.task] = record
                 errors += not record.ok
-                bar.set_postfix(cached=len(found) - bar.n - 1, errors=errors, refresh=False)
+                bar.set_postfix(cached=cached, errors=errors, refresh=False)
                 bar.update()
         finally:
             results.close()

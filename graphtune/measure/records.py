@@ -153,12 +153,25 @@ class Record:
         return record_key(self.task, self.target, self.tvm)
 
     def to_json(self) -> str:
-        """One line of the records file (without the newline)."""
+        """One line of the records file (without the newline).
+
+        Examples
+        --------
+        >>> t = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
+        ...                        "dtype": "float32"})
+        >>> rec = Record.failure(t, {"kind": "llvm"}, "build: boom")
+        >>> Record.from_dict(json.loads(rec.to_json())) == rec
+        True
+        """
         return json.dumps(asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Record":
-        """Rebuild a record from a parsed records-file line; raises ``KeyError``/``TypeError``."""
+        """Rebuild a record from a parsed records-file line.
+
+        Raises ``KeyError``/``TypeError`` for missing or unexpected fields and
+        MeasureError for an invalid task; see :meth:`to_json` for an example.
+        """
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         fields.setdefault("number", None)
         record = cls(**fields)
@@ -196,8 +209,13 @@ class Records:
         self.path = None if path is None else os.fspath(path)
         self._index: dict[str, Record] = {}
         self._good_size: int | None = None  # bytes of intact lines when the tail is torn
-        if self.path is not None and os.path.exists(self.path):
-            self._read()
+        if self.path is not None:
+            folder = os.path.dirname(os.path.abspath(self.path))
+            if not os.path.isdir(folder):
+                raise MeasureError(
+                    f"records file {self.path}: folder {folder} does not exist; create it first")
+            if os.path.exists(self.path):
+                self._read()
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Records":

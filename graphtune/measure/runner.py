@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import os
+import pickle
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
@@ -54,7 +55,14 @@ class Runner(ABC):
         return host_target(target)
 
     def target_key(self, target: "tvm.target.Target") -> dict:  # noqa: F821
-        """The description records of ``target`` are stored under."""
+        """The description records of ``target`` are stored under.
+
+        Examples
+        --------
+        >>> runner = LocalRunner()
+        >>> runner.target_key(runner.resolve_target(None))["kind"]
+        'llvm'
+        """
         return target_key_of(target)
 
     @abstractmethod
@@ -131,6 +139,12 @@ class LocalRunner(Runner):
             repeat: int, min_repeat_ms: float, timeout: float) -> Iterator[Record]:
         """Build and time ``tasks`` locally (see :meth:`Runner.run`)."""
         n_parallel, batch_size = self._settings()
+        try:
+            pickle.dumps(self.func_of)
+        except (pickle.PicklingError, AttributeError, TypeError) as err:
+            raise MeasureError(
+                f"LocalRunner func_of={self.func_of!r} cannot be sent to a worker process "
+                f"({err}); pass a top-level function of an importable module") from None
         key = self.target_key(target)
         kept = getattr(self, "_kept", None)
         pool, timer = kept or (WorkerPool(min(n_parallel, max(1, len(tasks)))), Worker())

@@ -55,6 +55,19 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float) 
     -------
     dict
         ``{"ms": [mean ms per call of each repeat], "number": calls per repeat}``.
+
+    Examples
+    --------
+    >>> import numpy as np, tvm
+    >>> from tvm import te
+    >>> x = te.placeholder((64,), name="x")
+    >>> f = te.create_prim_func([x, te.compute((64,), lambda i: x[i] + 1.0)])
+    >>> mod = tvm.compile(f.with_attr("global_symbol", "main"), target={"kind": "llvm"}).jit()
+    >>> dev = tvm.cpu(0)
+    >>> args = [tvm.runtime.tensor(random_array([64], "float32"), dev) for _ in range(2)]
+    >>> out = time_module(mod, dev, args, repeat=3, min_repeat_ms=1)
+    >>> len(out["ms"]), out["number"] >= 1
+    (3, True)
     """
     probe = module.time_evaluator("main", dev, number=1, repeat=2)
     seconds = max(min(probe(*args).results), 1e-7)
@@ -79,6 +92,10 @@ def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float) 
     -------
     dict
         :func:`time_module`'s result plus ``"threads"`` (runtime threads used).
+
+    Examples
+    --------
+    See the module docstring (a library built by ``build_task``, then timed).
     """
     import tvm
 

@@ -20,6 +20,7 @@ Examples
 from __future__ import annotations
 
 import ctypes
+import pickle
 import signal
 import socket
 import subprocess
@@ -78,14 +79,18 @@ def _serve(fd: int) -> None:
     conn.send(_READY)
     while True:
         try:
-            fn, args = conn.recv()
+            message = conn.recv_bytes()
         except (EOFError, OSError):
             return
         try:
+            fn, args = pickle.loads(message)  # fails e.g. for a function of the parent's __main__
             reply = (True, fn(*args))
         except Exception as err:  # reported to the parent, which records it
             reply = (False, _short(f"{type(err).__name__}: {err}"))
-        conn.send(reply)
+        try:
+            conn.send(reply)
+        except (pickle.PicklingError, TypeError, AttributeError) as err:
+            conn.send((False, _short(f"result could not be sent back: {err}")))
 
 
 class Worker:
@@ -126,12 +131,23 @@ class Worker:
 
         The ``timeout`` counts from when the child is ready: a new child first
         gets up to :data:`STARTUP_TIMEOUT` seconds to import TVM.
+
+        Examples
+        --------
+        >>> w = Worker()
+        >>> w.submit(max, (3, 5), timeout=60)
+        >>> w.collect()
+        (True, 5)
+        >>> w.close()
         """
         if self._process is None or self._process.poll() is not None:
             self.close()
             self._start()
             self._starting = True
-        self._conn.send((fn, args))
+        try:
+            self._conn.send((fn, args))
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the child just died: collect() reports the crash
         self._timeout = timeout
         self._deadline = time.monotonic() + (STARTUP_TIMEOUT if self._starting else timeout)
 
@@ -139,7 +155,8 @@ class Worker:
         """Reply of the submitted call: ``(True, result)``, ``(False, message)``, or None.
 
         None means not finished yet (only when ``block`` is False). A crash or
-        a time-out kills the child and returns ``(False, WorkerFailure(...))``.
+        a time-out kills the child and returns ``(False, WorkerFailure(...))``;
+        see :meth:`submit` for an example.
         """
         while True:
             remaining = self._deadline - time.monotonic()
@@ -175,6 +192,15 @@ class Worker:
         WorkerFailure
             If the call raised (message of the exception), crashed the child or
             timed out.
+
+        Examples
+        --------
+        >>> w = Worker()
+        >>> w.call(divmod, (1, 0), timeout=60)
+        Traceback (most recent call last):
+        ...
+        graphtune.measure.workers.WorkerFailure: ZeroDivisionError: integer division or modulo by zero
+        >>> w.close()
         """
         self.submit(fn, args, timeout)
         ok, value = self.collect()
@@ -220,6 +246,12 @@ class WorkerPool:
 
         Failures (exceptions, crashes, time-outs of ``timeout`` seconds per
         call) are returned as their message string, in input order.
+
+        Examples
+        --------
+        >>> with WorkerPool(2) as pool:
+        ...     pool.map(divmod, [(7, 2), (1, 0)], timeout=60)
+        [(True, (3, 1)), (False, 'ZeroDivisionError: integer division or modulo by zero')]
         """
         results: list[tuple[bool, Any] | None] = [None] * len(arglist)
         pending = list(enumerate(arglist))[::-1]

@@ -46,7 +46,8 @@ class ModelInfo(NamedTuple):
     image_size : int
         Default (published) input height and width.
     min_image_size : int
-        Smallest input the architecture accepts.
+        Smallest supported input: the last feature map is then 1x1 (the
+        fastest size for tests).
     params : int
         Published parameter count (torchvision's, batch norm unfolded) or, where
         none is published, this zoo's own count. Folding batch norm removes one
@@ -118,6 +119,8 @@ def get(name: str, batch_size: int = 1, image_size: int | None = None) -> onnx.M
         Input height and width; default the published size (224, 299 for
         ``inception_v3``, 512 for ``ssd_resnet50_512``). Small sizes make
         fast tests; each model has a minimum (``info(name).min_image_size``).
+        Weights do not depend on the size, except VGG's first dense layer,
+        whose input follows the feature map (exactly torchvision's at 224).
 
     Returns
     -------

@@ -2,14 +2,14 @@
 
 ``solve(graph, method=...)`` dispatches to one method family:
 
-========  ==============================================================
-auto      R0/RI/RII reductions, then ``dp`` or ``cpsat`` on the remainder
+========  ===================================================================================
+auto      reductions + dominance, then dp, LP branch and bound or CP-SAT on the rest
 dp        variable elimination along a min-fill order (exact, memory-capped)
 pbqp      Scholz–Eckstein reductions + RN heuristic (fast; exact if no RN)
 cpsat     OR-Tools CP-SAT, local polytope (exact with proof, or gap at time limit)
 lp        local-polytope LP relaxation (HiGHS): exact when the LP is tight, else bound
 brute     exhaustive search (tests; size-capped)
-========  ==============================================================
+========  ===================================================================================
 
 Examples
 --------
@@ -68,8 +68,9 @@ def solve(graph: LayoutGraph, method: str = "auto", time_limit: float | None = N
     time_limit : float, optional
         Seconds for the methods that search (``cpsat``, ``lp``, ``auto``'s LP/CP-SAT part).
     **limits
-        Method limits: ``max_table`` (dp, auto), ``max_assignments`` (brute),
-        ``num_workers``, ``max_lp``, ``linearization_level``, ``scale_bits`` (cpsat).
+        Method limits: ``max_table`` (dp, auto), ``max_lps`` (auto),
+        ``max_assignments`` (brute), ``num_workers`` (cpsat, auto), ``max_lp``,
+        ``linearization_level``, ``scale_bits``, ``hint`` (cpsat).
 
     Returns
     -------

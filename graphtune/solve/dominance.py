@@ -21,13 +21,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from .polytope import group_rows
 from .problem import Problem
 
 __all__ = ["eliminate_dominated"]
 
 
 def _margins(cost: np.ndarray, neighbours: list[np.ndarray]) -> np.ndarray:
-    """``D[s, t]`` = worst-case gain of switching from ``s`` to ``t`` (>= 0: ``s`` dominated)."""
+    """``D[s, t]`` = worst-case gain of switching from ``s`` to ``t`` (>= 0: ``s`` dominated).
+
+    ``neighbours`` are edge matrices with this node's states as rows; duplicate
+    columns may be dropped beforehand (they give identical minima).
+    """
     margin = cost[:, None] - cost[None, :]
     for m in neighbours:
         margin = margin + (m[:, None, :] - m[None, :, :]).min(axis=2)
@@ -58,26 +63,49 @@ def eliminate_dominated(problem: Problem, max_rounds: int = 10) -> tuple[Problem
     for i, j in pairs:
         incident[i].append((i, j))
         incident[j].append((i, j))
+    # (edge, node) -> (class of each column, the edge seen from node with one column per class)
+    views: dict[tuple[tuple[int, int], int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def oriented(e: tuple[int, int], i: int) -> np.ndarray:
+        return pairs[e] if e[0] == i else pairs[e].T
+
+    def view(e: tuple[int, int], i: int) -> np.ndarray:
+        """Edge ``e`` with ``i``'s states as rows and duplicate columns dropped (cached)."""
+        if (e, i) not in views:
+            m = oriented(e, i)
+            of, first = group_rows(np.ascontiguousarray(m.T))
+            views[e, i] = (of, m[:, first])
+        return views[e, i][1]
+
+    dirty = set(range(len(unary)))
     for _ in range(max_rounds):
-        changed = False
-        for i in range(len(unary)):
+        if not dirty:
+            break
+        changed = set()
+        for i in sorted(dirty):
             if len(unary[i]) == 1:
                 continue
-            views = [pairs[e] if e[0] == i else pairs[e].T for e in incident[i]]
-            margin = _margins(unary[i], views)
+            dominated = _margins(unary[i], [view(e, i) for e in incident[i]]) >= 0
+            np.fill_diagonal(dominated, False)
             alive = np.ones(len(unary[i]), dtype=bool)
-            for s in range(len(alive)):
-                others = alive.copy()
-                others[s] = False
-                if np.any(margin[s, others] >= 0):
+            for s in np.flatnonzero(dominated.any(axis=1)):
+                if (dominated[s] & alive).any():
                     alive[s] = False
             if alive.all():
                 continue
-            changed = True
+            changed.add(i)
             kept[i] = kept[i][alive]
             unary[i] = unary[i][alive]
             for e in incident[i]:
                 pairs[e] = pairs[e][alive, :] if e[0] == i else pairs[e][:, alive]
-        if not changed:
-            break
+                j = e[1] if e[0] == i else e[0]
+                if (e, i) in views:  # rows shrink; column classes unchanged
+                    of, v = views[e, i]
+                    views[e, i] = (of, v[alive, :])
+                if (e, j) in views:  # columns shrink; keep one representative per surviving class
+                    of = views[e, j][0][alive]
+                    first = np.unique(of, return_index=True)[1]
+                    views[e, j] = (of, oriented(e, j)[:, first])
+        # only neighbours of shrunk nodes can lose more states
+        dirty = {j for i in changed for e in incident[i] for j in e if j != i}
     return Problem(list(problem.names), unary, pairs, problem.offset), kept

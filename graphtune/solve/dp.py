@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,19 +37,20 @@ MAX_TABLE = 20_000_000
 """Default cap on the entries of the largest elimination table (float64: 160 MB)."""
 
 
+@dataclass
 class EliminationPlan:
     """An elimination order with its induced width and largest table.
 
     Parameters
     ----------
     order : list of int
-        Variables in elimination order (possibly a prefix when planning stopped early).
+        Variables in elimination order (a prefix when planning stopped early).
     width : int
         Induced width (largest neighbourhood at elimination) = treewidth upper bound.
     max_table : int
         Entries of the largest table (product of domain sizes of a node and its neighbours).
     complete : bool
-        False when planning stopped because a table exceeded the cap.
+        False when planning stopped because every remaining table exceeded the cap.
     worst : int or None
         Variable whose elimination needs the largest table.
 
@@ -58,16 +60,18 @@ class EliminationPlan:
     0
     """
 
-    def __init__(self, order: list[int], width: int, max_table: int, complete: bool, worst: int | None) -> None:
-        self.order = order
-        self.width = width
-        self.max_table = max_table
-        self.complete = complete
-        self.worst = worst
+    order: list[int]
+    width: int
+    max_table: int
+    complete: bool
+    worst: int | None
 
 
 def min_fill_order(adjacency: list[set[int]], dims: list[int], cap: int | None = None) -> EliminationPlan:
     """Greedy min-fill elimination order (ties: smaller table, then lower index).
+
+    With a ``cap``, nodes whose table would exceed it come last, so planning
+    stops only when no node can be eliminated within the cap.
 
     Parameters
     ----------
@@ -76,7 +80,7 @@ def min_fill_order(adjacency: list[set[int]], dims: list[int], cap: int | None =
     dims : list of int
         Domain size of each variable.
     cap : int, optional
-        Stop planning as soon as a table would exceed this many entries.
+        Stop planning when every remaining node's table would exceed this many entries.
 
     Examples
     --------
@@ -87,17 +91,20 @@ def min_fill_order(adjacency: list[set[int]], dims: list[int], cap: int | None =
     adj = [set(a) for a in adjacency]
     alive = set(range(len(adj)))
 
-    def score(v: int) -> tuple[int, int, int]:
+    def score(v: int) -> tuple[bool, float, int, int]:
         nbrs = list(adj[v])
+        table = math.prod(dims[u] for u in nbrs) * dims[v]
+        if cap is not None and table > cap:
+            return True, math.inf, table, v  # cannot be eliminated within the cap: skip counting fill
         fill = sum(1 for a in range(len(nbrs)) for b in range(a + 1, len(nbrs)) if nbrs[b] not in adj[nbrs[a]])
-        return fill, math.prod(dims[u] for u in nbrs) * dims[v], v
+        return False, fill, table, v
 
     scores = {v: score(v) for v in alive}
     order: list[int] = []
     width, biggest, worst = 0, 0, None
     while alive:
         v = min(alive, key=scores.__getitem__)
-        table = scores[v][1]
+        table = scores[v][2]
         width = max(width, len(adj[v]))
         if table > biggest:
             biggest, worst = table, v

@@ -13,7 +13,7 @@ R0, RI and RII preserve the optimum exactly; a graph of treewidth <= 2
 without RN. :class:`Reducer` applies them to a :class:`Problem` and
 back-propagates the choices in reverse order once the remaining nodes have
 states. :func:`solve_pbqp` reports ``optimal=True`` only when no RN step was
-taken.
+taken; otherwise it polishes the result with single-node moves.
 
 Examples
 --------
@@ -31,6 +31,7 @@ from collections import deque
 
 import numpy as np
 
+from .local import polish
 from .problem import Problem, separable
 from .solution import Outcome
 
@@ -278,6 +279,9 @@ class Reducer:
 def solve_pbqp(problem: Problem, time_limit: float | None = None) -> Outcome:
     """Solve with R0/RI/RII and the RN heuristic; optimal when no RN step was needed.
 
+    After RN steps the assignment is polished by single-node moves
+    (:func:`~graphtune.solve.local.polish`).
+
     Parameters
     ----------
     problem : Problem
@@ -294,6 +298,8 @@ def solve_pbqp(problem: Problem, time_limit: float | None = None) -> Outcome:
     reducer.reduce(allow_rn=True)
     labels = reducer.backpropagate({})
     optimal = reducer.counts["RN"] == 0
+    if not optimal:
+        labels = polish(problem, labels)
     energy = problem.energy(labels)
     bound = energy if optimal else min(reducer.bound_at_first_rn, energy)
     return Outcome(labels, bound, optimal, {"reductions": dict(reducer.counts), "rn_steps": reducer.counts["RN"]})

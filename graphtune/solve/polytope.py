@@ -14,7 +14,7 @@ import numpy as np
 
 from .problem import Problem, separable
 
-__all__ = ["edge_classes", "fold_terms"]
+__all__ = ["edge_classes", "fold_terms", "group_rows"]
 
 
 def edge_classes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -34,9 +34,29 @@ def edge_classes(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
     >>> edge_classes(np.eye(2))[2].tolist()
     [[1.0, 0.0], [0.0, 1.0]]
     """
-    _, rows, row_of = np.unique(matrix, axis=0, return_index=True, return_inverse=True)
-    _, cols, col_of = np.unique(matrix, axis=1, return_index=True, return_inverse=True)
-    return row_of.reshape(-1), col_of.reshape(-1), matrix[np.ix_(rows, cols)]
+    row_of, rows = group_rows(matrix)
+    col_of, cols = group_rows(np.ascontiguousarray(matrix.T))
+    return row_of, col_of, matrix[np.ix_(rows, cols)]
+
+
+def group_rows(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Class of each row (first-seen order) and the first row of each class.
+
+    Examples
+    --------
+    >>> of, first = group_rows(np.array([[1.0, 2.0], [0.0, 0.0], [1.0, 2.0]]))
+    >>> of.tolist(), first.tolist()
+    ([0, 1, 0], [0, 1])
+    """
+    seen: dict[bytes, int] = {}
+    of = np.empty(len(matrix), dtype=np.intp)
+    first: list[int] = []
+    for s, row in enumerate(matrix):
+        k = seen.setdefault(row.tobytes(), len(first))
+        if k == len(first):
+            first.append(s)
+        of[s] = k
+    return of, np.array(first, dtype=np.intp)
 
 
 def fold_terms(problem: Problem) -> tuple[list[np.ndarray], dict[tuple[int, int], np.ndarray], float]:

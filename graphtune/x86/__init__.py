@@ -18,14 +18,14 @@ Examples
 ('NCHW16c', 'NCHW16c')
 """
 
-from .candidates import MAX_BLOCK, candidates, tile_variants
+from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .kernels import kernel_func, kernel_shapes
-from .knobs import KNOBS, check_knobs, default_knobs, layouts_of
+from .knobs import KNOBS, check_knobs, layouts_of
 from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
-from .schedule import schedule_fused
+from .schedule import schedule_elementwise, schedule_fused
 from .target import host_target, num_threads, target_key, vector_lanes
 from .transform import layout_transform, schedule_transform, transform_func, transform_shape
 from .workload import check_workload, conv2d_workload, dense_workload, flops, op_of, output_shape
@@ -58,6 +58,7 @@ __all__ = [
     "pack_data",
     "pack_dense_weight",
     "pack_depthwise_kernel",
+    "schedule_elementwise",
     "schedule_fused",
     "schedule_transform",
     "target_key",

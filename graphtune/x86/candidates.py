@@ -21,7 +21,7 @@ from .knobs import divisors, register_budget
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
 
-__all__ = ["candidates", "tile_variants", "MAX_BLOCK"]
+__all__ = ["candidates", "default_knobs", "tile_variants", "MAX_BLOCK"]
 
 MAX_BLOCK = 64
 """Largest channel block enumerated by default (larger ones are slow: oc_bn 64 was 3x off)."""
@@ -49,10 +49,10 @@ def _widths(extent: int, limit: int) -> list:
     return sorted(s for s in sizes if 4 * s >= limit or s == extent)
 
 
-def _tile_key(extent: int, tile: int, acc: int, budget: int) -> tuple:
-    """Rank a register tile: little tail waste, about half the register budget in use."""
+def _tile_key(extent: int, tile: int, acc: int, want: int) -> tuple:
+    """Rank a register tile: little tail waste, about ``want`` accumulator registers."""
     waste = math.ceil(extent / tile) * tile - extent
-    return (round(waste / extent, 2) > 0.1, abs(acc - budget // 2), waste)
+    return (waste > 0.1 * extent, abs(acc - want), waste)
 
 
 def _conv_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
@@ -70,8 +70,7 @@ def _conv_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
         for reg_n in _widths(ow, max(limit, 1)):
             acc = reg_n * oh_bn * vecs
             # 1x1 convs reload the whole kernel per tile: they like fuller tiles.
-            target_acc = budget if pointwise else budget // 2
-            key = _tile_key(ow, reg_n, acc, 2 * target_acc) + (oh % oh_bn != 0,)
+            key = _tile_key(ow, reg_n, acc, budget if pointwise else budget // 2) + (oh % oh_bn != 0,)
             for unroll_kw in ((True, False) if kw > 1 else (False,)):
                 knobs = {"reg_n": reg_n, "unroll_kw": unroll_kw}
                 if pointwise:
@@ -85,7 +84,7 @@ def _depthwise_tiles(workload: dict, bn: int, target: TargetLike) -> list:
     ow = output_shape(workload)[3]
     vecs = math.ceil(bn / lanes)
     ranked = [
-        (_tile_key(ow, reg_n, reg_n * vecs, 2 * (budget // 2)), {"reg_n": reg_n})
+        (_tile_key(ow, reg_n, reg_n * vecs, budget // 2), {"reg_n": reg_n})
         for reg_n in _widths(ow, max(budget // vecs, 1))
     ]
     return [k for _, k in sorted(ranked, key=lambda item: item[0])]
@@ -178,20 +177,56 @@ def candidates(
     if op == "conv2d":
         ics = _ordered_blocks(workload["data"][1], max_block, lanes)
         ocs = _ordered_blocks(workload["kernel"][0], max_block, lanes)
-        groups = [{"ic_bn": i, "oc_bn": o} for o in ocs for i in ics]
-        tier = {
-            id(g): _block_penalty(g["oc_bn"], lanes) + (_block_penalty(g["ic_bn"], lanes) + 1) // 2
-            for g in groups
-        }
+        groups = [
+            (_block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
+            for o in ocs
+            for i in ics
+        ]
     elif op == "depthwise_conv2d":
-        groups = [{"bn": b} for b in _ordered_blocks(workload["data"][1], max_block, lanes)]
-        tier = {id(g): _block_penalty(g["bn"], lanes) for g in groups}
+        blocks = _ordered_blocks(workload["data"][1], max_block, lanes)
+        groups = [(_block_penalty(b, lanes), {"bn": b}) for b in blocks]
     else:
-        groups = [{"oc_bn": b} for b in _dense_blocks(workload, max_block, target)]
-        tier = {id(g): i for i, g in enumerate(groups)}
+        groups = [(tier, {"oc_bn": b}) for tier, b in enumerate(_dense_blocks(workload, max_block, target))]
+    # the r-th best tile of a block group of tier t ranks with the best tiles of tier t + r
     ranked = []
-    for order, group in enumerate(groups):
+    for order, (tier, group) in enumerate(groups):
         for rank, knobs in enumerate(tile_variants(workload, group, target)):
-            ranked.append(((tier[id(group)] + rank, order), knobs))
+            ranked.append(((tier + rank, order), knobs))
     result = [k for _, k in sorted(ranked, key=lambda item: item[0])]
     return result[:max_candidates] if max_candidates else result
+
+
+def _block_near(channels: int, block: int) -> int:
+    """The divisor of ``channels`` closest to ``block`` (ties: the larger)."""
+    return min(divisors(channels), key=lambda d: (abs(d - block), -d))
+
+
+def default_knobs(workload: dict, block: int = 16, target: TargetLike = None) -> dict:
+    """A reasonable untuned candidate whose channel blocks are ``block`` where possible.
+
+    The channel blocks are the divisors of the channel counts nearest to
+    ``block`` (the stem's 3 input channels give ``ic_bn=3``); tiles come from
+    the best-guess ordering of :func:`graphtune.x86.candidates`. Dense ignores
+    ``block`` (its layout is always ``NC``).
+
+    Examples
+    --------
+    >>> from graphtune.x86.workload import conv2d_workload
+    >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    >>> k = default_knobs(wl, block=16)
+    >>> k["ic_bn"], k["oc_bn"], k["unroll_kw"]
+    (16, 16, True)
+    """
+    if not isinstance(block, int) or block < 1:
+        raise KnobError(f"default_knobs block={block!r} must be a positive int (e.g. 16)")
+    op = op_of(workload)
+    if op == "dense":
+        blocks = {}
+    elif op == "depthwise_conv2d":
+        blocks = {"bn": _block_near(workload["data"][1], block)}
+    else:
+        blocks = {
+            "ic_bn": _block_near(workload["data"][1], block),
+            "oc_bn": _block_near(workload["kernel"][0], block),
+        }
+    return tile_variants(workload, blocks, target)[0]

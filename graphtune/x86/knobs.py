@@ -1,4 +1,4 @@
-"""Schedule knobs: their meaning per op, validation, defaults and layouts.
+"""Schedule knobs: their meaning per op, validation and the layouts they imply.
 
 Knob dicts are JSON-able and fix both the schedule and the layouts:
 
@@ -27,7 +27,7 @@ from ..layouts import DENSE, data_layout
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
 
-__all__ = ["KNOBS", "check_knobs", "default_knobs", "layouts_of", "divisors", "register_budget"]
+__all__ = ["KNOBS", "check_knobs", "layouts_of", "divisors", "register_budget"]
 
 KNOBS = {
     "conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
@@ -153,41 +153,3 @@ def layouts_of(workload: dict, knobs: dict) -> tuple:
     if op == "depthwise_conv2d":
         return data_layout(knobs["bn"]), data_layout(knobs["bn"])
     return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
-
-
-def _block_near(channels: int, block: int) -> int:
-    """The divisor of ``channels`` closest to ``block`` (ties: the larger)."""
-    return min(divisors(channels), key=lambda d: (abs(d - block), -d))
-
-
-def default_knobs(workload: dict, block: int = 16, target: TargetLike = None) -> dict:
-    """A reasonable untuned candidate whose channel blocks are ``block`` where possible.
-
-    The channel blocks are the divisors of the channel counts nearest to
-    ``block`` (the stem's 3 input channels give ``ic_bn=3``); tiles come from
-    the best-guess ordering of :func:`graphtune.x86.candidates`. Dense ignores
-    ``block`` (its layout is always ``NC``).
-
-    Examples
-    --------
-    >>> from graphtune.x86.workload import conv2d_workload
-    >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
-    >>> k = default_knobs(wl, block=16)
-    >>> k["ic_bn"], k["oc_bn"], k["unroll_kw"]
-    (16, 16, True)
-    """
-    from .candidates import tile_variants
-
-    if not isinstance(block, int) or block < 1:
-        raise KnobError(f"default_knobs block={block!r} must be a positive int (e.g. 16)")
-    op = op_of(workload)
-    if op == "dense":
-        blocks = {}
-    elif op == "depthwise_conv2d":
-        blocks = {"bn": _block_near(workload["data"][1], block)}
-    else:
-        blocks = {
-            "ic_bn": _block_near(workload["data"][1], block),
-            "oc_bn": _block_near(workload["kernel"][0], block),
-        }
-    return tile_variants(workload, blocks, target)[0]

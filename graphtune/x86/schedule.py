@@ -271,7 +271,17 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
     epilogue = _fold_epilogue(sch, anchor)
     mine = {sch.get(b).name_hint for b in (anchor, epilogue) if b is not None}
     leftovers = [b for b in _blocks(sch) if sch.get(b).name_hint not in mine]
-    _SCHEDULES[op](sch, anchor, epilogue, knobs)
+    name = sch.get(anchor).name_hint
+    if len(sch.get_loops(anchor)) != len(sch.get(anchor).iter_vars):
+        raise KnobError(
+            f"block {name!r} is not in the loop nest its TE compute creates (already scheduled?); "
+            "pass the unscheduled function to schedule_fused"
+        )
+    try:
+        _SCHEDULES[op](sch, anchor, epilogue, knobs)
+    except s_tir.ScheduleError as err:
+        reason = str(err).strip().splitlines()[-1]
+        raise KnobError(f"cannot apply the {op} schedule with knobs {knobs} to block {name!r}: {reason}") from None
     lanes = vector_lanes(target)
     for block in leftovers:
         schedule_elementwise(sch, block, lanes)
