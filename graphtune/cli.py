@@ -29,9 +29,17 @@ __all__ = ["main", "build_parser"]
 def _tune(args: argparse.Namespace) -> None:
     from .pipeline import tune
 
+    runner = None
+    if args.rpc_tracker or args.rpc_key:
+        if not (args.rpc_tracker and args.rpc_key):
+            raise GraphtuneError("--rpc-tracker and --rpc-key go together: give both "
+                                 "(e.g. --rpc-tracker 127.0.0.1:9190 --rpc-key x86)")
+        from .measure import RPCRunner
+
+        runner = RPCRunner(args.rpc_tracker, args.rpc_key)
     result = tune(args.model, records=args.records, max_candidates=args.max_candidates,
                   solver=args.solver, time_limit=args.time_limit, image_size=args.image_size,
-                  progress=not args.quiet)
+                  runner=runner, progress=not args.quiet)
     out = args.output or f"{os.path.splitext(os.path.basename(args.model))[0]}.graphtune.json"
     result.config.save(out)
     if args.graph:
@@ -111,10 +119,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="config file (default MODEL.graphtune.json)")
     p.add_argument("--records", default="auto",
                    help="records file, created if missing (default MODEL.records.jsonl)")
-    p.add_argument("--max-candidates", type=int, default=None, help="kernel candidates per node")
+    p.add_argument("--max-candidates", type=int, default=32,
+                   help="kernel candidates measured per workload (default 32)")
     p.add_argument("--solver", default="auto", help="auto, dp, pbqp, cpsat or brute")
     p.add_argument("--time-limit", type=float, default=None, help="solver time limit (s)")
     p.add_argument("--graph", help="also write the measured layout graph (JSON)")
+    p.add_argument("--rpc-tracker", metavar="HOST:PORT",
+                   help="measure on the servers of a TVM RPC tracker (with --rpc-key)")
+    p.add_argument("--rpc-key", metavar="KEY", help="device key the servers registered under")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune)
 

@@ -32,7 +32,7 @@ from .config import Config
 from .errors import MeasureError
 from .frontend.extract import extract
 from .graph import Candidate, LayoutGraph
-from .measure import Records, Runner, Task, measure
+from .measure import LocalRunner, Records, Runner, Task, measure
 from .models.resolve import resolve
 from .solve import Solution, solve
 
@@ -108,7 +108,7 @@ class TuneResult:
 
 
 def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "auto", *,
-         max_candidates: int | None = None, solver: str = "auto",
+         max_candidates: int | None = 32, solver: str = "auto",
          time_limit: float | None = None, image_size: int | None = None,
          runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
          progress: bool = True) -> TuneResult:
@@ -123,9 +123,11 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     records : path, "auto" or None
         Records file to reuse and extend; ``"auto"`` is ``MODEL.records.jsonl``
         in the working directory; None keeps measurements in memory.
-    max_candidates : int, optional
-        Kernel candidates measured per node (default: the whole space of
-        :func:`graphtune.x86.candidates`).
+    max_candidates : int or None, default 32
+        Kernel candidates measured per distinct workload, best guesses first
+        (:func:`graphtune.x86.candidates` orders every channel-block pair's
+        likeliest tile before second choices); None measures the whole space
+        (hundreds per workload).
     solver : str
         Method of :func:`graphtune.solve.solve`.
     time_limit : float, optional
@@ -166,7 +168,9 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         clock = now
 
     onnx_model, name = resolve(model, image_size=image_size)
-    tgt = x86.host_target(target) if runner is None else runner.resolve_target(target)
+    runner = LocalRunner() if runner is None else runner
+    tgt = runner.resolve_target(target)
+    key = runner.target_key(tgt)
     if records == "auto":
         records = f"{name}.records.jsonl"
     store = Records(records)
@@ -197,9 +201,10 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     lap("transforms")
 
     solution = solve(graph, method=solver, time_limit=time_limit)
-    config = Config.from_solution(graph, solution, tgt, model_name=name)
+    config = Config.from_solution(graph, solution, model_name=name)
+    config.target = key
     lap("solve")
-    return TuneResult(graph, solution, config, x86.target_key(tgt),
+    return TuneResult(graph, solution, config, key,
                       None if records is None else os.fspath(records), phases,
                       {"kernels": len(set(flat)), "transforms": len(transform_tasks)})
 

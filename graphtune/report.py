@@ -125,9 +125,9 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
     from .pipeline import kernel_best_solution
 
     configs = {
-        "gt-uniform": Config.uniform(model, target=result.target),
+        "gt-uniform": Config.uniform(model),
         "gt-kernel-best": Config.from_solution(result.graph, kernel_best_solution(result.graph),
-                                               result.target, model_name=name),
+                                               model_name=name),
         "gt-graph": result.config,
     }
     row = {"model": name, **compare(model, configs, peers=peers, repeat=repeat)}

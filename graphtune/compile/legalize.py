@@ -10,6 +10,7 @@ residual add, and each fused PrimFunc holding a node's conv (or dense) is
 scheduled with :func:`graphtune.x86.schedule_fused` and the node's knobs;
 ``layout_transform`` PrimFuncs get :func:`graphtune.x86.schedule_transform`
 and the remaining ones (pools, lone elementwise ops) a parallel schedule.
+Identical scheduled PrimFuncs (same workload, knobs and epilogue) are merged.
 
 Examples
 --------
@@ -22,6 +23,7 @@ import re
 from typing import Mapping
 
 import tvm
+import tvm_ffi
 from tvm import relax, s_tir, tirx
 from tvm.ir.expr import Constant
 
@@ -149,6 +151,47 @@ def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimF
     return sch.mod["main"]
 
 
+@relax.expr_functor.mutator
+class _Redirect(relax.PyExprMutator):
+    """Point ``call_tir``s at another PrimFunc (by callee name)."""
+
+    def __init__(self, targets: dict) -> None:
+        super().__init__()
+        self.targets = targets
+
+    def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102 (TVM visitor hook)
+        if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.call_tir" \
+                and call.args[0].name_hint in self.targets:
+            args = [self.targets[call.args[0].name_hint]] + list(call.args[1:])
+            return relax.Call(call.op, args, call.attrs, call.ty_args)
+        return super().visit_call_(call)
+
+
+def _dedupe(mod: tvm.IRModule) -> tvm.IRModule:
+    """Make calls of structurally identical PrimFuncs share one (less code to build).
+
+    Nodes with the same workload, knobs and fused epilogue compile to the same
+    kernel; the node tag is ignored in the comparison.
+    """
+    kept: dict[int, list] = {}
+    targets: dict[str, tvm.ir.GlobalVar] = {}
+    for gvar, func in mod.functions.items():
+        if not isinstance(func, tirx.PrimFunc):
+            continue
+        bare = func.without_attr(NODE_ATTR) if func.attrs is not None \
+            and NODE_ATTR in func.attrs else func
+        same = kept.setdefault(tvm_ffi.structural_hash(bare), [])
+        twin = next((g for g, f in same if tvm_ffi.structural_equal(bare, f)), None)
+        if twin is None:
+            same.append((gvar, bare))
+        else:
+            targets[gvar.name_hint] = twin
+    if not targets:
+        return mod
+    mod["main"] = _Redirect(targets).visit_expr(mod["main"])
+    return relax.transform.DeadCodeElimination(["main"])(mod)
+
+
 def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
              target: tvm.target.Target) -> tvm.IRModule:
     """Legalize, fuse and schedule a rewritten module.
@@ -165,8 +208,9 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     Returns
     -------
     tvm.IRModule
-        Relax ``main`` calling fused, scheduled PrimFuncs; each node's PrimFunc
-        carries the :data:`NODE_ATTR` attribute.
+        Relax ``main`` calling fused, scheduled PrimFuncs; a node's PrimFunc
+        carries the :data:`NODE_ATTR` attribute (naming one of the nodes when
+        several identical ones share it).
 
     Raises
     ------
@@ -202,4 +246,4 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
             mod[gvar] = scheduled.with_attr(NODE_ATTR, name)
         else:
             mod[gvar] = _schedule_rest(func, target)
-    return mod
+    return _dedupe(mod)

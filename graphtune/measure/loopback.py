@@ -61,6 +61,9 @@ class LoopbackFleet:
     ----------
     tracker : str
         ``"127.0.0.1:PORT"`` of the tracker (once started).
+    servers : list of subprocess.Popen
+        The server processes, each the leader of its own process group
+        (its session processes belong to the group).
     log_dir : str
         Directory of the processes' output (removed by :meth:`stop`).
 
