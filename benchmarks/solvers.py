@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/solvers.py [--quick] [--json PATH] [--time-limit S]
+    python benchmarks/solvers.py [--quick] [--json PATH] [--time-limit S] [--graphs out/bench]
 
 Instances (``graphtune.synthetic``): ResNet-50, Inception-v3, DenseNet-201 with
 incremental concat and with all-pairs concat, SSD-ResNet50-512, each with 8 and
@@ -14,6 +14,8 @@ method, energy, lower_bound, optimal, seconds`` plus ``above_best`` (energy
 relative to the best energy any method found on that instance in this run) and
 ``error`` (a refusal message, e.g. dp above its table cap). ``treewidth`` is the
 min-fill upper bound. ``--quick`` runs seed 0 with a 5 s limit per solve.
+``--graphs DIR`` adds the zoo layout graphs with measured costs that
+``benchmarks/e2e.py`` saved there (``measured/MODEL``).
 """
 
 from __future__ import annotations
@@ -92,11 +94,19 @@ def describe(graph: LayoutGraph) -> dict:
             "candidates": max(len(graph.candidates(n)) for n in graph.nodes), "treewidth": plan.width}
 
 
+def measured_graphs(folder: Path) -> list[tuple[str, LayoutGraph]]:
+    """(name, graph) pairs for the measured zoo layout graphs ``benchmarks/e2e.py`` saved."""
+    return [(f"measured/{path.name[:-len('.graph.json')]}", LayoutGraph.from_json(path.read_text()))
+            for path in sorted(folder.glob("*.graph.json"))]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="seed 0 only (< 2 min)")
     parser.add_argument("--json", type=Path, help="write the records as a JSON list")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per solve (default 5 quick, 60 full)")
+    parser.add_argument("--graphs", type=Path, default=None,
+                        help="also solve the measured zoo graphs in this folder (benchmarks/e2e.py --out)")
     args = parser.parse_args(argv)
     time_limit = args.time_limit or (5.0 if args.quick else 60.0)
     try:
@@ -112,7 +122,10 @@ def main(argv: list[str] | None = None) -> int:
              f"{'lower_bound':>11} {'+best%':>7} {'opt':>4} {'seconds':>8}"
     print(header)
     print("-" * len(header))
-    for name, graph in instances([0] if args.quick else [0, 1, 2]):
+    cases = instances([0] if args.quick else [0, 1, 2])
+    if args.graphs is not None:
+        cases += measured_graphs(args.graphs)
+    for name, graph in cases:
         info = describe(graph)
         rows = []
         for method in [*METHODS, *peers]:

@@ -42,8 +42,8 @@ from .solve import Solution, solve  # noqa: E402
 __version__ = "0.1.0"
 
 _LAZY = {
-    "compile": ("graphtune.compile", "compile"),
-    "CompiledModel": ("graphtune.compile", "CompiledModel"),
+    "compile": ("graphtune.compiler", "compile"),
+    "CompiledModel": ("graphtune.compiler", "CompiledModel"),
     "extract": ("graphtune.frontend.extract", "extract"),
     "tune": ("graphtune.pipeline", "tune"),
     "TuneResult": ("graphtune.pipeline", "TuneResult"),

@@ -69,7 +69,7 @@ def _solve(args: argparse.Namespace) -> None:
 
 
 def _compile(args: argparse.Namespace) -> None:
-    from .compile import compile
+    from .compiler import compile
     from .config import Config
     from .models.resolve import resolve
 

@@ -58,7 +58,7 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         ``threads``, ``skipped``.
     """
     from . import peers as peer_mod
-    from .compile import compile as gt_compile
+    from .compiler import compile as gt_compile
 
     threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
     names = [i.name for i in model.graph.input]
@@ -93,7 +93,7 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
 
 
 def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", "openvino"),
-             repeat: int = 30) -> dict:
+             repeat: int = 30, extra: Mapping[str, Any] | None = None) -> dict:
     """The e2e row of a tuned model: peers, gt-uniform, gt-kernel-best, gt-graph, predicted.
 
     Parameters
@@ -108,6 +108,8 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         Peer runtimes; the first is the reference for ``max_abs_diff``.
     repeat : int
         Timed interleaved rounds.
+    extra : mapping of str to Config, optional
+        More builds to time alongside (e.g. ``{"gt-random": Config.random(model)}``).
 
     Returns
     -------
@@ -129,6 +131,7 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         "gt-kernel-best": Config.from_solution(result.graph, kernel_best_solution(result.graph),
                                                model_name=name),
         "gt-graph": result.config,
+        **(extra or {}),
     }
     row = {"model": name, **compare(model, configs, peers=peers, repeat=repeat)}
     lat = row["latency_ms"]

@@ -12,10 +12,10 @@ from tvm import relax
 
 import graphtune  # noqa: F401  (sets TVM_NUM_THREADS before TVM starts)
 from graphtune import models, x86
-from graphtune.compile import CompiledModel, compile
-from graphtune.compile.compiler import plan_joins, plan_nodes
-from graphtune.compile.legalize import legalize
-from graphtune.compile.rewrite import TRANSFORM_ATTR, rewrite
+from graphtune.compiler import CompiledModel, compile
+from graphtune.compiler.driver import plan_joins, plan_nodes
+from graphtune.compiler.legalize import legalize
+from graphtune.compiler.rewrite import TRANSFORM_ATTR, rewrite
 from graphtune.config import Config
 from graphtune.errors import ConfigError, ConfigMismatchError, LayoutError
 from graphtune.frontend import import_model, layout_ops

@@ -1,7 +1,7 @@
 """Walk a Relax ``main`` and tell what every binding means for layouts.
 
 One walk serves both ends of graphtune: :func:`graphtune.extract` builds the
-layout graph from it and :mod:`graphtune.compile` rewrites the same bindings,
+layout graph from it and :mod:`graphtune.compiler` rewrites the same bindings,
 so node names and op roles agree by construction.
 
 Every binding of ``main`` gets a *role*:

@@ -14,7 +14,7 @@ matmul...) and the function's outputs get plain ``NCHW``.
 
 Examples
 --------
->>> from graphtune.compile.rewrite import NodePlan, rewrite
+>>> from graphtune.compiler.rewrite import NodePlan, rewrite
 >>> new_mod, anchors = rewrite(mod, {op.var: plan})   # doctest: +SKIP
 """
 

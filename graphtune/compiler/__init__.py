@@ -2,15 +2,15 @@
 
 Modules: :mod:`.rewrite` (per-node layout rewrite of the Relax module),
 :mod:`.legalize` (lowering with graphtune's x86 computes and schedules),
-:mod:`.model` (:class:`CompiledModel`), :mod:`.compiler` (:func:`compile`).
+:mod:`.model` (:class:`CompiledModel`), :mod:`.driver` (:func:`compile`).
 
 Examples
 --------
->>> from graphtune.compile import compile, CompiledModel
+>>> from graphtune.compiler import compile, CompiledModel
 >>> compiled = compile(model, config)   # doctest: +SKIP
 """
 
-from .compiler import compile
+from .driver import compile
 from .model import CompiledModel
 
 __all__ = ["compile", "CompiledModel"]

@@ -1,7 +1,7 @@
 """Lower a rewritten Relax module to TIR with graphtune's x86 kernels.
 
 Every layout node's conv2d / matmul (found by its weight constant, see
-:func:`graphtune.compile.rewrite.rewrite`) is legalized with the matching
+:func:`graphtune.compiler.rewrite.rewrite`) is legalized with the matching
 :mod:`graphtune.x86` TE compute and tagged with the ``graphtune.node``
 attribute; everything else goes through TVM's stock ``LegalizeOps``. A blocked
 conv2d that is not a planned node is an error, never silently left unlowered.
@@ -58,7 +58,7 @@ def _check_covered(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan]) -> N
     if stray:
         raise LayoutError(f"{len(stray)} conv2d in blocked layouts ({stray[0]}, ...) are not "
                           "configured nodes; graphtune only lowers blocked convs it planned "
-                          "itself — rewrite the module with graphtune.compile.rewrite")
+                          "itself — rewrite the module with graphtune.compiler.rewrite")
 
 
 def _safe(name: str) -> str:
@@ -199,7 +199,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     Parameters
     ----------
     mod : tvm.IRModule
-        Output of :func:`graphtune.compile.rewrite.rewrite`.
+        Output of :func:`graphtune.compiler.rewrite.rewrite`.
     anchors : mapping of Constant to NodePlan
         The layout nodes, keyed by their weight constants.
     target : tvm.target.Target
