@@ -1,7 +1,7 @@
 """End-to-end latency: graphtune's tuned models against ONNX Runtime and OpenVINO (batch 1, fp32).
 
 For each model: ``graphtune.tune`` (measurements reused from
-``OUT/MODEL.records.jsonl`` on reruns), then, timed side by side in the same
+``OUT/MODEL.records.jsonl`` on reruns; ``make demo`` uses the same files), then, timed side by side in the same
 interleaved rounds with the same thread count:
 
 - ``ort`` (ONNX Runtime, no spinning), ``openvino`` (fp32 forced; OpenVINO
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peers", default="ort,openvino", help="peer runtimes (default ort,openvino)")
     parser.add_argument("--bf16", action="store_true", help="also time OpenVINO in its default bf16")
     parser.add_argument("--random", action="store_true", help="also time a random per-node config")
-    parser.add_argument("--out", default="out/bench", help="records, configs and graphs folder")
+    parser.add_argument("--out", default="out",
+                        help="records, configs and graphs folder (default out/, shared with make demo)")
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: resnet18 at 64x64, 4 candidates, 5 rounds")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/solvers.py [--quick] [--json PATH] [--time-limit S] [--graphs out/bench]
+    python benchmarks/solvers.py [--quick] [--json PATH] [--time-limit S] [--graphs out]
 
 Instances (``graphtune.synthetic``): ResNet-50, Inception-v3, DenseNet-201 with
 incremental concat and with all-pairs concat, SSD-ResNet50-512, each with 8 and

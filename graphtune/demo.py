@@ -26,7 +26,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m graphtune.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet18", help="zoo model name")
     parser.add_argument("--image-size", type=int, default=None)
-    parser.add_argument("--max-candidates", type=int, default=24,
+    parser.add_argument("--max-candidates", type=int, default=32,
                         help="kernel candidates measured per workload")
     parser.add_argument("--out", default="out", help="folder for records, config and results")
     parser.add_argument("--repeat", type=int, default=30, help="timed rounds per runtime")

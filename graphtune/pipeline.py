@@ -183,7 +183,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                            for c in graph.candidates(node)]
                     for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
     flat = [t for tasks in kernel_tasks.values() for t in tasks]
-    by_task = dict(zip(flat, measure(flat, tgt, store, **timing)))
+    by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
     for node, tasks in kernel_tasks.items():
         graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task))
     lap("kernels")
@@ -192,7 +192,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
                                           "dtype": "float32"}) for shape, src, dst in pairs]
     transform_ms = {}
-    for (shape, src, dst), rec in zip(pairs, measure(transform_tasks, tgt, store, **timing)):
+    for (shape, src, dst), rec in zip(pairs, measure(transform_tasks, tgt, store, desc="transforms", **timing)):
         if not rec.ok:
             raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
                                f"{rec.error}; remove its record from {records} to retry")

@@ -77,3 +77,15 @@ def test_config_for_another_model_names_the_node(workdir, capsys):
     status, _, err = run(capsys, "compile", "resnet50", config, "--image-size", "32",
                          "-o", workdir / "x.so")
     assert status == 2 and err.startswith("graphtune: error: nodes.")
+
+
+def test_rpc_flags_go_together(capsys):
+    status, _, err = run(capsys, "tune", "resnet18", "--rpc-tracker", "127.0.0.1:9190", "-q")
+    assert status == 2 and "--rpc-key" in err and err.count("\n") == 1
+
+
+def test_unreachable_tracker_is_one_clear_line(tmp_path, capsys):
+    status, _, err = run(capsys, "tune", "resnet18", *TINY, "--rpc-tracker", "127.0.0.1:1",
+                         "--rpc-key", "x86", "--records", tmp_path / "r.jsonl", "-q")
+    assert status == 2 and err.count("\n") == 1
+    assert "127.0.0.1:1" in err and "x86" in err

@@ -29,7 +29,7 @@ def measure(tasks: Iterable[Task], target: Any = None,
             records: Records | str | os.PathLike | None = None, *,
             runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
             timeout: float = 60.0, retry_errors: bool = False,
-            progress: bool = True) -> list[Record]:
+            progress: bool = True, desc: str = "measure") -> list[Record]:
     """Measure kernel and transform tasks, reusing and extending a records file.
 
     Tasks already in ``records`` for this target and TVM version are not
@@ -61,6 +61,8 @@ def measure(tasks: Iterable[Task], target: Any = None,
         Measure again tasks whose record is an error.
     progress : bool
         Show a progress bar (counts, errors, ETA); False for quiet scripts.
+    desc : str
+        Label of the progress bar.
 
     Returns
     -------
@@ -111,7 +113,7 @@ def measure(tasks: Iterable[Task], target: Any = None,
 
     if todo:
         cached, errors = len(found), 0
-        bar = tqdm(total=len(todo), desc="measure", unit="task", disable=not progress,
+        bar = tqdm(total=len(todo), desc=desc, unit="task", disable=not progress,
                    dynamic_ncols=True)
         bar.set_postfix(cached=cached, errors=0)
         results = runner.run(todo, target, repeat=repeat, min_repeat_ms=min_repeat_ms,
