@@ -192,7 +192,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
                                           "dtype": "float32"}) for shape, src, dst in pairs]
     transform_ms = {}
-    for (shape, src, dst), rec in zip(pairs, measure(transform_tasks, tgt, store, desc="transforms", **timing)):
+    transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
+    for (shape, src, dst), rec in zip(pairs, transform_records):
         if not rec.ok:
             raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
                                f"{rec.error}; remove its record from {records} to retry")
