@@ -165,3 +165,23 @@ def test_target_key_of_record_form_is_identity():
 def test_records_in_missing_folder_fail_before_measuring(tmp_path):
     with pytest.raises(MeasureError, match="folder .*nowhere does not exist"):
         Records(tmp_path / "nowhere" / "a.records.jsonl")
+
+
+def test_records_of_another_timing_protocol_are_never_reused(tmp_path):
+    import dataclasses
+
+    from graphtune.measure.task import TIMING
+
+    task = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
+                              "dtype": "float32"})
+    path = tmp_path / "old.records.jsonl"
+    current = Record.success(task, {"kind": "llvm"}, [1.0], threads=1)
+    old = dataclasses.replace(current, timing=None, median_ms=0.5, ms=[0.5])
+    line = json.loads(old.to_json())
+    del line["timing"]  # a line written before the protocol tag existed
+    path.write_text(json.dumps(line) + "\n")
+    records = Records.load(path)
+    assert len(records) == 1 and records.get(task, {"kind": "llvm"}) is None
+    records.append(current)
+    assert current.timing == TIMING
+    assert records.get(task, {"kind": "llvm"}).median_ms == 1.0

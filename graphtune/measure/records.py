@@ -30,7 +30,7 @@ from datetime import datetime, timezone
 from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import MeasureError
-from .task import Task, record_key, tvm_version
+from .task import TIMING, Task, record_key, tvm_version
 
 __all__ = ["Record", "Records", "target_key_of"]
 
@@ -83,6 +83,9 @@ class Record:
         UTC time the measurement finished (ISO 8601).
     number : int or None
         Calls per repeat (chosen so that a repeat lasts at least ``min_repeat_ms``).
+    timing : str or None
+        Timing protocol (:data:`graphtune.measure.task.TIMING`); None for
+        records older than the protocol tag, which lookups never match.
 
     Examples
     --------
@@ -103,6 +106,7 @@ class Record:
     threads: int | None
     time: str
     number: int | None = None
+    timing: str | None = None
 
     @classmethod
     def success(cls, task: Task, target: Mapping, ms: Sequence[float], *,
@@ -120,7 +124,8 @@ class Record:
         if not ms or not all(math.isfinite(m) and m > 0 for m in ms):
             raise MeasureError(f"{task!r}: times must be positive and finite, got {ms}")
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, ms,
-                   statistics.median(ms), None, tvm_version(), threads, _now(), number)
+                   statistics.median(ms), None, tvm_version(), threads, _now(), number,
+                   TIMING)
 
     @classmethod
     def failure(cls, task: Task, target: Mapping, error: str, *,
@@ -135,7 +140,7 @@ class Record:
         'run: timed out'
         """
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, [], None,
-                   str(error), tvm_version(), threads, _now(), None)
+                   str(error), tvm_version(), threads, _now(), None, TIMING)
 
     @property
     def ok(self) -> bool:
@@ -150,7 +155,7 @@ class Record:
     @property
     def key(self) -> str:
         """The record key (:func:`graphtune.measure.task.record_key`)."""
-        return record_key(self.task, self.target, self.tvm)
+        return record_key(self.task, self.target, self.tvm, self.timing)
 
     def to_json(self) -> str:
         """One line of the records file (without the newline).
@@ -174,6 +179,7 @@ class Record:
         """
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         fields.setdefault("number", None)
+        fields.setdefault("timing", None)
         record = cls(**fields)
         Task(record.kind, record.workload, record.knobs)  # validates kind and workload
         return record
@@ -322,7 +328,7 @@ pass it to measure(..., records=PATH) to create it
         wl = json.loads(json.dumps(dict(workload)))
         return [r for r in self._index.values()
                 if r.ok and r.kind != "transform" and r.workload == wl
-                and r.target == tkey and r.tvm == tvm]
+                and r.target == tkey and r.tvm == tvm and r.timing == TIMING]
 
     def top_k(self, workload: Mapping, k: int, target: Any = None) -> list[Record]:
         """The ``k`` fastest successful kernel records of ``workload``, fastest first.
