@@ -3,12 +3,14 @@
 Absolute times drift by several percent on shared machines while ratios
 measured in the same rounds stay steady, so :func:`interleaved` times every
 runtime once per round, rotates their order each round, and returns every
-sample; report medians and their ratios. Each timed call is preceded by an
-untimed one of the same runtime, which wakes its thread pool and settles the
-previous runtime's threads. Sleeping between calls instead is unfair: a
-runtime whose threads went idle for 50 ms ran ResNet-18 1.9x slower (ONNX
-Runtime, 16.9 vs 8.8 ms here) than when called back to back, as in a
-serving loop.
+sample; report medians and their ratios. Each timed call is preceded by
+untimed calls of the same runtime (``settle``), which wake its thread pool
+and outlast the previous runtime's still-spinning threads. Measured on
+ResNet-18 with ONNX Runtime, OpenVINO and graphtune in one process: one
+settle call left ONNX Runtime bimodal (8.5 or 14-31 ms, depending on who ran
+before it), three gave 8.3-8.7 ms in every mix; sleeping 50 ms between calls
+instead let thread pools go cold (ONNX Runtime 16.9 ms), which a serving loop
+calling back to back never sees.
 
 Examples
 --------
@@ -29,7 +31,7 @@ __all__ = ["interleaved", "median_ms"]
 
 
 def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, warmup: int = 3,
-                settle: int = 1) -> dict[str, np.ndarray]:
+                settle: int = 3) -> dict[str, np.ndarray]:
     """Time each zero-argument call ``repeat`` times, interleaved; milliseconds per call.
 
     Parameters

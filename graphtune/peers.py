@@ -1,10 +1,12 @@
 """Peer runtimes to compare against: ONNX Runtime and OpenVINO, configured like for like.
 
-Each peer runs the same ONNX model with the same thread count as graphtune.
-OpenVINO defaults to bf16 on CPUs with AVX512-BF16, so ``openvino`` asks for
-fp32 explicitly and ``openvino-bf16`` is reported under its own name. ONNX
-Runtime's worker threads spin after each call and slow down whatever runs
-next, so spinning is disabled.
+Each peer runs the same ONNX model with the same thread count as graphtune,
+in its own fastest default configuration. OpenVINO defaults to bf16 on CPUs
+with AVX512-BF16, so ``openvino`` asks for fp32 explicitly and
+``openvino-bf16`` is reported under its own name. ONNX Runtime's worker
+threads keep spinning after a call (disabling that made it bimodal, 8.5 or
+14-16 ms on ResNet-18); :func:`graphtune.latency.interleaved` absorbs the
+spin of whoever ran before with untimed settle calls.
 
 Examples
 --------
@@ -35,7 +37,6 @@ def _ort(model: onnx.ModelProto, threads: int) -> Run:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(model.SerializeToString(), options,
                                    providers=["CPUExecutionProvider"])
