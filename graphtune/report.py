@@ -46,7 +46,8 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     repeat, warmup : int
         Timed and untimed interleaved rounds.
     threads : int, optional
-        Threads for everyone (default ``TVM_NUM_THREADS``).
+        Threads for the peers; default ``TVM_NUM_THREADS``, the count graphtune's
+        runtime uses, for a like-for-like comparison.
     seed : int
         Seed of the random input.
 

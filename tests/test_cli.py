@@ -89,3 +89,19 @@ def test_unreachable_tracker_is_one_clear_line(tmp_path, capsys):
                          "--rpc-key", "x86", "--records", tmp_path / "r.jsonl", "-q")
     assert status == 2 and err.count("\n") == 1
     assert "127.0.0.1:1" in err and "x86" in err
+
+
+def test_bench_times_uniform_and_config_against_ort(workdir, capsys):
+    config = workdir / "r18.graphtune.json"
+    if not config.exists():
+        run(capsys, "tune", "resnet18", *TINY, "--records", workdir / "r18.records.jsonl",
+            "-o", config, "-q")
+    out_json = workdir / "bench.json"
+    status, out, _ = run(capsys, "bench", "resnet18", "--image-size", "32", "--config", config,
+                         "--vs", "ort", "--repeat", "3", "--json", out_json)
+    assert status == 0 and "| resnet18 |" in out
+    row = json.loads(out_json.read_text())
+    assert set(row["latency_ms"]) == {"ort", "gt-uniform", "gt-config"}
+    assert all(v > 0 for v in row["latency_ms"].values())
+    assert max(d for k, d in row["max_abs_diff"].items()) < 1e-4
+    assert row["reference"] == "ort"
