@@ -36,8 +36,10 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
 
     Parameters
     ----------
-    calls : mapping of str to callable
-        Name -> a call running one inference on bound inputs.
+    calls : mapping of str to callable or PeerProcess
+        Name -> a call running one inference on bound inputs, or an object
+        with ``timed(settle) -> ms`` that times itself (a
+        :class:`graphtune.peers.PeerProcess` in its own process).
     repeat : int
         Timed rounds; each round calls every runtime once, in a rotated order.
     warmup : int
@@ -63,13 +65,17 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
     for round_ in range(warmup + repeat):
         shift = round_ % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
-            for _ in range(settle):
-                calls[name]()
-            start = time.perf_counter()
-            calls[name]()
-            elapsed = time.perf_counter() - start
+            call = calls[name]
+            if hasattr(call, "timed"):  # a runtime in another process times itself
+                elapsed_ms = call.timed(settle)
+            else:
+                for _ in range(settle):
+                    call()
+                start = time.perf_counter()
+                call()
+                elapsed_ms = (time.perf_counter() - start) * 1e3
             if round_ >= warmup:
-                samples[name].append(elapsed * 1e3)
+                samples[name].append(elapsed_ms)
     return {name: np.asarray(values) for name, values in samples.items()}
 
 

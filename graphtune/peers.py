@@ -19,6 +19,11 @@ Examples
 
 from __future__ import annotations
 
+import os
+import pickle
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Mapping
 
 import numpy as np
@@ -26,7 +31,7 @@ import onnx
 
 from .errors import ModelError
 
-__all__ = ["PEERS", "peer", "available"]
+__all__ = ["PEERS", "peer", "available", "PeerProcess"]
 
 Run = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 
@@ -123,3 +128,108 @@ def _entry(name: str) -> tuple[str, Callable]:
     except KeyError:
         raise ValueError(f"unknown peer {name!r}; valid peers are: "
                          f"{', '.join(sorted(PEERS))}") from None
+
+
+def _serve(read_fd: int, write_fd: int) -> None:
+    """Worker of :class:`PeerProcess` (``python -c``): build the peer, then time on request."""
+    with os.fdopen(read_fd, "rb") as requests, os.fdopen(write_fd, "wb") as replies:
+        def reply(value: object) -> None:
+            pickle.dump(value, replies)
+            replies.flush()
+
+        name, model_bytes, threads, feeds = pickle.load(requests)
+        try:
+            run = peer(name, onnx.load_from_string(model_bytes), threads)
+            reply([np.asarray(o) for o in run(feeds)])
+        except Exception as err:  # reported to the parent, which raises it
+            reply(ModelError(f"peer {name!r} failed to start: {err}"))
+            return
+        while (settle := pickle.load(requests)) is not None:
+            for _ in range(settle):
+                run(feeds)
+            start = time.perf_counter()
+            run(feeds)
+            reply((time.perf_counter() - start) * 1e3)
+
+
+class PeerProcess:
+    """A peer runtime in a process of its own, timing itself on request.
+
+    Loaded into graphtune's process, OpenVINO slowed TVM-built models by
+    ~12% (ResNet-50: 23.2 vs 20.7 ms) however long the other runtimes were
+    left to settle; in its own process it cannot. Pass instances to
+    :func:`graphtune.latency.interleaved`, which lets them time themselves.
+
+    Parameters
+    ----------
+    name : str
+        Peer name (:data:`PEERS`).
+    model : onnx.ModelProto
+        The model.
+    threads : int
+        Intra-op threads.
+    feeds : mapping of str to numpy.ndarray
+        The inputs every run uses.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> x = {"input": np.zeros((1, 3, 32, 32), "float32")}
+    >>> with PeerProcess("ort", models.get("resnet18", image_size=32), 2, x) as p:
+    ...     p.outputs[0].shape, p.timed(settle=1) > 0
+    ((1, 1000), True)
+    """
+
+    def __init__(self, name: str, model: onnx.ModelProto, threads: int,
+                 feeds: Mapping[str, np.ndarray]) -> None:
+        _entry(name)
+        child_read, self._requests = os.pipe()
+        self._replies, child_write = os.pipe()
+        code = f"from graphtune.peers import _serve; _serve({child_read}, {child_write})"
+        self._process = subprocess.Popen([sys.executable, "-c", code],
+                                         pass_fds=(child_read, child_write))
+        os.close(child_read)
+        os.close(child_write)
+        self._out = os.fdopen(self._requests, "wb")
+        self._in = os.fdopen(self._replies, "rb")
+        self._send((name, model.SerializeToString(), int(threads), dict(feeds)))
+        first = self._receive()
+        if isinstance(first, Exception):
+            self.close()
+            raise first
+        self.outputs: list[np.ndarray] = first
+
+    def _send(self, value: object) -> None:
+        pickle.dump(value, self._out)
+        self._out.flush()
+
+    def _receive(self) -> object:
+        try:
+            return pickle.load(self._in)
+        except EOFError:
+            raise ModelError(f"peer process exited with status {self._process.wait()}") from None
+
+    def timed(self, settle: int) -> float:
+        """Run ``settle`` untimed calls, then one timed call; its latency in ms."""
+        self._send(int(settle))
+        return float(self._receive())
+
+    def close(self) -> None:
+        """Stop the worker process."""
+        try:
+            self._send(None)
+            self._out.close()
+        except (BrokenPipeError, OSError, ValueError):
+            pass
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._in.close()
+
+    def __enter__(self) -> "PeerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -33,6 +33,9 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
             seed: int = 0) -> dict:
     """Latency and output agreement of graphtune builds and peers on one model.
 
+    Peers run in processes of their own (:class:`graphtune.peers.PeerProcess`);
+    graphtune's builds run in this one.
+
     Parameters
     ----------
     model : onnx.ModelProto
@@ -71,10 +74,11 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     calls: dict[str, Any] = {}
     outputs: dict[str, list[np.ndarray]] = {}
     skipped = [p for p in peers if not peer_mod.available(p)]
-    for name in (p for p in peers if p not in skipped):
-        run = peer_mod.peer(name, model, threads)
-        outputs[name] = [np.asarray(o) for o in run(feeds)]
-        calls[name] = lambda run=run: run(feeds)
+    processes = [peer_mod.PeerProcess(name, model, threads, feeds)
+                 for name in peers if name not in skipped]
+    for name, process in zip((p for p in peers if p not in skipped), processes):
+        outputs[name] = process.outputs
+        calls[name] = process
     compile_s = {}
     for name, config in configs.items():
         compiled = gt_compile(model, config)
@@ -86,7 +90,11 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     reference = next(iter(outputs)) if outputs else None
     diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outs, outputs[reference]))
              for name, outs in outputs.items()} if reference else {}
-    samples = interleaved(calls, repeat=repeat, warmup=warmup)
+    try:
+        samples = interleaved(calls, repeat=repeat, warmup=warmup)
+    finally:
+        for process in processes:
+            process.close()
     return {"latency_ms": median_ms(samples),
             "samples_ms": {k: v.tolist() for k, v in samples.items()},
             "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
