@@ -19,6 +19,15 @@ def workdir(tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="module")
+def config(workdir):
+    """The config ``graphtune tune`` writes for resnet18@32 from the workdir's records."""
+    path = workdir / "r18.graphtune.json"
+    assert main(["tune", "resnet18", *TINY, "--records", str(workdir / "r18.records.jsonl"),
+                 "-o", str(path), "-q"]) == 0
+    return path
+
+
 def run(capsys, *argv):
     status = main([str(a) for a in argv])
     out, err = capsys.readouterr()
@@ -42,13 +51,9 @@ def test_tune_show_solve_round_trip(workdir, capsys):
     assert f"{saved['solution']['predicted_ms']:.4f}" in out
 
 
-def test_compile_writes_a_loadable_library(workdir, capsys):
+def test_compile_writes_a_loadable_library(workdir, config, capsys):
     import tvm
 
-    config = workdir / "r18.graphtune.json"
-    if not config.exists():
-        run(capsys, "tune", "resnet18", *TINY, "--records", workdir / "r18.records.jsonl",
-            "-o", config, "-q")
     lib = workdir / "r18.so"
     status, out, _ = run(capsys, "compile", "resnet18", config, "--image-size", "32", "-o", lib)
     assert status == 0 and lib.exists()
@@ -69,11 +74,7 @@ def test_errors_are_one_line_and_say_what_to_do(workdir, capsys):
     assert status == 2 and "nodes.a" in err
 
 
-def test_config_for_another_model_names_the_node(workdir, capsys):
-    config = workdir / "r18.graphtune.json"
-    if not config.exists():
-        run(capsys, "tune", "resnet18", *TINY, "--records", workdir / "r18.records.jsonl",
-            "-o", config, "-q")
+def test_config_for_another_model_names_the_node(workdir, config, capsys):
     status, _, err = run(capsys, "compile", "resnet50", config, "--image-size", "32",
                          "-o", workdir / "x.so")
     assert status == 2 and err.startswith("graphtune: error: nodes.")
@@ -91,11 +92,7 @@ def test_unreachable_tracker_is_one_clear_line(tmp_path, capsys):
     assert "127.0.0.1:1" in err and "x86" in err
 
 
-def test_bench_times_uniform_and_config_against_ort(workdir, capsys):
-    config = workdir / "r18.graphtune.json"
-    if not config.exists():
-        run(capsys, "tune", "resnet18", *TINY, "--records", workdir / "r18.records.jsonl",
-            "-o", config, "-q")
+def test_bench_times_uniform_and_config_against_ort(workdir, config, capsys):
     out_json = workdir / "bench.json"
     status, out, _ = run(capsys, "bench", "resnet18", "--image-size", "32", "--config", config,
                          "--vs", "ort", "--repeat", "3", "--json", out_json)
