@@ -30,7 +30,7 @@ from tvm import relax
 
 from ..config import Config
 from ..errors import ConfigError
-from .legalize import legalize
+from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
 
@@ -99,6 +99,16 @@ def plan_joins(config: Config) -> dict:
             if node.op == "join" and isinstance(node.workload, dict) and "inputs" in node.workload}
 
 
+def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:
+    """One warning naming the op kinds of which some function got only the generic schedule."""
+    generic = {op: per_op["generic"] for op, per_op in schedules.items() if "generic" in per_op}
+    if generic:
+        shown = ", ".join(f"{op} ({count}x)" for op, count in generic.items())
+        warnings.warn(f"graphtune has no schedule made for {shown}: they run graphtune's generic "
+                      "parallel schedule, correct but likely slower than a tuned kernel "
+                      "(CompiledModel.schedules has the counts)", UserWarning, stacklevel=3)
+
+
 def _output_names(model: Any, mod: tvm.IRModule) -> list[str]:
     """Graph output names of an ONNX model, else ``output0``, ``output1``..."""
     graph = getattr(model, "graph", None)
@@ -165,9 +175,13 @@ def compile(model: Any, config: Config | str, target: Any = None) -> CompiledMod
     plans = plan_nodes(ops, config, tgt)
     new_mod, anchors = rewrite(mod, plans, plan_joins(config))
     lowered = legalize(new_mod, anchors, tgt)
+    schedules = schedule_counts(lowered)
+    _warn_generic(schedules)
     executable = tvm.compile(lowered, target=tgt)
     main = mod["main"]
     inputs = [(param.name, [int(d) for d in param.ty.shape.values], str(param.ty.dtype))
               for param in main.params]
     return CompiledModel(executable, inputs, _output_names(model, mod), tgt,
-                         compile_seconds=time.perf_counter() - start)
+                         compile_seconds=time.perf_counter() - start, schedules=schedules,
+                         functions={gvar.name_hint: func for gvar, func in lowered.functions.items()
+                                    if isinstance(func, tvm.tirx.PrimFunc)})

@@ -31,10 +31,13 @@ from ..errors import LayoutError
 from ..layouts import block_of
 from .rewrite import TRANSFORM_ATTR, NodePlan
 
-__all__ = ["NODE_ATTR", "legalize", "node_of"]
+__all__ = ["NODE_ATTR", "OP_ATTR", "legalize", "node_of", "schedule_counts"]
 
 NODE_ATTR = "graphtune.node"
 """PrimFunc attribute naming the layout node whose kernel the function computes."""
+
+OP_ATTR = "graphtune.op"
+"""PrimFunc attribute naming the op kind the function computes (its heaviest op when fused)."""
 
 
 def _check_covered(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan]) -> None:
@@ -121,34 +124,87 @@ def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
     return found[0] if found else None
 
 
-def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
-    """Parallel (+ vectorised) schedule for a PrimFunc holding no layout node.
+def _op_kind(name: str, func: tirx.PrimFunc) -> str:
+    """Op kind of an unfused PrimFunc: its name without the numbering Relax adds."""
+    if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
+        return "layout_transform"
+    return re.sub(r"\d+$", "", name) or name
 
-    Layout transforms and other spatial blocks get
-    :func:`graphtune.x86.schedule.schedule_elementwise`; reduction blocks
-    (pools, means) get their outer spatial loops fused and parallelised.
+
+def _fused_op_kinds(mod: tvm.IRModule) -> dict[str, str]:
+    """Op kind of every fused Relax function: that of its member with the highest op pattern.
+
+    Relax's op patterns rank elementwise < broadcast < injective < reduction <
+    out-elementwise-fusable (matmul, conv) < opaque; among equals the first
+    member that is not a layout transform wins.
+    """
+    kinds: dict[str, str] = {}
+    for gvar, func in mod.functions.items():
+        if not (isinstance(func, relax.Function) and func.attrs is not None
+                and "Primitive" in func.attrs):
+            continue
+        members: list[tuple[int, bool, str]] = []
+
+        def visit(expr: relax.Expr) -> None:
+            if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) \
+                    and expr.op.name == "relax.call_tir":
+                callee = mod[expr.args[0]]
+                kind = _op_kind(expr.args[0].name_hint, callee)
+                pattern = int(callee.attrs["op_pattern"]) if callee.attrs is not None \
+                    and "op_pattern" in callee.attrs else 0
+                members.append((pattern, kind != "layout_transform", kind))
+
+        relax.analysis.post_order_visit(func.body, visit)
+        if members:
+            best = max(m[:2] for m in members)
+            kinds[gvar.name_hint] = next(m[2] for m in members if m[:2] == best)
+    return kinds
+
+
+def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
+    """Schedule a PrimFunc holding no layout node; its :data:`SCHEDULE_ATTR` says how.
+
+    Layout transforms get :func:`graphtune.x86.schedule_transform`; everything
+    else :func:`graphtune.x86.generic.schedule_generic` (injective, matmul,
+    reduction or the generic fallback) — no function reaches the build
+    unscheduled.
     """
     from .. import x86
-    from ..x86.schedule import schedule_elementwise
+    from ..x86.generic import SCHEDULE_ATTR, schedule_generic
 
     if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
-        return x86.schedule_transform(func, target)
-    sch = s_tir.Schedule(func)
-    lanes = x86.vector_lanes(target)
-    try:
-        for block in list(sch.get_child_blocks(sch.get_sblock("root"))):
-            iters = sch.get(block).iter_vars
-            if all(iv.iter_type == tirx.IterVar.DataPar for iv in iters):
-                schedule_elementwise(sch, block, lanes)
-                continue
-            loops = sch.get_loops(block)
-            spatial = [iv for iv in iters if iv.iter_type == tirx.IterVar.DataPar]
-            outer = loops[:max(1, len(spatial) - 1)] if len(loops) > len(spatial) else []
-            if outer:
-                sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
-    except s_tir.ScheduleError:
-        return func  # an unusual loop nest: correct, just serial
-    return sch.mod["main"]
+        return x86.schedule_transform(func, target).with_attr(SCHEDULE_ATTR, "transform")
+    return schedule_generic(func, target)[0]
+
+
+def schedule_counts(mod: tvm.IRModule) -> dict[str, dict[str, int]]:
+    """How many PrimFuncs of a legalized module got which schedule, per op kind.
+
+    Returns
+    -------
+    dict
+        ``{op kind: {schedule kind: count}}``, op kinds sorted, schedule kinds
+        as in :data:`graphtune.x86.generic.SCHEDULES`; a function without a
+        schedule attribute counts as ``"none"``.
+
+    Examples
+    --------
+    >>> schedule_counts(legalize(new_mod, anchors, target))   # doctest: +SKIP
+    {'conv2d': {'kernel': 20}, 'layout_transform': {'transform': 2}, 'reshape': {'injective': 1}}
+    """
+    from ..x86.generic import SCHEDULE_ATTR, SCHEDULES
+
+    counts: dict[str, dict[str, int]] = {}
+    for gvar, func in mod.functions.items():
+        if isinstance(func, tirx.PrimFunc):
+            attrs = func.attrs if func.attrs is not None else {}
+            op = str(attrs[OP_ATTR]) if OP_ATTR in attrs else _op_kind(gvar.name_hint, func)
+            kind = str(attrs[SCHEDULE_ATTR]) if SCHEDULE_ATTR in attrs else "none"
+            per_op = counts.setdefault(op, {})
+            per_op[kind] = per_op.get(kind, 0) + 1
+    order = {kind: rank for rank, kind in enumerate(SCHEDULES)}
+    return {op: dict(sorted(counts[op].items(), key=lambda kv: order.get(kv[0], len(order))))
+            for op in sorted(counts)}
 
 
 @relax.expr_functor.mutator
@@ -222,6 +278,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     >>> lowered = legalize(new_mod, anchors, target)   # doctest: +SKIP
     """
     from .. import x86
+    from ..x86.generic import SCHEDULE_ATTR
 
     _check_covered(mod, anchors)
     plans = {plan.name: plan for plan in anchors.values()}
@@ -232,6 +289,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         fused = {gvar.name_hint: node_of(mod, func) for gvar, func in mod.functions.items()
                  if isinstance(func, relax.Function) and func.attrs is not None
                  and "Primitive" in func.attrs}
+        op_kinds = _fused_op_kinds(mod)
         mod = relax.transform.FuseTIR()(mod)
         mod = relax.transform.DeadCodeElimination()(mod)
     for gvar, func in list(mod.functions.items()):
@@ -243,7 +301,10 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         if name is not None:
             plan = plans[name]
             scheduled = x86.schedule_fused(func, plan.workload, plan.knobs, target)
-            mod[gvar] = scheduled.with_attr(NODE_ATTR, name)
+            scheduled = scheduled.with_attr(NODE_ATTR, name).with_attr(SCHEDULE_ATTR, "kernel")
+            op = plan.op
         else:
-            mod[gvar] = _schedule_rest(func, target)
+            scheduled = _schedule_rest(func, target)
+            op = op_kinds.get(gvar.name_hint) or _op_kind(gvar.name_hint, func)
+        mod[gvar] = scheduled.with_attr(OP_ATTR, op)
     return _dedupe(mod)

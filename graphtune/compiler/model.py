@@ -37,6 +37,12 @@ class CompiledModel:
         The target it was compiled for.
     compile_seconds : float, optional
         Wall time ``graphtune.compile`` took.
+    schedules : dict, optional
+        ``{op kind: {schedule kind: number of functions}}`` of the built
+        module (see :func:`graphtune.compiler.legalize.schedule_counts`).
+    functions : dict, optional
+        The scheduled TIR of every function the model runs (name -> PrimFunc),
+        for inspection (e.g. :func:`graphtune.x86.generic.audit`).
 
     Examples
     --------
@@ -46,16 +52,40 @@ class CompiledModel:
 
     def __init__(self, executable, inputs: Sequence[tuple[str, list[int], str]],
                  output_names: Sequence[str], target: tvm.target.Target,
-                 compile_seconds: float | None = None):
+                 compile_seconds: float | None = None,
+                 schedules: dict[str, dict[str, int]] | None = None,
+                 functions: dict | None = None):
         self.executable = executable
         self.inputs = [(name, list(shape), dtype) for name, shape, dtype in inputs]
         self.output_names = list(output_names)
         self.target = target
         self.compile_seconds = compile_seconds
+        self.schedules = dict(schedules or {})
+        self.functions = dict(functions or {})
         self._vm = None
 
     def __repr__(self) -> str:
         return f"CompiledModel(inputs={self.input_names}, outputs={self.output_names})"
+
+    def schedule_summary(self) -> str:
+        """One line: functions per schedule kind, and the ops that got only the generic one.
+
+        Examples
+        --------
+        >>> compiled.schedule_summary()   # doctest: +SKIP
+        'schedules: 21 kernel, 2 transform, 3 injective, 1 reduction'
+        """
+        from ..x86.generic import GENERIC, SCHEDULES
+
+        totals: dict[str, int] = {}
+        for per_op in self.schedules.values():
+            for kind, count in per_op.items():
+                totals[kind] = totals.get(kind, 0) + count
+        order = {kind: rank for rank, kind in enumerate(SCHEDULES)}
+        line = "schedules: " + ", ".join(
+            f"{totals[kind]} {kind}" for kind in sorted(totals, key=lambda k: order.get(k, len(order))))
+        generic = [op for op, per_op in self.schedules.items() if GENERIC in per_op]
+        return line + (f" (generic: {', '.join(generic)})" if generic else "")
 
     @property
     def input_names(self) -> list[str]:
