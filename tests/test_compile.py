@@ -19,6 +19,7 @@ from graphtune.compiler.rewrite import TRANSFORM_ATTR, rewrite
 from graphtune.config import Config
 from graphtune.errors import ConfigError, ConfigMismatchError, LayoutError
 from graphtune.frontend import import_model, layout_ops
+from schedule_check import assert_scheduled
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -63,7 +64,9 @@ def transforms_in(mod) -> list:
 def check_model(name, size, kind):
     model = models.get(name, image_size=size)
     config = Config.uniform(model) if kind == "uniform" else Config.random(model, seed=7)
-    assert_matches_ort(model, compile(model, config))
+    compiled = compile(model, config)
+    assert_scheduled(compiled)
+    assert_matches_ort(model, compiled)
 
 
 @pytest.mark.parametrize("name, size", SMALL)

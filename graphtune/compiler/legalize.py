@@ -103,6 +103,35 @@ def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Targe
     return {"relax.nn.conv2d": conv2d, "relax.matmul": matmul}
 
 
+def _fast_math_map() -> dict:
+    """customize_legalize_map entries: float32 ``erf`` and ``gelu`` with a vectorisable erf.
+
+    TVM lowers ``erf`` to a scalar ``erff`` call per element, which no
+    schedule can vectorise (GELU in a ConvNeXt block: 22 ms of 30). TOPI's
+    ``fast_erf`` is a rational approximation (absolute error < 5e-7) that
+    compiles to vector FMAs.
+    """
+    from tvm import topi
+
+    stock_erf = tvm.ir.Op.get("relax.erf").get_attr("FLegalize")
+    stock_gelu = tvm.ir.Op.get("relax.nn.gelu").get_attr("FLegalize")
+
+    def gelu_te(x):
+        half = tirx.const(0.5, "float32")
+        erf = topi.fast_erf(topi.multiply(x, tirx.const(0.7071067811865476, "float32")))
+        return topi.multiply(topi.multiply(x, half), topi.add(erf, tirx.const(1.0, "float32")))
+
+    def lower(stock, compute):
+        def legalize_op(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+            if str(call.args[0].ty.dtype) != "float32":
+                return stock(bb, call)
+            return bb.call_te(compute, call.args[0], primfunc_name_hint=call.op.name.split(".")[-1])
+        return legalize_op
+
+    return {"relax.erf": lower(stock_erf, topi.fast_erf),
+            "relax.nn.gelu": lower(stock_gelu, gelu_te)}
+
+
 def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
     """Node name tagged on the (first) PrimFunc a fused Relax function calls, if any.
 
@@ -283,7 +312,8 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     _check_covered(mod, anchors)
     plans = {plan.name: plan for plan in anchors.values()}
     with target:
-        mod = relax.transform.LegalizeOps(customize_legalize_map=_legalize_map(anchors, target))(mod)
+        custom = {**_fast_math_map(), **_legalize_map(anchors, target)}
+        mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
         mod = relax.transform.AnnotateTIROpPattern()(mod)
         mod = relax.transform.FuseOps()(mod)
         fused = {gvar.name_hint: node_of(mod, func) for gvar, func in mod.functions.items()

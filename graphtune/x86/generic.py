@@ -220,8 +220,9 @@ def _plan(sch: s_tir.Schedule, block) -> tuple[str, object]:
     if not all(_static(iv.dom.extent) is not None for iv in sblock.iter_vars):
         return GENERIC, _schedule_spatial_parallel
     contraction = _is_contraction(sch, block)
-    reduces = [iv for iv in sblock.iter_vars if iv.iter_type != _SPATIAL]
-    if contraction and len(reduces) == 1 and len(sblock.iter_vars) >= 2:
+    iters = sblock.iter_vars
+    reduces = [iv for iv in iters if iv.iter_type != _SPATIAL]
+    if contraction and len(reduces) == 1 and len(iters) >= 2 and iters[-1].iter_type != _SPATIAL:
         return "matmul", _schedule_matmul
     return (GENERIC if contraction else "reduction"), _schedule_reduction
 
@@ -261,7 +262,8 @@ def _schedule_spatial_parallel(sch: s_tir.Schedule, block, lanes: int) -> None:
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
 
 
-_RANK = {kind: rank for rank, kind in enumerate(SCHEDULES)}
+_PRIORITY = {"injective": 0, "reduction": 1, "matmul": 2, GENERIC: 3}
+"""A function's kind is that of its weightiest block; any generic block makes it generic."""
 
 
 def schedule_generic(func: tirx.PrimFunc, target: TargetLike = None) -> tuple[tirx.PrimFunc, str]:
@@ -278,8 +280,9 @@ def schedule_generic(func: tirx.PrimFunc, target: TargetLike = None) -> tuple[ti
     -------
     (tvm.tirx.PrimFunc, str)
         The scheduled function (attribute :data:`SCHEDULE_ATTR` set) and its
-        kind: the least specific kind among its blocks (``generic`` if any
-        block got only the fallback or could not be scheduled).
+        kind: ``generic`` if any block got only the fallback (or could not be
+        scheduled), else ``matmul``, ``reduction`` or ``injective``, the first
+        that one of its blocks got.
 
     Examples
     --------
@@ -304,7 +307,7 @@ def schedule_generic(func: tirx.PrimFunc, target: TargetLike = None) -> tuple[ti
             continue  # an epilogue an earlier block's schedule computes
         sch, kind = _schedule_block(sch, block, lanes)
         kinds.append(kind)
-    kind = max(kinds, key=_RANK.__getitem__) if kinds else "injective"
+    kind = max(kinds, key=_PRIORITY.__getitem__) if kinds else "injective"
     return sch.mod["main"].with_attr(SCHEDULE_ATTR, kind), kind
 
 
