@@ -77,6 +77,7 @@ def _compile(args: argparse.Namespace) -> None:
     compiled = compile(model, Config.load(args.config))
     compiled.export_library(args.output)
     print(f"compiled in {compiled.compile_seconds:.1f} s, library written to {args.output}")
+    print(compiled.schedule_summary())
 
 
 def _bench(args: argparse.Namespace) -> None:

@@ -58,6 +58,7 @@ def test_compile_writes_a_loadable_library(workdir, config, capsys):
     status, out, _ = run(capsys, "compile", "resnet18", config, "--image-size", "32", "-o", lib)
     assert status == 0 and lib.exists()
     assert tvm.runtime.load_module(str(lib)) is not None
+    assert "schedules: " in out and " kernel" in out and "generic" not in out
 
 
 def test_errors_are_one_line_and_say_what_to_do(workdir, capsys):

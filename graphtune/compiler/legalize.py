@@ -9,8 +9,11 @@ conv2d that is not a planned node is an error, never silently left unlowered.
 residual add, and each fused PrimFunc holding a node's conv (or dense) is
 scheduled with :func:`graphtune.x86.schedule_fused` and the node's knobs;
 ``layout_transform`` PrimFuncs get :func:`graphtune.x86.schedule_transform`
-and the remaining ones (pools, lone elementwise ops) a parallel schedule.
-Identical scheduled PrimFuncs (same workload, knobs and epilogue) are merged.
+and every other one :func:`graphtune.x86.generic.schedule_generic`, so no
+unscheduled PrimFunc reaches the build. Each function is tagged with the
+schedule it got (``graphtune.schedule``) and its op kind (:data:`OP_ATTR`);
+:func:`schedule_counts` tallies them. Identical scheduled PrimFuncs (same
+workload, knobs and epilogue) are merged.
 
 Examples
 --------
