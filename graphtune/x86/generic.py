@@ -52,7 +52,7 @@ from .schedule import _fold_epilogue, _vectorize_init, _write_back, schedule_ele
 from .target import TargetLike, vector_lanes
 from .transform import _iterate_over_output
 
-__all__ = ["SCHEDULE_ATTR", "SCHEDULES", "GENERIC", "schedule_generic", "audit"]
+__all__ = ["SCHEDULE_ATTR", "SCHEDULES", "GENERIC", "AUDIT_MIN_ITERATIONS", "schedule_generic", "audit"]
 
 SCHEDULE_ATTR = "graphtune.schedule"
 """PrimFunc attribute naming the schedule graphtune applied (one of :data:`SCHEDULES`)."""
@@ -239,13 +239,13 @@ def _schedule_block(sch: s_tir.Schedule, block, lanes: int) -> tuple[s_tir.Sched
     if not sch.get_loops(block):
         return sch, "injective"  # a scalar
     kind, action = _plan(sch, block)
-    for attempt, fallback in ((action, kind), (_schedule_spatial_parallel, GENERIC)):
+    for attempt, attempt_kind in ((action, kind), (_schedule_spatial_parallel, GENERIC)):
         trial = sch.copy()
         try:
             attempt(trial, block, lanes)
         except s_tir.ScheduleError:
             continue
-        return trial, fallback
+        return trial, attempt_kind
     return sch, GENERIC
 
 
@@ -281,8 +281,8 @@ def schedule_generic(func: tirx.PrimFunc, target: TargetLike = None) -> tuple[ti
     (tvm.tirx.PrimFunc, str)
         The scheduled function (attribute :data:`SCHEDULE_ATTR` set) and its
         kind: ``generic`` if any block got only the fallback (or could not be
-        scheduled), else ``matmul``, ``reduction`` or ``injective``, the first
-        that one of its blocks got.
+        scheduled), else the weightiest its blocks got of ``matmul``,
+        ``reduction`` and ``injective`` (in that order).
 
     Examples
     --------
