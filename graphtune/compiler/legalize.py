@@ -27,7 +27,7 @@ from typing import Mapping
 
 import tvm
 import tvm_ffi
-from tvm import relax, s_tir, tirx
+from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
 from ..errors import LayoutError
@@ -194,7 +194,7 @@ def _fused_op_kinds(mod: tvm.IRModule) -> dict[str, str]:
 
 
 def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
-    """Schedule a PrimFunc holding no layout node; its :data:`SCHEDULE_ATTR` says how.
+    """Schedule a PrimFunc holding no layout node; its ``graphtune.schedule`` attribute says how.
 
     Layout transforms get :func:`graphtune.x86.schedule_transform`; everything
     else :func:`graphtune.x86.generic.schedule_generic` (injective, matmul,

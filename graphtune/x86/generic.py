@@ -301,7 +301,7 @@ def schedule_generic(func: tirx.PrimFunc, target: TargetLike = None) -> tuple[ti
     for name in [sch.get(block).name_hint for block in _blocks(sch)]:
         try:
             block = sch.get_sblock(name)
-        except (s_tir.ScheduleError, ValueError, tvm.error.TVMError):
+        except s_tir.ScheduleError:
             continue  # inlined
         if _placed(sch, block):
             continue  # an epilogue an earlier block's schedule computes
