@@ -336,6 +336,10 @@ class Config:
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON at line {err.lineno} column {err.colno}: "
                               f"{err.msg}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a config file (binary, not UTF-8 JSON)") from None
+        except OSError as err:  # a folder, no permission...
+            raise ConfigError(f"{path}: cannot read the config file ({err.strerror})") from None
         try:
             return cls.from_dict(data)
         except ConfigError as err:
