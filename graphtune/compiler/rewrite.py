@@ -28,7 +28,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..errors import LayoutError
+from ..errors import ConfigError, LayoutError
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout, kernel_layout
 from .consts import eval_const
@@ -320,8 +320,12 @@ class _Rewriter:
             name, layout = self.joins[key]
             self.source[var] = name
             blk = block_of(layout)
-            if all(_shape(arg)[1] % blk == 0 for arg in inputs if blk):
-                return blk
+            channels_in = [_shape(arg)[1] for arg in inputs]
+            if blk and any(c % blk for c in channels_in):
+                raise ConfigError(f"nodes.{name}.out_layout: {layout} does not divide the "
+                                  f"channels {channels_in} of the join's inputs; give it a "
+                                  "block that divides them, or NCHW")
+            return blk
         for arg in inputs:
             blk = self.blocked(arg)
             if blk and channels % blk == 0 and all(_shape(a)[1] % blk == 0 for a in inputs):
