@@ -100,6 +100,7 @@ class _Rewriter:
         self.cache: dict[tuple[relax.Var, int], relax.Expr] = {}
         self.anchors: dict[Constant, NodePlan] = {}
         self.consts: dict[relax.Var, np.ndarray] = {}  # constant-only bindings, evaluated
+        self.errors: list[Exception] = []  # config errors found while rewriting
         self.source: dict[relax.Var, str | None] = {}  # layout node / join a tensor comes from
 
     # ------------------------------------------------------------ tensors
@@ -322,9 +323,12 @@ class _Rewriter:
             blk = block_of(layout)
             channels_in = [_shape(arg)[1] for arg in inputs]
             if blk and any(c % blk for c in channels_in):
-                raise ConfigError(f"nodes.{name}.out_layout: {layout} does not divide the "
-                                  f"channels {channels_in} of the join's inputs; give it a "
-                                  "block that divides them, or NCHW")
+                # raised once the function is closed (raising inside leaves TVM printing a warning)
+                self.errors.append(ConfigError(
+                    f"nodes.{name}.out_layout: {layout} does not divide the channels "
+                    f"{channels_in} of the join's inputs; give it a block that divides them, "
+                    "or NCHW"))
+                return 0
             return blk
         for arg in inputs:
             blk = self.blocked(arg)
@@ -401,6 +405,8 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
                     state.visit(binding.var, binding.value)
             output = bb.emit_output(state.plain_args(body.body))
         bb.emit_func_output(output)
+    if state.errors:
+        raise state.errors[0]
     new_mod = bb.get()
     for gvar, other in mod.functions.items():
         if gvar.name_hint != func_name:
