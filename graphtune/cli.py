@@ -135,12 +135,15 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("model", help="zoo name (see graphtune.models.names()) or .onnx path")
         p.add_argument("--image-size", type=int, default=None,
                        help="input size for zoo models (default: the published size)")
+
+    def shape_arg(p: argparse.ArgumentParser) -> None:
         p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
                        help="static shape of a dynamic ONNX input (repeatable), "
                             "e.g. input=1,3,224,224")
 
     p = sub.add_parser("tune", help="measure and solve; write the config")
     model_args(p)
+    shape_arg(p)
     p.add_argument("-o", "--output", help="config file (default MODEL.graphtune.json)")
     p.add_argument("--records", default="auto",
                    help="records file, created if missing (default MODEL.records.jsonl)")
@@ -166,6 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", help="compile a model with a config to a shared library")
     model_args(p)
+    shape_arg(p)
     p.add_argument("config", help="config file from graphtune tune")
     p.add_argument("-o", "--output", required=True, help="library to write (.so)")
     p.set_defaults(run=_compile)

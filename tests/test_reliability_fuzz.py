@@ -160,7 +160,7 @@ def _edit_lines(lines, edit):
     return lines
 
 
-@settings(max_examples=4, deadline=None, derandomize=True,
+@settings(max_examples=3, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(edits=st.lists(_edit, min_size=1, max_size=4), torn=st.integers(0, 40))
 def test_fuzz_records_files(measured, edits, torn):

@@ -142,3 +142,13 @@ def test_rpc_ipv6_address_in_brackets():
     with pytest.raises(MeasureError, match=rf"cannot reach the RPC tracker at \[::1\]:{port}"):
         RPCRunner(f"[::1]:{port}", "x86").resolve_target()
     assert time.perf_counter() - start < 5
+
+
+@pytest.mark.parametrize("module", ["graphtune.checks", "graphtune.measure.records",
+                                    "graphtune.errors", "graphtune.cli"])
+def test_doctests(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0

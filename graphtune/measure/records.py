@@ -235,7 +235,10 @@ class Records:
     path : str or os.PathLike, optional
         The records file (``*.records.jsonl``). It is read if it exists,
         created if not, and appended to by :meth:`append`; its folder must
-        exist and be writable. None keeps records in memory only.
+        exist and be writable (checked at once, before any measurement). None
+        keeps records in memory only.
+    writable : bool
+        False only reads the file (:meth:`load`); appending still needs write access.
 
     Notes
     -----
@@ -254,7 +257,7 @@ class Records:
     0
     """
 
-    def __init__(self, path: str | os.PathLike | None = None) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, *, writable: bool = True) -> None:
         self.path = None if path is None else os.fspath(path)
         self._index: dict[str, Record] = {}
         self._line: dict[str, int] = {}  # record key -> line number in the file
@@ -266,11 +269,12 @@ class Records:
                 raise MeasureError(
                     f"records file {self.path}: folder {folder} does not exist; create it first")
             try:
-                with open(self.path, "a+b") as handle:
+                with open(self.path, "a+b" if writable else "rb") as handle:
                     tail = self._read_new(handle)
             except OSError as err:
-                raise MeasureError(f"records file {self.path} cannot be opened for writing "
-                                   f"({err.strerror}); choose another path") from None
+                raise MeasureError(f"records file {self.path} cannot be opened for "
+                                   f"{'writing' if writable else 'reading'} ({err.strerror}); "
+                                   "choose another path") from None
             if tail.strip() and self._parse(tail, self._lines + 1, quiet=True) is None:
                 warnings.warn(
                     f"{self.path}: skipping torn last line {self._lines + 1} ({len(tail)} "
@@ -298,7 +302,7 @@ pass it to measure(..., records=PATH) to create it
                 f"records file {os.fspath(path)} does not exist; "
                 "pass it to measure(..., records=PATH) to create it"
             )
-        return cls(path)
+        return cls(path, writable=False)
 
     def _parse(self, raw: bytes, number: int, quiet: bool = False) -> Record | None:
         """Index the record on line ``number``; warn (unless ``quiet``) and skip a bad one."""
@@ -357,7 +361,12 @@ pass it to measure(..., records=PATH) to create it
         1
         """
         if self.path is not None:
-            with open(self.path, "a+b") as handle:
+            try:
+                handle = open(self.path, "a+b")
+            except OSError as err:
+                raise MeasureError(f"records file {self.path} cannot be written "
+                                   f"({err.strerror}); choose another path") from None
+            with handle:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when closed
                 self._append_locked(handle, record)
             return
