@@ -37,7 +37,7 @@ def check_choice(value: Any, valid: Iterable[str], what: str) -> Any:
 
 def check_positive(value: Any, what: str, *, integer: bool = False,
                    optional: bool = False) -> Any:
-    """Return ``value`` if it is a positive number (an int when ``integer``), or None when ``optional``.
+    """Return ``value`` if it is a positive number (an int when ``integer``; None if ``optional``).
 
     Examples
     --------
@@ -72,7 +72,7 @@ def check_writable(path: str | os.PathLike, what: str) -> str:
     >>> check_writable("/proc/out.json", "config file -o")
     Traceback (most recent call last):
     ...
-    graphtune.errors.ArgumentError: config file -o /proc/out.json cannot be written (No such file or directory); choose another path
+    graphtune.errors.ArgumentError: config file -o /proc/out.json cannot be written (...); ...
     """
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
@@ -102,7 +102,7 @@ def parse_shape_dict(specs: Iterable[str]) -> dict[str, list[int]]:
     >>> parse_shape_dict(["input=1,x"])
     Traceback (most recent call last):
     ...
-    graphtune.errors.ArgumentError: --shape 'input=1,x': expected NAME=D0,D1,... with positive integer dimensions, e.g. input=1,3,224,224
+    graphtune.errors.ArgumentError: --shape 'input=1,x': expected NAME=D0,D1,... with positive ...
     """
     shapes = {}
     for spec in specs:

@@ -68,7 +68,8 @@ def _solve(args: argparse.Namespace) -> None:
         with open(args.graph) as handle:
             graph = LayoutGraph.from_json(handle.read())
     except OSError as err:
-        raise ArgumentError(f"{args.graph}: cannot read the layout graph ({err.strerror})") from None
+        raise ArgumentError(f"{args.graph}: cannot read the layout graph "
+                            f"({err.strerror})") from None
     except UnicodeDecodeError:
         raise ArgumentError(f"{args.graph}: not a layout graph (binary, not JSON)") from None
     sol = solve(graph, method=args.method, time_limit=args.time_limit)

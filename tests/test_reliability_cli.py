@@ -2,9 +2,11 @@
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 
+import numpy as np
 import onnx
 import pytest
 from reliability_models import residual
@@ -61,6 +63,7 @@ def files(tmp_path, monkeypatch):
     (["show", "."], [".: cannot read the config file (Is a directory)"]),
     (["compile", "tiny.onnx", ".", "-o", "x.so"], [".: cannot read the config file"]),
     (["show", "tiny.onnx"], ["tiny.onnx: not a config file (binary, not UTF-8 JSON)"]),
+    (["show", "tiny.onnx/c.json"], ["cannot read the config file (Not a directory)"]),
     (["compile", "tiny.onnx", "tiny.graphtune.json", "-o", "/proc/x.so"],
      ["library (-o) /proc/x.so cannot be written"]),
     (["tune", "tiny.onnx", "-o", "nowhere/x.json"], ["folder", "nowhere does not exist"]),
@@ -136,3 +139,24 @@ def test_shape_option_for_dynamic_inputs(files, capsys):
     status, out, err = run(capsys, "compile", "dyn.onnx", "dyn.graphtune.json", "--shape",
                            "input=1,8,8,8", "-o", "dyn.so")
     assert status == 0 and (files / "dyn.so").exists(), err
+
+
+@pytest.mark.parametrize("sent", [0, 1])
+def test_peer_process_leaves_quietly_when_the_parent_goes_away(sent):
+    """A parent that fails (before or after starting the peer) must not leave an EOFError."""
+    requests_read, requests_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    code = f"from graphtune.peers import _serve; _serve({requests_read}, {replies_write})"
+    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
+                            pass_fds=(requests_read, replies_write))
+    os.close(requests_read)
+    os.close(replies_write)
+    with os.fdopen(requests_write, "wb") as requests, os.fdopen(replies_read, "rb") as replies:
+        if sent:
+            model = residual()
+            feeds = {"input": np.zeros((1, 8, 8, 8), "float32")}
+            pickle.dump(("ort", model.SerializeToString(), 1, feeds), requests)
+            requests.flush()
+            assert pickle.load(replies)[0].shape == (1, 16, 8, 8)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and "Traceback" not in err, err

@@ -135,12 +135,14 @@ _lines = st.one_of(
 )
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(_lines, max_size=6), newline=st.booleans())
 def test_fuzz_records_files_load_or_warn(tmp_path, lines, newline):
     """Whatever a records file holds, loading it warns or yields only valid records."""
     path = tmp_path / "fuzz.records.jsonl"
-    path.write_text("\n".join(line.replace("\n", " ") for line in lines) + ("\n" if newline else ""))
+    text = "\n".join(line.replace("\n", " ") for line in lines)
+    path.write_text(text + ("\n" if newline else ""))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         recs = Records(path)
