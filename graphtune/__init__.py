@@ -26,6 +26,7 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 
 from .config import Config  # noqa: E402
 from .errors import (  # noqa: E402
+    ArgumentError,
     ConfigError,
     ConfigMismatchError,
     GraphError,
@@ -63,6 +64,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "ArgumentError",
     "Candidate",
     "CompiledModel",
     "Config",

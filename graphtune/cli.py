@@ -1,7 +1,10 @@
 """``graphtune`` command line: tune, solve, compile, bench and show, on top of the Python API.
 
-Errors graphtune raises on bad input are printed as one line saying what to
-do, with exit status 2; anything else is a bug and keeps its traceback.
+Every option and output path is checked before any work starts. Errors
+graphtune raises on bad input (and file-system errors) are printed as one line
+saying what to do, with exit status 2; anything else is a bug, reported as one
+line asking for a bug report (exit status 3; ``GRAPHTUNE_TRACEBACK=1`` shows
+the traceback).
 
 Examples
 --------
@@ -21,26 +24,33 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .errors import GraphtuneError
+from .checks import check_choice, check_positive, check_writable, parse_shape_dict
+from .errors import ArgumentError, GraphtuneError
 
 __all__ = ["main", "build_parser"]
 
 
 def _tune(args: argparse.Namespace) -> None:
     from .pipeline import tune
+    from .solve import METHODS
 
+    check_choice(args.solver, METHODS, "--solver")
+    out = args.output or f"{os.path.splitext(os.path.basename(args.model))[0]}.graphtune.json"
+    check_writable(out, "config file (-o)")
+    if args.graph:
+        check_writable(args.graph, "layout graph file (--graph)")
     runner = None
     if args.rpc_tracker or args.rpc_key:
         if not (args.rpc_tracker and args.rpc_key):
-            raise GraphtuneError("--rpc-tracker and --rpc-key go together: give both "
+            raise ArgumentError("--rpc-tracker and --rpc-key go together: give both "
                                  "(e.g. --rpc-tracker 127.0.0.1:9190 --rpc-key x86)")
         from .measure import RPCRunner
 
         runner = RPCRunner(args.rpc_tracker, args.rpc_key)
     result = tune(args.model, records=args.records, max_candidates=args.max_candidates,
                   solver=args.solver, time_limit=args.time_limit, image_size=args.image_size,
-                  runner=runner, progress=not args.quiet)
-    out = args.output or f"{os.path.splitext(os.path.basename(args.model))[0]}.graphtune.json"
+                  runner=runner, retry_errors=args.retry_errors,
+                  shape_dict=parse_shape_dict(args.shape), progress=not args.quiet)
     result.config.save(out)
     if args.graph:
         with open(args.graph, "w") as handle:
@@ -51,13 +61,17 @@ def _tune(args: argparse.Namespace) -> None:
 
 def _solve(args: argparse.Namespace) -> None:
     from .graph import LayoutGraph
-    from .solve import solve
+    from .solve import METHODS, solve
 
+    check_choice(args.method, METHODS, "--method")
     try:
         with open(args.graph) as handle:
             graph = LayoutGraph.from_json(handle.read())
     except OSError as err:
-        raise GraphtuneError(f"{args.graph}: cannot read the layout graph ({err.strerror})") from None
+        raise ArgumentError(f"{args.graph}: cannot read the layout graph "
+                            f"({err.strerror})") from None
+    except UnicodeDecodeError:
+        raise ArgumentError(f"{args.graph}: not a layout graph (binary, not JSON)") from None
     sol = solve(graph, method=args.method, time_limit=args.time_limit)
     status = "proven optimal" if sol.optimal else f"gap {sol.relative_gap:.2%}"
     print(f"{len(graph)} nodes: energy {sol.energy:.4f} ms, lower bound {sol.lower_bound:.4f} ms, "
@@ -73,17 +87,26 @@ def _compile(args: argparse.Namespace) -> None:
     from .config import Config
     from .models.resolve import resolve
 
+    check_writable(args.output, "library (-o)")
+    shapes = parse_shape_dict(args.shape)
+    config = Config.load(args.config)
     model, _ = resolve(args.model, image_size=args.image_size)
-    compiled = compile(model, Config.load(args.config))
+    compiled = compile(model, config, shape_dict=shapes)
     compiled.export_library(args.output)
     print(f"compiled in {compiled.compile_seconds:.1f} s, library written to {args.output}")
     print(compiled.schedule_summary())
 
 
 def _bench(args: argparse.Namespace) -> None:
+    from .peers import PEERS
     from .report import bench_model, markdown_table
 
     peers = [p for p in args.vs.split(",") if p] if args.vs else []
+    for name in peers:
+        check_choice(name, PEERS, "--vs peer")
+    check_positive(args.repeat, "--repeat", integer=True)
+    if args.json:
+        check_writable(args.json, "JSON file (--json)")
     row = bench_model(args.model, config=args.config, peers=peers, image_size=args.image_size,
                       repeat=args.repeat)
     print(markdown_table([row]))
@@ -115,14 +138,22 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--image-size", type=int, default=None,
                        help="input size for zoo models (default: the published size)")
 
+    def shape_arg(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--shape", action="append", default=[], metavar="NAME=D0,D1,...",
+                       help="static shape of a dynamic ONNX input (repeatable), "
+                            "e.g. input=1,3,224,224")
+
     p = sub.add_parser("tune", help="measure and solve; write the config")
     model_args(p)
+    shape_arg(p)
     p.add_argument("-o", "--output", help="config file (default MODEL.graphtune.json)")
     p.add_argument("--records", default="auto",
                    help="records file, created if missing (default MODEL.records.jsonl)")
     p.add_argument("--max-candidates", type=int, default=32,
                    help="kernel candidates measured per workload (default 32)")
-    p.add_argument("--solver", default="auto", help="auto, dp, pbqp, cpsat or brute")
+    p.add_argument("--solver", default="auto", help="auto, dp, pbqp, cpsat, lp or brute")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="measure again the tasks recorded as errors (e.g. time-outs)")
     p.add_argument("--time-limit", type=float, default=None, help="solver time limit (s)")
     p.add_argument("--graph", help="also write the measured layout graph (JSON)")
     p.add_argument("--rpc-tracker", metavar="HOST:PORT",
@@ -133,13 +164,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("solve", help="solve a saved layout graph (graphtune tune --graph)")
     p.add_argument("graph", help="layout graph JSON")
-    p.add_argument("--method", default="auto", help="auto, dp, pbqp, cpsat or brute")
+    p.add_argument("--method", default="auto", help="auto, dp, pbqp, cpsat, lp or brute")
     p.add_argument("--time-limit", type=float, default=None)
     p.add_argument("-v", "--verbose", action="store_true", help="print the chosen candidates")
     p.set_defaults(run=_solve)
 
     p = sub.add_parser("compile", help="compile a model with a config to a shared library")
     model_args(p)
+    shape_arg(p)
     p.add_argument("config", help="config file from graphtune tune")
     p.add_argument("-o", "--output", required=True, help="library to write (.so)")
     p.set_defaults(run=_compile)
@@ -171,13 +203,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args.run(args)
     except GraphtuneError as err:
-        print(f"graphtune: error: {err}", file=sys.stderr)
-        return 2
+        return _fail(f"error: {err}", 2)
+    except OSError as err:  # the file system refused (disk full, file vanished...)
+        where = f"{err.filename}: " if err.filename else ""
+        return _fail(f"error: {where}{err.strerror or err}", 2)
     except KeyboardInterrupt:
-        print("graphtune: interrupted; finished measurements are in the records file",
-              file=sys.stderr)
-        return 130
+        return _fail("interrupted; finished measurements are in the records file", 130)
+    except Exception as err:  # noqa: BLE001 (anything else is a bug: one line, not a traceback)
+        if os.environ.get("GRAPHTUNE_TRACEBACK"):
+            raise
+        return _fail(f"internal error ({type(err).__name__}: {err}); this is a bug, please "
+                     "report it with the command line (GRAPHTUNE_TRACEBACK=1 shows the "
+                     "traceback)", 3)
     return 0
+
+
+def _fail(message: str, status: int) -> int:
+    """Print ``message`` as one line on stderr; return ``status``."""
+    print(f"graphtune: {' '.join(message.split())}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":

@@ -132,6 +132,11 @@ class NodeConfig:
             _check_workload(f"{where}.workload", op, workload)
         elif workload is not None and not isinstance(workload, Mapping):
             raise ConfigError(f"{where}.workload: expected an object or null for a join")
+        elif workload is not None and "inputs" in workload:
+            inputs = workload["inputs"]
+            if not (isinstance(inputs, list) and all(isinstance(i, str) for i in inputs)):
+                raise ConfigError(f"{where}.workload.inputs: expected a list of node names "
+                                  f"(strings), got {inputs!r}")
         layouts = {}
         for key in ("in_layout", "out_layout"):
             value = data.get(key)
@@ -336,6 +341,10 @@ class Config:
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON at line {err.lineno} column {err.colno}: "
                               f"{err.msg}") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: not a config file (binary, not UTF-8 JSON)") from None
+        except OSError as err:  # a folder, no permission...
+            raise ConfigError(f"{path}: cannot read the config file ({err.strerror})") from None
         try:
             return cls.from_dict(data)
         except ConfigError as err:

@@ -23,6 +23,7 @@ __all__ = [
     "ConfigMismatchError",
     "MeasureError",
     "ModelError",
+    "ArgumentError",
 ]
 
 
@@ -60,3 +61,10 @@ class MeasureError(GraphtuneError):
 
 class ModelError(GraphtuneError, ValueError):
     """A model cannot be loaded or is not supported (unknown zoo name, bad ONNX file...)."""
+
+
+class ArgumentError(GraphtuneError, ValueError):
+    """An argument, option or output path is unusable (unknown solver, repeat < 1, unwritable file).
+
+    Raised before any work starts, so nothing measured or compiled is lost.
+    """

@@ -25,11 +25,12 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 import onnx
 
-from .errors import ModelError
+from .errors import ArgumentError, ModelError
 
 __all__ = ["PEERS", "peer", "available", "PeerProcess"]
 
@@ -126,7 +127,7 @@ def _entry(name: str) -> tuple[str, Callable]:
     try:
         return PEERS[name]
     except KeyError:
-        raise ValueError(f"unknown peer {name!r}; valid peers are: "
+        raise ArgumentError(f"unknown peer {name!r}; valid peers are: "
                          f"{', '.join(sorted(PEERS))}") from None
 
 
@@ -137,19 +138,30 @@ def _serve(read_fd: int, write_fd: int) -> None:
             pickle.dump(value, replies)
             replies.flush()
 
-        name, model_bytes, threads, feeds = pickle.load(requests)
+        try:
+            name, model_bytes, threads, feeds = pickle.load(requests)
+        except EOFError:  # the parent stopped before sending the model
+            return
         try:
             run = peer(name, onnx.load_from_string(model_bytes), threads)
             reply([np.asarray(o) for o in run(feeds)])
         except Exception as err:  # reported to the parent, which raises it
             reply(ModelError(f"peer {name!r} failed to start: {err}"))
             return
-        while (settle := pickle.load(requests)) is not None:
+        while (settle := _request(requests)) is not None:
             for _ in range(settle):
                 run(feeds)
             start = time.perf_counter()
             run(feeds)
             reply((time.perf_counter() - start) * 1e3)
+
+
+def _request(requests: Any) -> int | None:
+    """The next request of the parent; None to stop (also when the parent went away)."""
+    try:
+        return pickle.load(requests)
+    except EOFError:
+        return None
 
 
 class PeerProcess:

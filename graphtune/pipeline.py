@@ -29,12 +29,13 @@ import networkx as nx
 
 from . import x86
 from .config import Config
+from .checks import check_choice, check_positive
 from .errors import MeasureError
 from .frontend.extract import extract
 from .graph import Candidate, LayoutGraph
 from .measure import LocalRunner, Records, Runner, Task, measure
 from .models.resolve import resolve
-from .solve import Solution, solve
+from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "tune", "kernel_best_solution", "LAYOUT_OPS"]
 
@@ -111,6 +112,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          max_candidates: int | None = 32, solver: str = "auto",
          time_limit: float | None = None, image_size: int | None = None,
          runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
+         retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
          progress: bool = True) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
@@ -138,6 +140,12 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         Where kernels are timed (default this machine).
     min_repeat_ms, repeat : float, int
         Timing: each repeat lasts at least ``min_repeat_ms``; medians of ``repeat``.
+    retry_errors : bool
+        Measure again the tasks whose record is an error (a time-out on a busy
+        machine...) instead of reusing the error.
+    shape_dict : mapping of str to list of int, optional
+        Static shapes of ONNX inputs with dynamic dimensions
+        (e.g. ``{"input": [1, 3, 224, 224]}``).
     progress : bool
         Progress bars per phase.
 
@@ -147,6 +155,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
 
     Raises
     ------
+    ArgumentError
+        For an invalid option (unknown solver, repeat < 1...), checked before any work.
     ModelError
         For an unknown zoo name or an unreadable model.
     MeasureError
@@ -167,6 +177,11 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         phases[phase] = now - clock
         clock = now
 
+    check_choice(solver, METHODS, "solver")
+    check_positive(time_limit, "time_limit", optional=True)
+    check_positive(max_candidates, "max_candidates", integer=True, optional=True)
+    check_positive(repeat, "repeat", integer=True)
+    check_positive(min_repeat_ms, "min_repeat_ms")
     onnx_model, name = resolve(model, image_size=image_size)
     runner = LocalRunner() if runner is None else runner
     tgt = runner.resolve_target(target)
@@ -174,18 +189,18 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     if records == "auto":
         records = f"{name}.records.jsonl"
     store = Records(records)
-    graph = extract(onnx_model, tgt, max_candidates)
+    graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict)
     lap("extract")
 
     timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
-              "progress": progress}
+              "retry_errors": retry_errors, "progress": progress}
     kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
                            for c in graph.candidates(node)]
                     for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
     flat = [t for tasks in kernel_tasks.values() for t in tasks]
     by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
     for node, tasks in kernel_tasks.items():
-        graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task))
+        graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key))
     lap("kernels")
 
     pairs = graph.transform_pairs()
@@ -196,7 +211,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     for (shape, src, dst), rec in zip(pairs, transform_records):
         if not rec.ok:
             raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
-                               f"{rec.error}; remove its record from {records} to retry")
+                               f"{rec.error}; {_retry_hint(store, [rec.task], key)}")
         transform_ms[(shape, src, dst)] = rec.median_ms
     graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
     lap("transforms")
@@ -210,8 +225,19 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                       {"kernels": len(set(flat)), "transforms": len(transform_tasks)})
 
 
-def _fastest_per_layout_pair(node: str, tasks: list[Task],
-                             by_task: Mapping[Task, Any]) -> list[Candidate]:
+def _retry_hint(store: Records, tasks: list[Task], key: dict) -> str:
+    """How to measure failed ``tasks`` again: retry_errors, or which record lines to delete."""
+    lines = sorted({n for n in (store.line_of(t, key) for t in tasks) if n is not None})
+    where = ""
+    if store.path is not None and lines:
+        shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
+        where = f", or delete line(s) {shown} of {store.path}"
+    return ("errors are reused on reruns: retry with retry_errors=True (graphtune tune "
+            f"--retry-errors){where}")
+
+
+def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task, Any],
+                             store: Records, key: dict) -> list[Candidate]:
     """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair."""
     best: dict[tuple[str, str], Candidate] = {}
     errors = []
@@ -226,7 +252,8 @@ def _fastest_per_layout_pair(node: str, tasks: list[Task],
             best[layouts] = cand
     if not best:
         raise MeasureError(f"node {node!r}: all {len(tasks)} candidates failed to build or run; "
-                           f"first error: {errors[0] if errors else 'none'}")
+                           f"first error: {errors[0] if errors else 'none'}; "
+                           f"{_retry_hint(store, tasks, key)}")
     return sorted(best.values(), key=lambda c: c.cost)
 
 

@@ -176,6 +176,7 @@ def bench_model(model: Any, config: str | os.PathLike | None = None,
     configs = {"gt-uniform": Config.uniform(proto)}
     if config is not None:
         configs["gt-config"] = Config.load(config)
+        configs["gt-config"].check(proto)  # a mismatch fails before any peer starts
     row = compare(proto, configs, peers=peers, repeat=repeat)
     row["model"] = name
     return row

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import tvm
@@ -123,7 +124,8 @@ def _output_names(model: Any, mod: tvm.IRModule) -> list[str]:
     return [f"output{i}" for i in range(count)]
 
 
-def compile(model: Any, config: Config | str, target: Any = None) -> CompiledModel:  # noqa: A001
+def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A001
+            shape_dict: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
     """Compile ``model`` with the layouts and knobs of ``config`` for the x86 CPU ``target``.
 
     Parameters
@@ -134,6 +136,8 @@ def compile(model: Any, config: Config | str, target: Any = None) -> CompiledMod
         The per-node choices; a path is read with :meth:`Config.load`.
     target : tvm.target.Target or dict, optional
         Default: this host (:func:`graphtune.x86.host_target`).
+    shape_dict : mapping of str to list of int, optional
+        Static shapes of ONNX inputs with dynamic dimensions.
 
     Returns
     -------
@@ -169,7 +173,7 @@ def compile(model: Any, config: Config | str, target: Any = None) -> CompiledMod
                       f"{x86.target_key(tgt)['mcpu']!r}: results are correct, its choices may "
                       "not be the fastest here — re-tune on this machine", UserWarning,
                       stacklevel=2)
-    mod = frontend.import_model(model)
+    mod = frontend.import_model(model, shape_dict=shape_dict)
     ops = frontend.layout_ops(mod)
     config.check(ops)
     plans = plan_nodes(ops, config, tgt)

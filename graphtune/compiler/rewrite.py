@@ -28,7 +28,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..errors import LayoutError
+from ..errors import ConfigError, LayoutError
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout, kernel_layout
 from .consts import eval_const
@@ -100,6 +100,7 @@ class _Rewriter:
         self.cache: dict[tuple[relax.Var, int], relax.Expr] = {}
         self.anchors: dict[Constant, NodePlan] = {}
         self.consts: dict[relax.Var, np.ndarray] = {}  # constant-only bindings, evaluated
+        self.errors: list[Exception] = []  # config errors found while rewriting
         self.source: dict[relax.Var, str | None] = {}  # layout node / join a tensor comes from
 
     # ------------------------------------------------------------ tensors
@@ -320,8 +321,15 @@ class _Rewriter:
             name, layout = self.joins[key]
             self.source[var] = name
             blk = block_of(layout)
-            if all(_shape(arg)[1] % blk == 0 for arg in inputs if blk):
-                return blk
+            channels_in = [_shape(arg)[1] for arg in inputs]
+            if blk and any(c % blk for c in channels_in):
+                # raised once the function is closed (raising inside leaves TVM printing a warning)
+                self.errors.append(ConfigError(
+                    f"nodes.{name}.out_layout: {layout} does not divide the channels "
+                    f"{channels_in} of the join's inputs; give it a block that divides them, "
+                    "or NCHW"))
+                return 0
+            return blk
         for arg in inputs:
             blk = self.blocked(arg)
             if blk and channels % blk == 0 and all(_shape(a)[1] % blk == 0 for a in inputs):
@@ -397,6 +405,8 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
                     state.visit(binding.var, binding.value)
             output = bb.emit_output(state.plain_args(body.body))
         bb.emit_func_output(output)
+    if state.errors:
+        raise state.errors[0]
     new_mod = bb.get()
     for gvar, other in mod.functions.items():
         if gvar.name_hint != func_name:

@@ -155,7 +155,8 @@ def _static_input_shapes(proto: onnx.ModelProto, shape_dict) -> dict[str, list[i
                 shown = [d.dim_param or (d.dim_value if d.HasField("dim_value") else "?") for d in dims]
                 raise ModelError(
                     f"graph input {value.name!r} has a dynamic shape {shown}; graphtune needs static "
-                    f"shapes: pass shape_dict={{{value.name!r}: [...]}}"
+                    f"shapes: pass shape_dict={{{value.name!r}: [...]}} to tune, compile or "
+                    f"extract (command line: --shape {value.name}=D0,D1,...)"
                 )
         shapes[value.name] = shape
     return shapes

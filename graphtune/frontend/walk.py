@@ -78,6 +78,11 @@ _KNOWN_FIXED = frozenset(
         "nn.adaptive_avg_pool2d", "where", "isnan", "rsqrt", "square", "erf",
     )
 )
+_UNTUNED_CONVS = {
+    "relax.nn.conv1d": "conv1d (graphtune tunes 2-D convolutions only; compiled by TVM as is)",
+    "relax.nn.conv3d": "conv3d (graphtune tunes 2-D convolutions only; compiled by TVM as is)",
+}
+"""Convolutions compiled correctly but not tuned: each gets a warning, not silence."""
 _DEFAULT_NAME = re.compile(r"^(lv|gv|tmp)\d*$")
 
 
@@ -394,6 +399,8 @@ class _Walker:
             found = self._conv2d(call)
         elif name == "relax.matmul":
             found = self._dense(call)
+        elif name in _UNTUNED_CONVS:
+            found = _UNTUNED_CONVS[name]
         else:
             return None
         if isinstance(found, str):

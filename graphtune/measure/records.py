@@ -2,8 +2,10 @@
 
 Each line is one :class:`Record` (design.md, "Records file"). Lines are written,
 flushed and fsync'ed one at a time as measurements finish, so a crash loses at
-most the line being written; a torn last line is skipped with a warning when
-the file is read and cut off before the next append. A rerun looks records up
+most the line being written; a torn last line (no newline) is skipped with a
+warning when the file is read and cut off at the next append, which holds an
+exclusive lock, so several processes can share one file. Invalid lines are
+skipped with a warning naming the file and line. A rerun looks records up
 by (target, kind, workload, knobs, TVM version) and measures only what is missing.
 
 Examples
@@ -20,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -175,14 +178,49 @@ class Record:
         """Rebuild a record from a parsed records-file line.
 
         Raises ``KeyError``/``TypeError`` for missing or unexpected fields and
-        MeasureError for an invalid task; see :meth:`to_json` for an example.
+        MeasureError for an invalid task or a value no measurement can have (a
+        median that is not a positive finite number...); see :meth:`to_json`
+        for an example.
         """
+        if not isinstance(data, Mapping):
+            raise MeasureError(f"expected a JSON object, got {type(data).__name__}")
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         fields.setdefault("number", None)
         fields.setdefault("timing", None)
         record = cls(**fields)
         Task(record.kind, record.workload, record.knobs)  # validates kind and workload
+        _check_fields(record)
         return record
+
+
+def _positive(value: Any) -> bool:
+    """True for a finite number > 0 (not a bool)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def _check_fields(record: Record) -> None:
+    """Raise MeasureError naming the first field of ``record`` that no measurement can have."""
+    optional_types = {"error": str, "threads": int, "number": int, "timing": str}
+    problems = [f"{name} must be a {kind.__name__} or null, got {getattr(record, name)!r}"
+                for name, kind in optional_types.items()
+                if not isinstance(getattr(record, name), (kind, type(None)))]
+    if not isinstance(record.target, dict):
+        problems.append(f"target must be an object, got {record.target!r}")
+    if not isinstance(record.tvm, str):
+        problems.append(f"tvm must be a string, got {record.tvm!r}")
+    if not isinstance(record.ms, list):
+        problems.append(f"ms must be a list, got {record.ms!r}")
+    elif record.error is None:
+        if not record.ms or not all(_positive(m) for m in record.ms):
+            problems.append(f"ms must hold positive finite times, got {record.ms!r}")
+        if not _positive(record.median_ms):
+            problems.append(f"median_ms must be a positive finite number, got "
+                            f"{record.median_ms!r}")
+    elif record.median_ms is not None:
+        problems.append(f"median_ms must be null in an error record, got {record.median_ms!r}")
+    if problems:
+        raise MeasureError(problems[0])
 
 
 def _now() -> str:
@@ -195,14 +233,22 @@ class Records:
     Parameters
     ----------
     path : str or os.PathLike, optional
-        The records file (``*.records.jsonl``). It is read if it exists and
-        appended to by :meth:`append`; its directory must exist. None keeps
-        records in memory only.
+        The records file (``*.records.jsonl``). It is read if it exists,
+        created if not, and appended to by :meth:`append`; its folder must
+        exist and be writable (checked at once, before any measurement). None
+        keeps records in memory only.
+    writable : bool
+        False only reads the file (:meth:`load`); appending still needs write access.
 
     Notes
     -----
     When a task has several records (e.g. an error, then a success after a
-    retry), the last one wins.
+    retry), the last one wins. Several processes may share one file: each
+    append takes an exclusive lock (``flock``), first reads the lines others
+    appended since, and never removes a byte it did not see as a torn tail
+    under that lock. Invalid lines (not JSON, unknown task, a median that is
+    not a positive finite number...) are skipped with a warning naming the
+    file and line.
 
     Examples
     --------
@@ -211,17 +257,28 @@ class Records:
     0
     """
 
-    def __init__(self, path: str | os.PathLike | None = None) -> None:
+    def __init__(self, path: str | os.PathLike | None = None, *, writable: bool = True) -> None:
         self.path = None if path is None else os.fspath(path)
         self._index: dict[str, Record] = {}
-        self._good_size: int | None = None  # bytes of intact lines when the tail is torn
+        self._line: dict[str, int] = {}  # record key -> line number in the file
+        self._offset = 0  # bytes of complete lines read so far
+        self._lines = 0  # complete lines read so far
         if self.path is not None:
             folder = os.path.dirname(os.path.abspath(self.path))
             if not os.path.isdir(folder):
                 raise MeasureError(
                     f"records file {self.path}: folder {folder} does not exist; create it first")
-            if os.path.exists(self.path):
-                self._read()
+            try:
+                with open(self.path, "a+b" if writable else "rb") as handle:
+                    tail = self._read_new(handle)
+            except OSError as err:
+                raise MeasureError(f"records file {self.path} cannot be opened for "
+                                   f"{'writing' if writable else 'reading'} ({err.strerror}); "
+                                   "choose another path") from None
+            if tail.strip() and self._parse(tail, self._lines + 1, quiet=True) is None:
+                warnings.warn(
+                    f"{self.path}: skipping torn last line {self._lines + 1} ({len(tail)} "
+                    "bytes, no newline); it is cut off before the next append", stacklevel=2)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Records":
@@ -245,33 +302,45 @@ pass it to measure(..., records=PATH) to create it
                 f"records file {os.fspath(path)} does not exist; "
                 "pass it to measure(..., records=PATH) to create it"
             )
-        return cls(path)
+        return cls(path, writable=False)
 
-    def _read(self) -> None:
-        with open(self.path, "rb") as fh:
-            data = fh.read()
-        lines = data.split(b"\n")
-        offset = 0
-        for number, raw in enumerate(lines, start=1):
-            start, offset = offset, offset + len(raw) + 1
-            if not raw.strip():
-                continue
-            try:
-                record = Record.from_dict(json.loads(raw))
-            except (ValueError, KeyError, TypeError, MeasureError) as err:
-                if all(not rest.strip() for rest in lines[number:]):
-                    warnings.warn(
-                        f"{self.path}: skipping torn last line {number} ({len(raw)} bytes: "
-                        f"{type(err).__name__}); it is cut off before the next append",
-                        stacklevel=3)
-                    self._good_size = start
-                    return
-                warnings.warn(f"{self.path}: skipping unreadable line {number} ({err}); "
-                              "delete that line to silence this warning", stacklevel=3)
-                continue
-            self._index[record.key] = record
-        if data and not data.endswith(b"\n"):
-            self._good_size = -1  # last record lacks its newline: add it before appending
+    def _parse(self, raw: bytes, number: int, quiet: bool = False) -> Record | None:
+        """Index the record on line ``number``; warn (unless ``quiet``) and skip a bad one."""
+        try:
+            record = Record.from_dict(json.loads(raw))
+        except (ValueError, KeyError, TypeError, MeasureError) as err:
+            if not quiet:
+                warnings.warn(f"{self.path}: skipping unreadable line {number} "
+                              f"({type(err).__name__}: {err}); delete that line to silence this "
+                              "warning", stacklevel=4)
+            return None
+        self._index[record.key] = record
+        self._line[record.key] = number
+        return record
+
+    def _read_new(self, handle: Any) -> bytes:
+        """Index the complete lines after ``self._offset``; return the bytes after the last one."""
+        handle.seek(self._offset)
+        data = handle.read()
+        end = data.rfind(b"\n") + 1
+        for raw in data[:end].split(b"\n")[:-1]:
+            self._lines += 1
+            if raw.strip():
+                self._parse(raw, self._lines)
+        self._offset += end
+        return data[end:]
+
+    def line_of(self, task: Task, target: Any = None) -> int | None:
+        """The line of the records file holding the record :meth:`get` returns, or None.
+
+        Examples
+        --------
+        >>> t = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
+        ...                        "dtype": "float32"})
+        >>> Records().line_of(t, {"kind": "llvm"}) is None
+        True
+        """
+        return self._line.get(record_key(task, target_key_of(target), tvm_version()))
 
     def __len__(self) -> int:
         return len(self._index)
@@ -292,18 +361,34 @@ pass it to measure(..., records=PATH) to create it
         1
         """
         if self.path is not None:
-            line = record.to_json() + "\n"
-            if self._good_size is not None:
-                if self._good_size >= 0:
-                    os.truncate(self.path, self._good_size)
-                else:
-                    line = "\n" + line
-                self._good_size = None
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                handle = open(self.path, "a+b")
+            except OSError as err:
+                raise MeasureError(f"records file {self.path} cannot be written "
+                                   f"({err.strerror}); choose another path") from None
+            with handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when closed
+                self._append_locked(handle, record)
+            return
         self._index[record.key] = record
+
+    def _append_locked(self, handle: Any, record: Record) -> None:
+        """Append under the lock: read what others appended, mend a torn tail, write, fsync."""
+        tail = self._read_new(handle)
+        prefix = b""
+        if tail and self._parse(tail, self._lines + 1, quiet=True) is not None:
+            prefix = b"\n"  # a complete record lacking its newline (edited by hand)
+            self._lines += 1
+        elif tail:
+            # no writer is mid-line while we hold the lock: these bytes are a crashed write
+            os.ftruncate(handle.fileno(), self._offset)
+        handle.write(prefix + record.to_json().encode() + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+        self._lines += 1
+        self._offset = os.fstat(handle.fileno()).st_size
+        self._index[record.key] = record
+        self._line[record.key] = self._lines
 
     def get(self, task: Task, target: Any = None) -> Record | None:
         """The record of ``task`` on ``target`` with the installed TVM, or None.

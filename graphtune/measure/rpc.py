@@ -68,10 +68,22 @@ _SESSION: Any = None  # the open RPC session of a session process (child side)
 
 
 def _parse_address(tracker: str, key: str) -> tuple[str, int]:
+    """``(host, port)`` of ``"host:port"`` or ``"[ipv6]:port"``; MeasureError naming the fix.
+
+    Examples
+    --------
+    >>> _parse_address("[::1]:9190", "x86"), _parse_address("localhost:9190", "x86")
+    (('::1', 9190), ('localhost', 9190))
+    """
     host, sep, port = str(tracker).rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise MeasureError(f"RPC tracker address {tracker!r} (key {key!r}) must be 'host:port', "
-                           "e.g. '127.0.0.1:9190'")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        host = ""  # a bare IPv6 address is ambiguous: it needs brackets
+    if not sep or not host or not (port.isdigit() and 0 < int(port) < 65536):
+        raise MeasureError(f"RPC tracker address {tracker!r} (key {key!r}) must be 'host:port' "
+                           "with a port from 1 to 65535 (IPv6: '[::1]:9190'), e.g. "
+                           "'127.0.0.1:9190'")
     return host, int(port)
 
 
@@ -301,6 +313,7 @@ class RPCRunner(Runner):
                  max_sessions: int | None = None, target: Any = None, retries: int = 2,
                  request_timeout: float = 60.0, n_parallel: int | None = None,
                  build_ahead: bool = True, func_of: Callable = prim_func_of) -> None:
+        _parse_address(tracker, key)  # a malformed address fails here, before any work
         self.tracker = tracker
         self.key = key
         self.session_timeout = session_timeout

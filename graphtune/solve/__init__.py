@@ -28,6 +28,7 @@ import inspect
 import time
 from typing import Any, Callable
 
+from ..errors import ArgumentError
 from ..graph import LayoutGraph
 from .auto import solve_auto
 from .brute import solve_brute
@@ -93,10 +94,10 @@ def solve(graph: LayoutGraph, method: str = "auto", time_limit: float | None = N
     >>> solve(g, method="magic")
     Traceback (most recent call last):
     ...
-    ValueError: unknown solve method 'magic'; valid methods are: auto, brute, cpsat, dp, lp, pbqp
+    graphtune.errors.ArgumentError: unknown solve method 'magic'; valid methods are: auto, brute, cpsat, dp, lp, pbqp
     """
     if method not in METHODS:
-        raise ValueError(f"unknown solve method {method!r}; valid methods are: {', '.join(sorted(METHODS))}")
+        raise ArgumentError(f"unknown solve method {method!r}; valid methods are: {', '.join(sorted(METHODS))}")
     func = METHODS[method]
     allowed = _limits_of(func)
     unknown = sorted(set(limits) - set(allowed))
