@@ -29,10 +29,13 @@ import onnx
 
 from .builder import GraphBuilder
 
-__all__ = ["shufflenet_v2", "STAGES"]
+__all__ = ["shufflenet_v2", "channel_shuffle", "floor_divide", "STAGES", "LINEAR_GAIN"]
 
 STAGES: tuple[tuple[int, int], ...] = ((4, 116), (8, 232), (4, 464))
 """Stages 2-4 as (units, output channels)."""
+
+LINEAR_GAIN = 0.5
+"""He-gain of the depthwise convs, which feed no ReLU (keeps activations of order one)."""
 
 
 def _int(value: int | list[int]) -> np.ndarray:
@@ -102,7 +105,8 @@ def _unit(b: GraphBuilder, x: str, p: str, out: int, stride: int) -> str:
 
     def branch2(y: str) -> str:
         y = b.relu(b.conv_bn(y, f"{p}.branch2.0", f"{p}.branch2.1", half, 1), f"{p}.branch2.2")
-        y = b.conv_bn(y, f"{p}.branch2.3", f"{p}.branch2.4", half, 3, stride, 1, groups=half)
+        y = b.conv_bn(y, f"{p}.branch2.3", f"{p}.branch2.4", half, 3, stride, 1, groups=half,
+                      gain=LINEAR_GAIN)
         return b.relu(b.conv_bn(y, f"{p}.branch2.5", f"{p}.branch2.6", half, 1),
                       f"{p}.branch2.7")
 
@@ -111,7 +115,8 @@ def _unit(b: GraphBuilder, x: str, p: str, out: int, stride: int) -> str:
         parts = [left, branch2(right)]
     else:
         cin = b.shape(x)[1]
-        y = b.conv_bn(x, f"{p}.branch1.0", f"{p}.branch1.1", cin, 3, stride, 1, groups=cin)
+        y = b.conv_bn(x, f"{p}.branch1.0", f"{p}.branch1.1", cin, 3, stride, 1, groups=cin,
+                      gain=LINEAR_GAIN)
         y = b.relu(b.conv_bn(y, f"{p}.branch1.2", f"{p}.branch1.3", half, 1), f"{p}.branch1.4")
         parts = [y, branch2(x)]
     return channel_shuffle(b, b.concat(parts, f"{p}.concat"), f"{p}.shuffle")
