@@ -239,7 +239,7 @@ class GraphBuilder:
         return self._node("Add", [scaled, self._const(f"{name}.bias", shift)], name,
                           self._shapes[x])
 
-    def norm(self, x: str, name: str) -> str:
+    def norm(self, x: str, name: str, eps: float = 1e-5) -> str:
         """Inference batch norm ``name`` of ``x``'s channels: :meth:`affine` when folding,
         else a ``BatchNormalization`` node with seeded statistics.
 
@@ -259,13 +259,14 @@ class GraphBuilder:
         mean = self._const(f"{name}.running_mean", self._random((c,), _BIAS_STD))
         var = self._const(f"{name}.running_var", 1.0 + self._random((c,), 0.1))
         return self._node("BatchNormalization", [x, scale, shift, mean, var], name,
-                          self._shapes[x], epsilon=1e-5)
+                          self._shapes[x], epsilon=eps)
 
     def conv_bn(self, x: str, name: str, bn_name: str, out_channels: int,
                 kernel: int | Sequence[int], stride: int = 1, padding: int | Sequence[int] = 0,
-                groups: int = 1, gain: float = 1.0) -> str:
+                groups: int = 1, gain: float = 1.0, eps: float = 1e-5) -> str:
         """Conv ``name`` followed by batch norm ``bn_name``: one biased conv when folding,
-        else a bias-free conv and a ``BatchNormalization`` (see :meth:`conv` for the arguments).
+        else a bias-free conv and a ``BatchNormalization`` with epsilon ``eps`` (see
+        :meth:`conv` for the other arguments).
 
         Examples
         --------
@@ -278,7 +279,32 @@ class GraphBuilder:
         if self.fold_bn:
             return self.conv(x, name, out_channels, kernel, stride, padding, groups, gain=gain)
         y = self.conv(x, name, out_channels, kernel, stride, padding, groups, bias=False, gain=gain)
-        return self.norm(y, bn_name)
+        return self.norm(y, bn_name, eps)
+
+    def squeeze_excitation(self, x: str, name: str, squeeze: int, act: str = "relu",
+                           gate: str = "sigmoid") -> str:
+        """Squeeze-and-excitation (torchvision ``SqueezeExcitation``): ``GlobalAveragePool``
+        (``name.avgpool``), 1x1 conv ``name.fc1`` to ``squeeze`` channels, ``act``
+        (``"relu"``, ``"silu"``), 1x1 conv ``name.fc2`` back, ``gate`` (``"sigmoid"``,
+        ``"hardsigmoid"``), and the channel scaling ``Mul`` ``name``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.squeeze_excitation("input", "se", 2))
+        (1, 3, 4, 4)
+        """
+        acts = {"relu": self.relu, "silu": self.silu}
+        gates = {"sigmoid": lambda t, n: self.unary("Sigmoid", t, n),
+                 "hardsigmoid": self.hardsigmoid}
+        if act not in acts or gate not in gates:
+            raise ModelError(f"{self.name}: squeeze_excitation {name!r}: act must be one of "
+                             f"{sorted(acts)}, gate one of {sorted(gates)}")
+        c = self._shapes[x][1]
+        s = acts[act](self.conv(self.global_avg_pool(x, f"{name}.avgpool"), f"{name}.fc1",
+                                squeeze, 1), f"{name}.act")
+        s = gates[gate](self.conv(s, f"{name}.fc2", c, 1), f"{name}.gate")
+        return self.mul(x, s, name)
 
     def unary(self, op: str, x: str, name: str, **attrs: object) -> str:
         """A shape-preserving one-input op ``op`` (``Sigmoid``, ``Identity``, ``HardSigmoid``...).
