@@ -26,6 +26,7 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 
 from .config import Config  # noqa: E402
 from .errors import (  # noqa: E402
+    CompileError,
     ConfigError,
     ConfigMismatchError,
     GraphError,

@@ -23,6 +23,7 @@ __all__ = [
     "ConfigMismatchError",
     "MeasureError",
     "ModelError",
+    "CompileError",
 ]
 
 
@@ -60,3 +61,7 @@ class MeasureError(GraphtuneError):
 
 class ModelError(GraphtuneError, ValueError):
     """A model cannot be loaded or is not supported (unknown zoo name, bad ONNX file...)."""
+
+
+class CompileError(GraphtuneError):
+    """TVM failed while compiling a model; the message names the ONNX node (or the stage)."""

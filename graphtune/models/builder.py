@@ -146,7 +146,7 @@ class GraphBuilder:
     # ------------------------------------------------------------------ layers
     def conv(self, x: str, name: str, out_channels: int, kernel: int | Sequence[int],
              stride: int = 1, padding: int | Sequence[int] = 0, groups: int = 1,
-             bias: bool = True, gain: float = 1.0) -> str:
+             bias: bool = True, gain: float = 1.0, output: str | None = None) -> str:
         """2-D convolution with He-initialised weight ``name.weight`` and bias ``name.bias``.
 
         Parameters
@@ -167,6 +167,8 @@ class GraphBuilder:
             Whether the conv has a bias (a folded batch norm always gives one).
         gain : float
             Multiplier of the He standard deviation (``< 1`` damps residual branches).
+        output : str, optional
+            Output tensor name (default ``name``; a graph output's name).
 
         Returns
         -------
@@ -191,7 +193,7 @@ class GraphBuilder:
         if bias:
             inputs.append(self._const(f"{name}.bias", self._random((out_channels,), _BIAS_STD)))
         shape = (n, out_channels, self._window(h, kh, stride, ph), self._window(w, kw, stride, pw))
-        return self._node("Conv", inputs, name, shape, kernel_shape=[kh, kw],
+        return self._node("Conv", inputs, name, shape, output=output, kernel_shape=[kh, kw],
                           strides=[stride, stride], pads=[ph, pw, ph, pw],
                           dilations=[1, 1], group=groups)
 

@@ -59,4 +59,4 @@ def unet(batch_size: int = 1, image_size: int = 256, fold_bn: bool = True) -> on
     for i, skip in enumerate(reversed(skips), start=1):
         x = b.concat([skip, b.resize(x, f"up{i}.up", 2)], f"up{i}.concat")
         x = _double(b, x, f"up{i}.conv", b.shape(skip)[1])
-    return b.model([b.conv(x, "outc", CLASSES, 1, gain=0.7)])
+    return b.model([b.conv(x, "outc", CLASSES, 1, gain=0.7, output="output")])
