@@ -126,7 +126,7 @@ def _tvm_stage(stage: str, names: list[str], fn, *args, **kwargs):
         node = next((n for n in sorted(names, key=len, reverse=True) if n in text), None)
         where = f" at ONNX node {node!r}" if node else ""
         raise CompileError(f"compile: TVM failed while {stage} the model{where} "
-                           f"({type(err).__name__}: {lines[-1] if lines else ''}); check the model "
+                           f"({type(err).__name__}: {lines[0] if lines else ''}); check the model "
                            "with onnxruntime and report it") from None
 
 

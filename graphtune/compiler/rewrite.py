@@ -351,7 +351,7 @@ def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> s
         where = f"ONNX node {name!r} ({what})"
     detail = str(err).strip().splitlines()
     return (f"compile: TVM rejected {where} while rewriting layouts ({type(err).__name__}: "
-            f"{detail[-1] if detail else ''}); check the model with onnxruntime and report it")
+            f"{detail[0] if detail else ''}); check the model with onnxruntime and report it")
 
 
 def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
