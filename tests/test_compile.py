@@ -335,3 +335,24 @@ def test_tvm_failure_in_compile_is_a_graphtune_error():
     # an unlegalized blocked conv: TVM's VM codegen refuses it deep inside tvm.compile
     with pytest.raises(CompileError, match="TVM failed while building the model .*CodeGenVM"):
         _tvm_stage("building", ["conv1"], tvm.compile, bb.get(), target=x86.host_target())
+
+
+def test_tvm_type_error_in_rewrite_names_the_node():
+    """The int32/int64 mix of issue 12 (a binary op TVM refuses to re-emit) names its node."""
+    from graphtune.errors import CompileError
+
+    x = relax.Var("input", relax.TensorType([1, 4, 4, 4], "float32"))
+    weight = relax.const(np.ones((8, 4, 3, 3), "float32"))
+    conv = relax.DataflowVar("conv1", relax.TensorType([1, 8, 4, 4], "float32"))
+    bad = relax.Var("bias_add", relax.TensorType([1, 8, 4, 4], "float32"))
+    block = relax.DataflowBlock([
+        relax.VarBinding(conv, relax.BlockBuilder().normalize(
+            relax.op.nn.conv2d(x, weight, padding=[1, 1]))),
+        # built without normalisation, as a faulty importer could: float32 + int64
+        relax.VarBinding(bad, relax.Call(tvm.ir.Op.get("relax.add"),
+                                         [conv, relax.const(np.ones((1, 8, 1, 1), "int64"))])),
+    ])
+    func = relax.Function([x], relax.SeqExpr([block], bad), relax.TensorType([1, 8, 4, 4], "float32"))
+    with pytest.raises(CompileError, match="ONNX node 'bias_add' \\(relax.add\\).*TypeError: Binary "
+                                           "operators must have the same datatype"):
+        compile(tvm.IRModule({"main": func}), Config({}))
