@@ -431,3 +431,12 @@ def test_batch_norm_imports_as_per_channel_scale_and_shift():
     assert fixed == ["relax.reshape"]  # the flatten before the classifier, nothing else
     g = extract(model, max_candidates=2)
     assert sum(g.op(n) == "boundary" for n in g.nodes) == 3  # input, flatten, output
+
+
+def test_fold_docstring_examples():
+    import doctest
+
+    from graphtune.frontend import fold
+
+    result = doctest.testmod(fold)
+    assert result.attempted > 0 and result.failed == 0
