@@ -27,6 +27,7 @@ _os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
 from .config import Config  # noqa: E402
 from .errors import (  # noqa: E402
     ArgumentError,
+    CompileError,
     ConfigError,
     ConfigMismatchError,
     GraphError,

@@ -24,6 +24,7 @@ __all__ = [
     "MeasureError",
     "ModelError",
     "ArgumentError",
+    "CompileError",
 ]
 
 
@@ -68,3 +69,7 @@ class ArgumentError(GraphtuneError, ValueError):
 
     Raised before any work starts, so nothing measured or compiled is lost.
     """
+
+
+class CompileError(GraphtuneError):
+    """TVM failed while compiling a model; the message names the ONNX node (or the stage)."""

@@ -296,7 +296,13 @@ ZOO = {  # model: (conv2d, depthwise_conv2d, dense, joins)
     "densenet201": (200, 0, 1, 98),
     "mobilenet_v2": (35, 17, 1, 10),
     "ssd_resnet50_512": (73, 0, 0, 16),
+    "efficientnet_b0": (65, 16, 1, 74),
+    "mobilenet_v3_large": (47, 15, 2, 38),
+    "shufflenet_v2": (37, 19, 1, 16),
+    "googlenet": (57, 0, 1, 9),
+    "unet": (15, 0, 0, 3),
 }
+GATED = {"efficientnet_b0", "mobilenet_v3_large"}  # SiLU / hardswish: x * gate(x) joins
 _CACHE = {}
 
 
@@ -328,8 +334,13 @@ def test_zoo_extraction_invariants(name):
     # every join input is an edge: as many producers as the add / concat has inputs
     join_steps = [s for s in walk(import_model(model)) if s.role == "join"]
     joins = [n for n in g.nodes if g.op(n) == "join"]
-    assert [g.nx.in_degree(n) for n in joins] == [len(s.inputs) for s in join_steps]
-    assert all(g.nx.in_degree(n) >= 2 and g.nx.out_degree(n) >= 1 for n in joins)
+    degrees = [g.nx.in_degree(n) for n in joins]
+    inputs = [len(s.inputs) for s in join_steps]
+    if name in GATED:  # x * sigmoid(x): both inputs from one producer, one edge
+        assert all(1 <= d <= i for d, i in zip(degrees, inputs)) and len(degrees) == len(inputs)
+    else:
+        assert degrees == inputs and all(d >= 2 for d in degrees)
+    assert all(g.nx.out_degree(n) >= 1 for n in joins)
     for n in joins:
         channels = [g.edge_shape(p, n)[1] for p in g.nx.predecessors(n)]
         assert all(ch % max(block_of(c.in_layout), 1) == 0 for c in g.candidates(n) for ch in channels)
@@ -366,3 +377,66 @@ def test_a_tensor_returned_twice_feeds_two_output_boundaries():
     g = extract(_model(nodes, inits, outputs=[("a", None), ("b", None)]), max_candidates=2)
     assert sorted(g.nx.successors("conv")) == ["a", "b"]
     assert g.op("a") == g.op("b") == "boundary"
+
+
+# ------------------------------------------------------------------ exported-model patterns
+def test_shape_subgraphs_are_folded_with_int64_kept():
+    from graphtune.frontend.fold import fold_constants
+
+    model = models.get("shufflenet_v2", image_size=32)
+    folded = fold_constants(model)
+    ops = {n.op_type for n in folded.graph.node}
+    assert not ops & {"Shape", "Gather", "Div", "Unsqueeze", "Where", "Constant"}
+    inits = {t.name: t for t in folded.graph.initializer}
+    targets = [inits[n.input[1]] for n in folded.graph.node if n.op_type == "Reshape"]
+    assert len(targets) == 32 and all(t.data_type == TensorProto.INT64 for t in targets)
+    assert [list(numpy_helper.to_array(t)) for t in targets[:2]] == [[1, 2, 58, 4, 4], [1, -1, 4, 4]]
+    # the same numbers as the model as exported
+    import onnxruntime as ort
+
+    x = np.random.default_rng(0).standard_normal((1, 3, 32, 32), dtype=np.float32)
+    run = lambda m: ort.InferenceSession(m.SerializeToString()).run(None, {"input": x})[0]  # noqa: E731
+    np.testing.assert_array_equal(run(folded), run(model))
+    # nothing to fold: the model itself comes back
+    plain = models.get("resnet18", image_size=32)
+    assert fold_constants(plain) is plain
+
+
+def test_shufflenet_extracts_every_conv():
+    # unfolded, the Relax importer stops at the first channel shuffle (floor_divide's Where)
+    for fold_bn in (True, False):
+        ops = layout_ops(import_model(models.get("shufflenet_v2", image_size=32, fold_bn=fold_bn)))
+        assert sum(op.op in ("conv2d", "depthwise_conv2d") for op in ops) == 56
+
+
+def test_fold_names_an_unevaluable_node():
+    from graphtune.frontend.fold import fold_constants
+
+    bad = helper.make_node("Reshape", ["c", "s"], ["r"], name="bad_reshape")
+    nodes = [helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.ones(6, np.float32))),
+             helper.make_node("Constant", [], ["s"], value=numpy_helper.from_array(np.array([4], np.int64))),
+             bad, helper.make_node("Add", ["x", "r"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "t", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ModelError, match="ONNX node 'bad_reshape' \\(Reshape\\) computes from constants"):
+        fold_constants(model)
+
+
+def test_batch_norm_imports_as_per_channel_scale_and_shift():
+    model = models.get("densenet121", image_size=32, fold_bn=False)
+    steps = walk(import_model(model))
+    assert not [s for s in steps if s.op_name == "relax.nn.batch_norm"]
+    fixed = [s.op_name for s in steps if s.role == "fixed"]
+    assert fixed == ["relax.reshape"]  # the flatten before the classifier, nothing else
+    g = extract(model, max_candidates=2)
+    assert sum(g.op(n) == "boundary" for n in g.nodes) == 3  # input, flatten, output
+
+
+def test_fold_docstring_examples():
+    import doctest
+
+    from graphtune.frontend import fold
+
+    result = doctest.testmod(fold)
+    assert result.attempted > 0 and result.failed == 0

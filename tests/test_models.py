@@ -12,14 +12,20 @@ from graphtune import models
 from graphtune.errors import ModelError
 from graphtune.models import param_count
 
-NAMES = ["densenet121", "densenet201", "inception_v3", "mobilenet_v2", "resnet18", "resnet50",
-         "ssd_resnet50_512", "vgg16", "vgg19"]
+NAMES = ["densenet121", "densenet201", "efficientnet_b0", "googlenet", "inception_v3",
+         "mobilenet_v2", "mobilenet_v3_large", "resnet18", "resnet50", "shufflenet_v2",
+         "ssd_resnet50_512", "unet", "vgg16", "vgg19"]
+# models that also build with unfused BatchNormalization (models.get(name, fold_bn=False))
+UNFUSED = ["densenet121", "densenet201", "efficientnet_b0", "googlenet", "mobilenet_v3_large",
+           "shufflenet_v2", "unet"]
 
 # (convs, Gemm) per model: the architectures' published layer counts.
 LAYERS = {
     "resnet18": (20, 1), "resnet50": (53, 1), "vgg16": (13, 3), "vgg19": (16, 3),
     "inception_v3": (94, 1), "densenet121": (120, 1), "densenet201": (200, 1),
     "mobilenet_v2": (52, 1), "ssd_resnet50_512": (73, 0),
+    "efficientnet_b0": (81, 1), "mobilenet_v3_large": (62, 2), "shufflenet_v2": (56, 1),
+    "googlenet": (57, 1), "unet": (15, 0),
 }
 
 # Small inputs for the default run; architectures with 5 stride-2 stages need 32,
@@ -44,6 +50,8 @@ def _dims(value: onnx.ValueInfoProto) -> list[int]:
 
 
 def _expected_outputs(name: str, batch: int, size: int) -> dict[str, list[int]]:
+    if name == "unet":
+        return {"output": [batch, importlib.import_module("graphtune.models.unet").CLASSES, size, size]}
     if name != "ssd_resnet50_512":
         return {"output": [batch, 1000]}
     anchors = 0
@@ -110,10 +118,12 @@ def test_layer_counts_and_folded_batch_norm(name):
     assert "MatMul" not in ops
     names = [n.name for n in model.graph.node]
     assert all(names) and len(set(names)) == len(names)
-    producer = {n.output[0]: n.op_type for n in model.graph.node}
+    by_output = {n.output[0]: n for n in model.graph.node}
     gemms = [n for n in model.graph.node if n.op_type == "Gemm"]
-    if gemms:  # the classifier: Flatten -> Gemm(transB=1) [-> Relu -> Gemm ...]
-        assert producer[gemms[0].input[0]] == "Flatten"
+    if gemms:  # the classifier: Flatten [-> Identity] -> Gemm(transB=1) [-> act -> Gemm ...]
+        head = by_output[gemms[0].input[0]]
+        head = by_output[head.input[0]] if head.op_type == "Identity" else head
+        assert head.op_type == ("ReduceMean" if name == "shufflenet_v2" else "Flatten")
         assert all(a.name == "transB" and a.i == 1 for g in gemms for a in g.attribute)
 
 
@@ -130,6 +140,56 @@ def test_vgg_param_count_at_224(name):
     gemm = next(n for n in model.graph.node if n.name == "classifier.0")
     weight = next(t for t in model.graph.initializer if t.name == gemm.input[1])
     assert list(weight.dims) == [4096, 512 * 7 * 7]
+
+
+@pytest.mark.parametrize("name", UNFUSED)
+def test_unfused_batch_norm_option(name):
+    size = SMALL[name]
+    model = models.get(name, image_size=size, fold_bn=False)
+    onnx.checker.check_model(model, full_check=True)
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("Conv") == LAYERS[name][0]
+    folded = models.get(name, image_size=size)
+    batch_norms = ops.count("BatchNormalization")
+    if name.startswith("densenet"):  # the pre-activation norms a PyTorch export keeps
+        mul_adds = [n.op_type for n in folded.graph.node].count("Mul")
+        assert batch_norms == mul_adds and "Mul" not in ops
+    else:  # one per conv, except the squeeze-excitation fcs and unet's output conv
+        se = sum(".fc" in n.name for n in model.graph.node if n.op_type == "Conv")
+        assert batch_norms == ops.count("Conv") - se - (name == "unet")
+    count = param_count(model)
+    if name.startswith("densenet"):  # a Mul + Add has the parameters of the norm it replaces
+        assert count == param_count(folded)
+    else:  # torchvision's count exactly; folding drops one parameter per channel
+        assert count == models.info(name).params
+        assert 0 < count - param_count(folded) < 0.01 * count
+    _assert_healthy(_run(model))
+
+
+def test_unfused_batch_norm_option_is_refused_where_missing():
+    with pytest.raises(ModelError, match="resnet18: fold_bn=False is not available.*densenet121"):
+        models.get("resnet18", fold_bn=False)
+
+
+def test_unet_needs_a_multiple_of_8():
+    with pytest.raises(ModelError, match="unet: image_size 20 must be a multiple of 8"):
+        models.get("unet", image_size=20)
+
+
+def test_shufflenet_channel_shuffle_as_torch_exports_it():
+    model = models.get("shufflenet_v2", image_size=32)
+    by_output = {n.output[0]: n for n in model.graph.node}
+    reshapes = [n for n in model.graph.node if n.op_type == "Reshape"]
+    assert len(reshapes) == 2 * 16
+    for node in reshapes:  # every target shape is computed, never a constant
+        target = by_output[node.input[1]]
+        assert target.op_type == "Concat"
+        sources = {by_output[by_output[i].input[0]].op_type for i in target.input
+                   if by_output[i].op_type == "Unsqueeze"}
+        assert sources <= {"Gather", "Where"} and "Gather" in sources
+    assert sum(n.op_type == "Split" for n in model.graph.node) == 16 - 3
+    groups = [a.i for n in model.graph.node for a in n.attribute if a.name == "group"]
+    assert sum(g > 1 for g in groups) == 19
 
 
 def test_builder_rejects_empty_tensor():
@@ -232,7 +292,8 @@ def test_ssd_full_size_anchor_count():
 
 
 @pytest.mark.parametrize("module", ["builder", "resnet", "vgg", "inception", "densenet",
-                                    "mobilenet", "ssd", ""])
+                                    "mobilenet", "ssd", "efficientnet", "mobilenet_v3",
+                                    "shufflenet", "googlenet", "unet", ""])
 def test_docstring_examples(module):
     mod = importlib.import_module(f"graphtune.models.{module}" if module else "graphtune.models")
     result = doctest.testmod(mod)

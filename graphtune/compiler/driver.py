@@ -30,7 +30,7 @@ import tvm
 from tvm import relax
 
 from ..config import Config
-from ..errors import ConfigError
+from ..errors import CompileError, ConfigError, GraphtuneError
 from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
@@ -124,6 +124,23 @@ def _output_names(model: Any, mod: tvm.IRModule) -> list[str]:
     return [f"output{i}" for i in range(count)]
 
 
+def _tvm_stage(stage: str, names: list[str], fn, *args, **kwargs):
+    """``fn(*args, **kwargs)``, with any non-graphtune error turned into a CompileError that
+    names the stage and the first layout node the error message mentions."""
+    try:
+        return fn(*args, **kwargs)
+    except GraphtuneError:
+        raise
+    except Exception as err:  # TVMError, TypeError... from deep inside TVM
+        lines = str(err).strip().splitlines()
+        text = "\n".join(lines)
+        node = next((n for n in sorted(names, key=len, reverse=True) if n in text), None)
+        where = f" at ONNX node {node!r}" if node else ""
+        raise CompileError(f"compile: TVM failed while {stage} the model{where} "
+                           f"({type(err).__name__}: {lines[0] if lines else ''}); check the model "
+                           "with onnxruntime and report it") from None
+
+
 def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A001
             shape_dict: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
     """Compile ``model`` with the layouts and knobs of ``config`` for the x86 CPU ``target``.
@@ -149,6 +166,8 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
         The config was made for another model, or a node's workload differs.
     ConfigError, LayoutError, KnobError
         Malformed config, unknown layout, or knobs invalid for a node.
+    CompileError
+        TVM failed on the model; names the ONNX node where it can be found.
 
     Examples
     --------
@@ -178,10 +197,11 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
     config.check(ops)
     plans = plan_nodes(ops, config, tgt)
     new_mod, anchors = rewrite(mod, plans, plan_joins(config))
-    lowered = legalize(new_mod, anchors, tgt)
+    names = [op.name for op in ops]
+    lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)
     _warn_generic(schedules)
-    executable = tvm.compile(lowered, target=tgt)
+    executable = _tvm_stage("building", names, tvm.compile, lowered, target=tgt)
     main = mod["main"]
     inputs = [(param.name, [int(d) for d in param.ty.shape.values], str(param.ty.dtype))
               for param in main.params]

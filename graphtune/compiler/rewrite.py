@@ -28,7 +28,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..errors import ConfigError, LayoutError
+from ..errors import CompileError, ConfigError, GraphtuneError, LayoutError
+from ..frontend.walk import _DEFAULT_NAME, op_name
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout, kernel_layout
 from .consts import eval_const
@@ -348,6 +349,19 @@ class _Rewriter:
         self.bind(var, relax.op.concat(moved, axis=1), blk)
 
 
+def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> str:
+    """Message for a TVM error raised while re-emitting ``binding``, naming its ONNX node."""
+    name = binding.var.name
+    what = op_name(binding.value) or type(binding.value).__name__
+    if _DEFAULT_NAME.match(name):
+        where = f"the {what} after ONNX node {last!r}" if last else f"the {what} ({name})"
+    else:
+        where = f"ONNX node {name!r} ({what})"
+    detail = str(err).strip().splitlines()
+    return (f"compile: TVM rejected {where} while rewriting layouts ({type(err).__name__}: "
+            f"{detail[0] if detail else ''}); check the model with onnxruntime and report it")
+
+
 def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
             joins: Mapping[frozenset, tuple[str, str]] | None = None,
             func_name: str = "main") -> tuple[tvm.IRModule, dict]:
@@ -397,12 +411,20 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
             for param in func.params:
                 state.value[param], state.block[param] = param, 0
                 state.source[param] = param.name
+            last = None  # the last binding named after an ONNX node
             for block in body.blocks:
                 for binding in block.bindings:
                     if not isinstance(binding, relax.VarBinding):
                         raise LayoutError(f"binding {binding.var.name}: match_cast is not "
                                           "supported; import with static shapes")
-                    state.visit(binding.var, binding.value)
+                    try:
+                        state.visit(binding.var, binding.value)
+                    except GraphtuneError:
+                        raise
+                    except Exception as err:  # TVM raises TypeError/TVMError from deep inside
+                        raise CompileError(_failed_at(binding, last, err)) from None
+                    if not _DEFAULT_NAME.match(binding.var.name):
+                        last = binding.var.name
             output = bb.emit_output(state.plain_args(body.body))
         bb.emit_func_output(output)
     if state.errors:

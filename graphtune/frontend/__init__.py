@@ -1,7 +1,8 @@
 """Model -> Relax -> layout graph: the frontend of graphtune.
 
+:func:`fold_constants` evaluates an ONNX graph's shape computations;
 :func:`import_model` turns an ONNX model (or a Relax module) into a static
-Relax ``IRModule``; :func:`walk` and :func:`layout_ops` read its ``main`` the
+Relax ``IRModule`` (folding first); :func:`walk` and :func:`layout_ops` read its ``main`` the
 same way for extraction and compilation, so node names agree; :func:`extract`
 builds the :class:`~graphtune.graph.LayoutGraph`.
 
@@ -14,7 +15,8 @@ Examples
 """
 
 from .extract import extract
+from .fold import fold_constants
 from .importer import import_model
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
-__all__ = ["extract", "import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES"]
+__all__ = ["extract", "fold_constants", "import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES"]

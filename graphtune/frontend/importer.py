@@ -15,7 +15,11 @@ these names.
 
 The importer lowers ``Clip`` (relu6) to TIR ``maximum`` / ``minimum``
 functions with fixed 4-D buffers; :func:`import_model` turns them back into
-the layout-agnostic Relax ops.
+the layout-agnostic Relax ops. An inference ``BatchNormalization`` with
+constant statistics becomes what it computes, a per-channel scale and shift
+(``multiply`` + ``add`` by ``[C, 1, 1]`` constants), which runs in any channel
+layout. Shape computations (``Shape -> Gather -> ... -> Reshape``) are folded
+on the ONNX graph first (:func:`graphtune.frontend.fold.fold_constants`).
 
 Examples
 --------
@@ -41,6 +45,7 @@ from tvm import relax
 from tvm.relax.frontend.onnx import from_onnx
 
 from ..errors import ModelError
+from .fold import fold_constants
 from .walk import _DEFAULT_NAME, bindings, op_name
 
 __all__ = ["import_model"]
@@ -100,6 +105,7 @@ def import_model(
         return model
     proto = _load_onnx(model)
     shapes = _static_input_shapes(proto, shape_dict)
+    proto = fold_constants(proto, shapes)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")  # onnx.checker nits; real import failures raise
@@ -111,7 +117,8 @@ def import_model(
             f"ONNX model cannot be imported into TVM Relax ({type(err).__name__}: {err}); "
             "check it with onnx.checker.check_model"
         ) from None
-    mod["main"] = _name_after_onnx(_TirClipToRelax(mod).visit_expr(mod["main"]), proto)
+    main = _BatchNormToAffine(mod).visit_expr(_TirClipToRelax(mod).visit_expr(mod["main"]))
+    mod["main"] = _name_after_onnx(main, proto)
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 
@@ -259,6 +266,41 @@ class _TirClipToRelax(relax.PyExprMutator):
         if value is not None:
             scalar = relax.const(value.astype(str(scalar.ty.dtype)))
         return _CLIP_HALVES[match.group(1)](args.fields[0], scalar)
+
+
+_BATCH_NORM = "relax.nn.batch_norm"
+
+
+@relax.expr_functor.mutator
+class _BatchNormToAffine(relax.PyExprMutator):
+    """Turn ``batch_norm(x, gamma, beta, mean, var)[0]`` (inference, constant operands,
+    channel axis 1) into ``x * scale + shift`` with ``[C, 1, ..., 1]`` constants."""
+
+    def __init__(self, mod: tvm.IRModule) -> None:
+        super().__init__(mod)
+
+    def visit_tuple_getitem_(self, op):  # noqa: D102 (TVM visitor hook)
+        item = super().visit_tuple_getitem_(op)
+        bound = self.lookup_binding(item.tuple_value) if isinstance(item.tuple_value, relax.Var) \
+            else None
+        if item.index != 0 or op_name(bound) != _BATCH_NORM or bool(bound.attrs.training) \
+                or int(bound.attrs.axis) != 1:
+            return item
+        x, *stats = bound.args
+        if not all(isinstance(a, tvm.ir.expr.Constant) for a in stats) or x.ty.ndim < 2:
+            return item
+        gamma, beta, mean, var = (a.value.numpy().astype(np.float64) for a in stats)
+        if not bound.attrs.scale:
+            gamma = np.ones_like(gamma)
+        if not bound.attrs.center:
+            beta = np.zeros_like(beta)
+        scale = gamma / np.sqrt(var + float(bound.attrs.epsilon))
+        shift = beta - mean * scale
+        tail = (1,) * (x.ty.ndim - 2)
+        dtype = str(x.ty.dtype)
+        scaled = self.builder_.emit(relax.op.multiply(
+            x, relax.const(scale.reshape(-1, *tail).astype(dtype))))
+        return relax.op.add(scaled, relax.const(shift.reshape(-1, *tail).astype(dtype)))
 
 
 @relax.expr_functor.mutator

@@ -4,8 +4,12 @@ Every model has one input ``"input"`` ``[N, 3, H, W]`` float32 and is built
 with seeded random weights (the same bytes every time), batch norm folded
 into the convs, readable torchvision-style node names (``layer1.0.conv1``),
 opset 13 and IR version 8. Classifiers output ``"output"`` ``[N, 1000]``
-through ``GlobalAveragePool``/``Flatten``/``Gemm``; ``ssd_resnet50_512``
-outputs ``"loc"`` ``[N, A, 4]`` and ``"conf"`` ``[N, A, 81]``.
+through ``GlobalAveragePool``/``Flatten``/``Gemm`` (``shufflenet_v2``:
+``ReduceMean``/``Gemm``); ``ssd_resnet50_512`` outputs ``"loc"`` ``[N, A, 4]``
+and ``"conf"`` ``[N, A, 81]``; ``unet`` outputs ``"output"`` ``[N, 2, H, W]``.
+Models with ``info(name).unfused_bn`` also build as exporters without
+constant folding emit them, with ``BatchNormalization`` nodes:
+``get(name, fold_bn=False)``.
 
 Examples
 --------
@@ -27,10 +31,15 @@ import onnx
 from ..errors import ModelError
 from .builder import param_count
 from .densenet import densenet121, densenet201
+from .efficientnet import efficientnet_b0
+from .googlenet import googlenet
 from .inception import inception_v3
 from .mobilenet import mobilenet_v2
+from .mobilenet_v3 import mobilenet_v3_large
 from .resnet import resnet18, resnet50
+from .shufflenet import shufflenet_v2
 from .ssd import ssd_resnet50_512
+from .unet import unet
 from .vgg import vgg16, vgg19
 
 __all__ = ["names", "get", "info", "param_count", "ModelInfo"]
@@ -52,12 +61,16 @@ class ModelInfo(NamedTuple):
         Published parameter count (torchvision's, batch norm unfolded) or, where
         none is published, this zoo's own count. Folding batch norm removes one
         parameter per folded channel, so zoo models are up to 0.5% smaller.
+    unfused_bn : bool
+        Whether ``get(name, fold_bn=False)`` builds the model with
+        ``BatchNormalization`` nodes (``build`` takes ``fold_bn``).
     """
 
     build: Callable[..., onnx.ModelProto]
     image_size: int
     min_image_size: int
     params: int
+    unfused_bn: bool = False
 
 
 _ZOO: dict[str, ModelInfo] = {
@@ -71,9 +84,21 @@ _ZOO: dict[str, ModelInfo] = {
     "mobilenet_v2": ModelInfo(mobilenet_v2, 224, 32, 3_504_872),
     "ssd_resnet50_512": ModelInfo(ssd_resnet50_512, 512, 32, 49_693_302),
 }
-"""The zoo. ``params`` is torchvision's count (``inception_v3`` without its training-only
-auxiliary classifier: 27.16M with it); ``ssd_resnet50_512`` has no published count and
-lists this zoo's own. VGG's count holds at 224x224 only (see :mod:`graphtune.models.vgg`)."""
+
+# Models that look like what users export (h-zoo): unfused BatchNormalization on request,
+# SiLU / hardswish as exported, shape-computing subgraphs (shufflenet), resize skips (unet).
+_ZOO.update({
+    "efficientnet_b0": ModelInfo(efficientnet_b0, 224, 32, 5_288_548, unfused_bn=True),
+    "mobilenet_v3_large": ModelInfo(mobilenet_v3_large, 224, 32, 5_483_032, unfused_bn=True),
+    "shufflenet_v2": ModelInfo(shufflenet_v2, 224, 32, 2_278_604, unfused_bn=True),
+    "googlenet": ModelInfo(googlenet, 224, 32, 6_624_904, unfused_bn=True),
+    "unet": ModelInfo(unet, 256, 8, 1_948_322, unfused_bn=True),
+})
+_ZOO["densenet121"] = _ZOO["densenet121"]._replace(unfused_bn=True)
+_ZOO["densenet201"] = _ZOO["densenet201"]._replace(unfused_bn=True)
+"""The zoo. ``params`` is torchvision's count (``inception_v3`` and ``googlenet`` without
+their training-only auxiliary classifiers: 27.16M with it); ``ssd_resnet50_512`` and ``unet``
+have no published count and list this zoo's own (``unet``: with batch norm unfolded). VGG's count holds at 224x224 only (see :mod:`graphtune.models.vgg`)."""
 
 
 def names() -> list[str]:
@@ -81,8 +106,8 @@ def names() -> list[str]:
 
     Examples
     --------
-    >>> names()[:3]
-    ['densenet121', 'densenet201', 'inception_v3']
+    >>> names()[:2]
+    ['densenet121', 'densenet201']
     """
     return sorted(_ZOO)
 
@@ -106,7 +131,8 @@ def info(name: str) -> ModelInfo:
         raise ModelError(f"unknown model {name!r}; valid names: {', '.join(names())}") from None
 
 
-def get(name: str, batch_size: int = 1, image_size: int | None = None) -> onnx.ModelProto:
+def get(name: str, batch_size: int = 1, image_size: int | None = None,
+        fold_bn: bool = True) -> onnx.ModelProto:
     """Build a zoo model as an ONNX ``ModelProto``.
 
     Parameters
@@ -121,6 +147,9 @@ def get(name: str, batch_size: int = 1, image_size: int | None = None) -> onnx.M
         fast tests; each model has a minimum (``info(name).min_image_size``).
         Weights do not depend on the size, except VGG's first dense layer,
         whose input follows the feature map (exactly torchvision's at 224).
+    fold_bn : bool
+        ``False`` keeps batch norm as ``BatchNormalization`` nodes (models with
+        ``info(name).unfused_bn``; parameter count then exactly torchvision's).
 
     Returns
     -------
@@ -130,8 +159,8 @@ def get(name: str, batch_size: int = 1, image_size: int | None = None) -> onnx.M
     Raises
     ------
     ModelError
-        For an unknown name, a batch size below 1 or an image size below the
-        model's minimum.
+        For an unknown name, a batch size below 1, an image size below the
+        model's minimum, or ``fold_bn=False`` for a model without that option.
 
     Examples
     --------
@@ -148,4 +177,10 @@ def get(name: str, batch_size: int = 1, image_size: int | None = None) -> onnx.M
     if size < entry.min_image_size:
         raise ModelError(f"{name}: image_size {size} is too small; use at least "
                          f"{entry.min_image_size} (default {entry.image_size})")
-    return entry.build(batch_size=batch_size, image_size=size)
+    if fold_bn:
+        return entry.build(batch_size=batch_size, image_size=size)
+    if not entry.unfused_bn:
+        with_option = sorted(n for n, e in _ZOO.items() if e.unfused_bn)
+        raise ModelError(f"{name}: fold_bn=False is not available (batch norm is always folded "
+                         f"in it); models with unfused batch norm: {', '.join(with_option)}")
+    return entry.build(batch_size=batch_size, image_size=size, fold_bn=False)

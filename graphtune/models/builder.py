@@ -1,10 +1,14 @@
 """A small ONNX graph builder for the model zoo.
 
 :class:`GraphBuilder` appends ONNX nodes one layer at a time, tracks every
-tensor's static shape, and draws seeded random weights. Batch norm is already
-folded: a conv is emitted with the weight and bias that folding would
+tensor's static shape, and draws seeded random weights. By default batch norm
+is folded: a conv is emitted with the weight and bias that folding would
 produce, and a pre-activation batch norm that cannot be folded (DenseNet) is a
-per-channel ``Mul`` + ``Add`` (:meth:`GraphBuilder.affine`).
+per-channel ``Mul`` + ``Add`` (:meth:`GraphBuilder.affine`). With
+``fold_bn=False``, :meth:`GraphBuilder.conv_bn` and :meth:`GraphBuilder.norm`
+emit what an exporter without constant folding emits: a bias-free ``Conv``
+followed by ``BatchNormalization`` (parameters ``.weight``, ``.bias``,
+``.running_mean``, ``.running_var``, torchvision's names and count).
 
 Weights are He-initialised (uniform with ``std = gain * sqrt(2 / fan_in)``,
 6x faster to draw than normal values) so that activations stay of order one
@@ -71,6 +75,9 @@ class GraphBuilder:
         ``N`` of the input ``"input"`` ``[N, 3, H, W]``.
     image_size : int
         ``H == W`` of the input.
+    fold_bn : bool
+        Whether :meth:`conv_bn` and :meth:`norm` fold batch norm (the default)
+        or emit ``BatchNormalization`` nodes.
 
     Examples
     --------
@@ -79,8 +86,10 @@ class GraphBuilder:
     (2, 4, 4, 4)
     """
 
-    def __init__(self, name: str, seed: int, batch_size: int, image_size: int) -> None:
+    def __init__(self, name: str, seed: int, batch_size: int, image_size: int,
+                 fold_bn: bool = True) -> None:
         self.name = name
+        self.fold_bn = fold_bn
         self.input = "input"
         self._rng = np.random.default_rng(seed)
         self._nodes: list[onnx.NodeProto] = []
@@ -137,7 +146,7 @@ class GraphBuilder:
     # ------------------------------------------------------------------ layers
     def conv(self, x: str, name: str, out_channels: int, kernel: int | Sequence[int],
              stride: int = 1, padding: int | Sequence[int] = 0, groups: int = 1,
-             bias: bool = True, gain: float = 1.0) -> str:
+             bias: bool = True, gain: float = 1.0, output: str | None = None) -> str:
         """2-D convolution with He-initialised weight ``name.weight`` and bias ``name.bias``.
 
         Parameters
@@ -158,6 +167,8 @@ class GraphBuilder:
             Whether the conv has a bias (a folded batch norm always gives one).
         gain : float
             Multiplier of the He standard deviation (``< 1`` damps residual branches).
+        output : str, optional
+            Output tensor name (default ``name``; a graph output's name).
 
         Returns
         -------
@@ -182,7 +193,7 @@ class GraphBuilder:
         if bias:
             inputs.append(self._const(f"{name}.bias", self._random((out_channels,), _BIAS_STD)))
         shape = (n, out_channels, self._window(h, kh, stride, ph), self._window(w, kw, stride, pw))
-        return self._node("Conv", inputs, name, shape, kernel_shape=[kh, kw],
+        return self._node("Conv", inputs, name, shape, output=output, kernel_shape=[kh, kw],
                           strides=[stride, stride], pads=[ph, pw, ph, pw],
                           dilations=[1, 1], group=groups)
 
@@ -230,24 +241,166 @@ class GraphBuilder:
         return self._node("Add", [scaled, self._const(f"{name}.bias", shift)], name,
                           self._shapes[x])
 
-    def _pool(self, op: str, x: str, name: str, kernel: int, stride: int, padding: int,
-              **attrs) -> str:
+    def norm(self, x: str, name: str, eps: float = 1e-5) -> str:
+        """Inference batch norm ``name`` of ``x``'s channels: :meth:`affine` when folding,
+        else a ``BatchNormalization`` node with seeded statistics.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4, fold_bn=False)
+        >>> b.norm("input", "bn")
+        'bn'
+        >>> [n.op_type for n in b.model(["bn"]).graph.node]
+        ['BatchNormalization']
+        """
+        if self.fold_bn:
+            return self.affine(x, name)
+        c = self._shapes[x][1]
+        scale = self._const(f"{name}.weight", 1.0 + self._random((c,), 0.1))
+        shift = self._const(f"{name}.bias", self._random((c,), _BIAS_STD))
+        mean = self._const(f"{name}.running_mean", self._random((c,), _BIAS_STD))
+        var = self._const(f"{name}.running_var", 1.0 + self._random((c,), 0.1))
+        return self._node("BatchNormalization", [x, scale, shift, mean, var], name,
+                          self._shapes[x], epsilon=eps)
+
+    def conv_bn(self, x: str, name: str, bn_name: str, out_channels: int,
+                kernel: int | Sequence[int], stride: int = 1, padding: int | Sequence[int] = 0,
+                groups: int = 1, gain: float = 1.0, eps: float = 1e-5) -> str:
+        """Conv ``name`` followed by batch norm ``bn_name``: one biased conv when folding,
+        else a bias-free conv and a ``BatchNormalization`` with epsilon ``eps`` (see
+        :meth:`conv` for the other arguments).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 8, fold_bn=False)
+        >>> b.shape(b.conv_bn("input", "conv", "bn", 4, 3, padding=1))
+        (1, 4, 8, 8)
+        >>> [n.op_type for n in b.model(["bn"]).graph.node]
+        ['Conv', 'BatchNormalization']
+        """
+        if self.fold_bn:
+            return self.conv(x, name, out_channels, kernel, stride, padding, groups, gain=gain)
+        y = self.conv(x, name, out_channels, kernel, stride, padding, groups, bias=False, gain=gain)
+        return self.norm(y, bn_name, eps)
+
+    def squeeze_excitation(self, x: str, name: str, squeeze: int, act: str = "relu",
+                           gate: str = "sigmoid") -> str:
+        """Squeeze-and-excitation (torchvision ``SqueezeExcitation``): ``GlobalAveragePool``
+        (``name.avgpool``), 1x1 conv ``name.fc1`` to ``squeeze`` channels, ``act``
+        (``"relu"``, ``"silu"``), 1x1 conv ``name.fc2`` back, ``gate`` (``"sigmoid"``,
+        ``"hardsigmoid"``), and the channel scaling ``Mul`` ``name``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.squeeze_excitation("input", "se", 2))
+        (1, 3, 4, 4)
+        """
+        acts = {"relu": self.relu, "silu": self.silu}
+        gates = {"sigmoid": lambda t, n: self.unary("Sigmoid", t, n),
+                 "hardsigmoid": self.hardsigmoid}
+        if act not in acts or gate not in gates:
+            raise ModelError(f"{self.name}: squeeze_excitation {name!r}: act must be one of "
+                             f"{sorted(acts)}, gate one of {sorted(gates)}")
+        c = self._shapes[x][1]
+        s = acts[act](self.conv(self.global_avg_pool(x, f"{name}.avgpool"), f"{name}.fc1",
+                                squeeze, 1), f"{name}.act")
+        s = gates[gate](self.conv(s, f"{name}.fc2", c, 1), f"{name}.gate")
+        return self.mul(x, s, name)
+
+    def unary(self, op: str, x: str, name: str, **attrs: object) -> str:
+        """A shape-preserving one-input op ``op`` (``Sigmoid``, ``Identity``, ``HardSigmoid``...).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.unary("Sigmoid", "input", "gate"))
+        (1, 3, 4, 4)
+        """
+        return self._node(op, [x], name, self._shapes[x], **attrs)
+
+    def mul(self, a: str, b: str, name: str) -> str:
+        """Broadcasting ``Mul`` of an activation ``a`` by ``b`` (same shape, or ``[N, C, 1, 1]``).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.mul("input", b.global_avg_pool("input", "pool"), "scale"))
+        (1, 3, 4, 4)
+        """
+        return self._node("Mul", [a, b], name, self._shapes[a])
+
+    def silu(self, x: str, name: str) -> str:
+        """SiLU as exported at opset 13: ``Mul(x, Sigmoid(x))`` (nodes ``name.sigmoid``, ``name``).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> [n.op_type for n in b.model([b.silu("input", "act")]).graph.node]
+        ['Sigmoid', 'Mul']
+        """
+        return self.mul(x, self.unary("Sigmoid", x, f"{name}.sigmoid"), name)
+
+    def hardsigmoid(self, x: str, name: str) -> str:
+        """PyTorch's hardsigmoid: ``HardSigmoid(alpha=1/6, beta=0.5)``.
+
+        Examples
+        --------
+        >>> GraphBuilder("t", 0, 1, 4).hardsigmoid("input", "gate")
+        'gate'
+        """
+        return self.unary("HardSigmoid", x, name, alpha=1.0 / 6.0, beta=0.5)
+
+    def hardswish(self, x: str, name: str) -> str:
+        """Hardswish as exported at opset 13: ``Mul(x, HardSigmoid(x))``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> [n.op_type for n in b.model([b.hardswish("input", "act")]).graph.node]
+        ['HardSigmoid', 'Mul']
+        """
+        return self.mul(x, self.hardsigmoid(x, f"{name}.hardsigmoid"), name)
+
+    def resize(self, x: str, name: str, scale: int) -> str:
+        """Bilinear ``Resize`` by an integer ``scale`` (``align_corners``, as PyTorch's
+        ``Upsample(mode="bilinear", align_corners=True)`` exports).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.resize("input", "up", 2))
+        (1, 3, 8, 8)
+        """
         n, c, h, w = self._shapes[x]
-        shape = (n, c, self._window(h, kernel, stride, padding),
-                 self._window(w, kernel, stride, padding))
-        return self._node(op, [x], name, shape, kernel_shape=[kernel, kernel],
+        scales = self._const(f"{name}.scales", np.array([1, 1, scale, scale], dtype=np.float32))
+        return self._node("Resize", [x, "", scales], name, (n, c, h * scale, w * scale),
+                          mode="linear", coordinate_transformation_mode="align_corners")
+
+    def _pool(self, op: str, x: str, name: str, kernel: int, stride: int, padding: int,
+              ceil: bool = False, **attrs) -> str:
+        n, c, h, w = self._shapes[x]
+        size = [(d + 2 * padding - kernel + (stride - 1 if ceil else 0)) // stride + 1
+                for d in (h, w)]
+        if ceil:  # PyTorch/ONNX: the last window must start inside the (left-padded) input
+            size = [s - 1 if (s - 1) * stride >= d + padding else s for s, d in zip(size, (h, w))]
+            attrs["ceil_mode"] = 1
+        return self._node(op, [x], name, (n, c, *size), kernel_shape=[kernel, kernel],
                           strides=[stride, stride], pads=[padding] * 4, **attrs)
 
-    def max_pool(self, x: str, name: str, kernel: int, stride: int, padding: int = 0) -> str:
-        """``MaxPool`` (floor mode, symmetric padding).
+    def max_pool(self, x: str, name: str, kernel: int, stride: int, padding: int = 0,
+                 ceil: bool = False) -> str:
+        """``MaxPool`` (floor mode unless ``ceil``, symmetric padding).
 
         Examples
         --------
         >>> b = GraphBuilder("t", 0, 1, 8)
         >>> b.shape(b.max_pool("input", "pool", 3, 2, 1))
         (1, 3, 4, 4)
+        >>> b.shape(b.max_pool("input", "ceil", 3, 2, ceil=True))
+        (1, 3, 4, 4)
         """
-        return self._pool("MaxPool", x, name, kernel, stride, padding)
+        return self._pool("MaxPool", x, name, kernel, stride, padding, ceil)
 
     def avg_pool(self, x: str, name: str, kernel: int, stride: int, padding: int = 0) -> str:
         """``AveragePool`` with ``count_include_pad=1`` (PyTorch's default).
@@ -258,7 +411,8 @@ class GraphBuilder:
         >>> b.shape(b.avg_pool("input", "pool", 2, 2))
         (1, 3, 4, 4)
         """
-        return self._pool("AveragePool", x, name, kernel, stride, padding, count_include_pad=1)
+        return self._pool("AveragePool", x, name, kernel, stride, padding,
+                          count_include_pad=1)
 
     def global_avg_pool(self, x: str, name: str) -> str:
         """``GlobalAveragePool`` to ``[N, C, 1, 1]``.
@@ -358,6 +512,54 @@ class GraphBuilder:
                              f"view {list(shape)}")
         target = self._const(f"{name}.shape", np.array(shape, dtype=np.int64))
         return self._node("Reshape", [x, target], name, tuple(shape))
+
+    def node(self, op: str, inputs: Sequence[str], name: str, shape: Sequence[int],
+             **attrs: object) -> str:
+        """Any one-output ONNX node ``op`` whose output (named ``name``) has static ``shape``;
+        for what the named layers do not cover (shape computations, reductions).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.node("Shape", ["input"], "shape", [4]))
+        (4,)
+        """
+        return self._node(op, list(inputs), name, tuple(shape), **attrs)
+
+    def constant(self, name: str, array: np.ndarray) -> str:
+        """A ``Constant`` node (as exporters emit for scalars and indices) of value ``array``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.constant("two", np.array(2, dtype=np.int64)))
+        ()
+        """
+        return self._node("Constant", [], name, array.shape,
+                          value=numpy_helper.from_array(np.asarray(array), name))
+
+    def split(self, x: str, name: str, parts: int, axis: int = 1) -> list[str]:
+        """``Split`` into ``parts`` equal chunks (``name.0``, ``name.1``...), sizes as a constant.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> [b.shape(y) for y in b.split(b.concat(["input", "input"], "cat"), "chunk", 2)]
+        [(1, 3, 4, 4), (1, 3, 4, 4)]
+        """
+        shape = list(self._shapes[x])
+        if shape[axis] % parts:
+            raise ModelError(f"{self.name}: split {name!r}: {shape[axis]} is not a multiple "
+                             f"of {parts}")
+        shape[axis] //= parts
+        sizes = self._const(f"{name}.split", np.full(parts, shape[axis], dtype=np.int64))
+        outputs = [f"{name}.{i}" for i in range(parts)]
+        for out in outputs:
+            if out in self._shapes:
+                raise ModelError(f"{self.name}: tensor {out!r} is produced twice")
+            self._shapes[out] = tuple(shape)
+        self._nodes.append(helper.make_node("Split", [x, sizes], outputs, name=name, axis=axis))
+        return outputs
 
     # ------------------------------------------------------------------ output
     def model(self, outputs: Sequence[str]) -> onnx.ModelProto:
