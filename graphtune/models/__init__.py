@@ -29,7 +29,8 @@ from .builder import param_count
 from .densenet import densenet121, densenet201
 from .inception import inception_v3
 from .mobilenet import mobilenet_v2
-from .resnet import resnet18, resnet50
+from .regnet import regnet_y_800mf
+from .resnet import resnet18, resnet50, resnext50_32x4d
 from .ssd import ssd_resnet50_512
 from .vgg import vgg16, vgg19
 
@@ -70,6 +71,8 @@ _ZOO: dict[str, ModelInfo] = {
     "densenet201": ModelInfo(densenet201, 224, 32, 20_013_928),
     "mobilenet_v2": ModelInfo(mobilenet_v2, 224, 32, 3_504_872),
     "ssd_resnet50_512": ModelInfo(ssd_resnet50_512, 512, 32, 49_693_302),
+    "resnext50_32x4d": ModelInfo(resnext50_32x4d, 224, 32, 25_028_904),
+    "regnet_y_800mf": ModelInfo(regnet_y_800mf, 224, 32, 6_432_512),
 }
 """The zoo. ``params`` is torchvision's count (``inception_v3`` without its training-only
 auxiliary classifier: 27.16M with it); ``ssd_resnet50_512`` has no published count and
