@@ -38,8 +38,8 @@ def span(workload: dict, oc_bn: int) -> int:
 
     Examples
     --------
-    >>> span({"data": [1, 64, 8, 8], "kernel": [64, 16, 3, 3], "groups": 4}, 32)
-    16
+    >>> span({"data": [1, 64, 8, 8], "kernel": [64, 16, 3, 3], "groups": 4}, 32)  # two groups of 16
+    32
     """
     cg, og = group_sizes(workload)
     return cg * max(1, oc_bn // og)
