@@ -371,3 +371,17 @@ def test_a_tensor_returned_twice_feeds_two_output_boundaries():
     g = extract(_model(nodes, inits, outputs=[("a", None), ("b", None)]), max_candidates=2)
     assert sorted(g.nx.successors("conv")) == ["a", "b"]
     assert g.op("a") == g.op("b") == "boundary"
+
+
+def test_conv_graphtune_x86_cannot_run_is_a_boundary_with_a_warning():
+    """A float16 conv (x86 kernels are float32 only) stays NCHW, named in one warning."""
+    w = numpy_helper.from_array(RNG.standard_normal((8, 4, 3, 3)).astype(np.float16), "half.w")
+    nodes = [
+        helper.make_node("Cast", ["input"], ["x16"], name="to_half", to=TensorProto.FLOAT16),
+        helper.make_node("Conv", ["x16", "half.w"], ["y16"], name="half", pads=[1, 1, 1, 1]),
+        helper.make_node("Cast", ["y16"], ["output"], name="to_float", to=TensorProto.FLOAT),
+    ]
+    g, messages = _record(extract, _model(nodes, [w], in_shape=(1, 4, 8, 8)), max_candidates=2)
+    assert any("1 conv2d op(s) graphtune.x86 cannot run (half; first: workload dtype 'float16'" in m
+               for m in messages), messages
+    assert g.op("half") == "boundary"
