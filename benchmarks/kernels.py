@@ -1,4 +1,4 @@
-"""graphtune's conv2d kernels against ONNX Runtime on the distinct convs of ResNet-50.
+"""graphtune's conv2d kernels against ONNX Runtime on the distinct convs of zoo models.
 
 For every distinct conv2d workload of ResNet-50 (batch 1, 224x224, taken from
 the zoo model's ONNX Conv nodes after shape inference), measure up to
@@ -6,7 +6,12 @@ the zoo model's ONNX Conv nodes after shape inference), measure up to
 convolution as a one-node ONNX model in ONNX Runtime with the same number of
 threads. Prints a table and writes JSON (``--json PATH``)::
 
-    python benchmarks/kernels.py [--quick] [--budget N] [--json PATH]
+    python benchmarks/kernels.py [--quick] [--budget N] [--models resnet50,...] [--ops conv2d,group_conv2d] [--json PATH]
+
+Group convs (``resnext50_32x4d``, ``regnet_y_800mf``) are also compared with
+the dense conv of the same size (``groups=1``, same channels and pixels):
+``vs_dense`` is the group conv's GFLOP/s over the dense conv's (its useful
+FLOPs only: the zeros of a block-diagonal weight count as waste).
 
 ``ratio`` is ``ort_ms / gt_ms`` (> 1: graphtune is faster). graphtune's time
 is its blocked-layout kernel alone; ONNX Runtime's includes whatever layout
@@ -37,8 +42,8 @@ from graphtune import models
 from graphtune.measure import LocalRunner, Task, measure
 
 
-def conv_workloads(model: onnx.ModelProto) -> list[tuple[dict, list[str]]]:
-    """Distinct conv2d workloads of ``model`` with the names of the nodes that have each."""
+def conv_workloads(model: onnx.ModelProto, ops: tuple = ("conv2d",)) -> list[tuple[dict, list[str]]]:
+    """Distinct conv workloads of ``model`` whose op is in ``ops``, with the nodes that have each."""
     model = shape_inference.infer_shapes(model)
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
               for v in list(model.graph.input) + list(model.graph.value_info)}
@@ -52,7 +57,7 @@ def conv_workloads(model: onnx.ModelProto) -> list[tuple[dict, list[str]]]:
             shapes[node.input[0]], weights[node.input[1]], attrs.get("strides", [1, 1]),
             attrs.get("pads", [0, 0, 0, 0]), attrs.get("dilations", [1, 1]),
             attrs.get("group", 1))
-        if x86.op_of(workload) != "conv2d":
+        if x86.op_of(workload) not in ops:
             continue
         key = json.dumps(workload, sort_keys=True)
         found.setdefault(key, (workload, []))[1].append(node.name)
@@ -109,6 +114,12 @@ def time_ort(workload: dict, threads: int, repeat: int, min_repeat_ms: float,
 
 def time_hot(workload: dict, knobs: dict, repeat: int, min_repeat_ms: float) -> list[float]:
     """Per-repeat mean ms of graphtune's kernel called back to back (hot caches, like ORT's)."""
+    timer = hot_timer(workload, knobs, min_repeat_ms)
+    return [timer() for _ in range(repeat)]
+
+
+def hot_timer(workload: dict, knobs: dict, min_repeat_ms: float):
+    """Build the kernel once; return a function timing one repeat (mean ms, hot caches)."""
     import tvm
 
     target = x86.host_target()
@@ -120,7 +131,15 @@ def time_hot(workload: dict, knobs: dict, repeat: int, min_repeat_ms: float) -> 
             for shape in x86.kernel_shapes(workload, knobs)]
     timer = module.time_evaluator("main", dev, number=1, repeat=1,
                                   min_repeat_ms=int(min_repeat_ms))
-    return [timer(*args).mean * 1000 for _ in range(repeat)]
+    return lambda: timer(*args).mean * 1000
+
+
+def gflops_vs_dense(workload: dict, knobs: dict, twin: dict, twin_knobs: dict, repeat: int,
+                    min_repeat_ms: float) -> float:
+    """Median over ``repeat`` interleaved pairs of the group conv's GFLOP/s over its dense twin's."""
+    group, dense = hot_timer(workload, knobs, min_repeat_ms), hot_timer(twin, twin_knobs, min_repeat_ms)
+    ratios = [(x86.flops(workload) / group()) / (x86.flops(twin) / dense()) for _ in range(repeat)]
+    return statistics.median(ratios)
 
 
 def sgemm_gflops(n: int = 2048, repeat: int = 5) -> float:
@@ -143,8 +162,32 @@ def short(workload: dict) -> str:
     return f"{c}->{o} {kh}x{kw}/{workload['strides'][0]} {h}x{w}"
 
 
-def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> dict:
-    """Measure every distinct conv of ResNet-50 with graphtune and ONNX Runtime.
+def best_hot(workload: dict, budget: int, repeat: int, min_repeat_ms: float, records: str | None,
+             runner) -> tuple:
+    """Sweep ``budget`` candidates; ``(best record, hot ms, tasks, good, seconds)`` or None."""
+    tasks = [Task(x86.op_of(workload), workload, k)
+             for k in x86.candidates(workload, max_candidates=budget)]
+    start = time.perf_counter()
+    swept = measure(tasks, records=records, runner=runner, progress=False)
+    seconds = time.perf_counter() - start
+    good = [r for r in swept if r.ok]
+    if not good:
+        print(f"{short(workload)}: every candidate failed: {swept[0].error}", file=sys.stderr)
+        return None
+    best = min(good, key=lambda r: r.median_ms)
+    hot = statistics.median(time_hot(workload, best.knobs, repeat, min_repeat_ms))
+    return best, hot, tasks, good, seconds
+
+
+def dense_twin(workload: dict) -> dict:
+    """The ``groups=1`` conv with the same channels, pixels and kernel size."""
+    o, _, kh, kw = workload["kernel"]
+    return {**workload, "kernel": [o, workload["data"][1], kh, kw], "groups": 1}
+
+
+def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None,
+        model_names: tuple = ("resnet50",), ops: tuple = ("conv2d",)) -> dict:
+    """Measure every distinct conv (of ``ops``) of the models with graphtune and ONNX Runtime.
 
     Candidates are swept with measure()'s defaults (3 repeats of >= 100 ms,
     weights flushed before each call); the best one is then timed hot, back to
@@ -154,29 +197,35 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> 
     spinning and not, and credited with the faster.
     """
     threads = x86.num_threads()
-    workloads = conv_workloads(models.get("resnet50"))
+    workloads, seen = [], set()
+    for name in model_names:
+        for workload, nodes in conv_workloads(models.get(name), ops):
+            key = json.dumps(workload, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                workloads.append((workload, [f"{name}:{n}" for n in nodes]))
     rows = []
     with LocalRunner() as runner:
         for workload, nodes in workloads:
-            tasks = [Task("conv2d", workload, k)
-                     for k in x86.candidates(workload, max_candidates=budget)]
-            start = time.perf_counter()
-            swept = measure(tasks, records=records, runner=runner, progress=False)
-            seconds = time.perf_counter() - start
-            good = [r for r in swept if r.ok]
-            if not good:
-                print(f"{short(workload)}: every candidate failed: {swept[0].error}",
-                      file=sys.stderr)
+            found = best_hot(workload, budget, repeat, min_repeat_ms, records, runner)
+            if found is None:
                 continue
-            best = min(good, key=lambda r: r.median_ms)
+            best, gt_ms, tasks, good, seconds = found
             gt_cold_ms = best.median_ms
-            gt_ms = statistics.median(time_hot(workload, best.knobs, repeat, min_repeat_ms))
             ort = {spin: statistics.median(time_ort(workload, threads, repeat, min_repeat_ms, spin))
                    for spin in (True, False)}
             ort_spinning = min(ort, key=ort.get)
             ort_ms = ort[ort_spinning]
             flop = x86.flops(workload)
+            vs_dense = None
+            if x86.op_of(workload) == "group_conv2d":
+                twin = dense_twin(workload)
+                dense = best_hot(twin, budget, 1, min_repeat_ms, records, runner)
+                if dense is not None:
+                    vs_dense = gflops_vs_dense(workload, best.knobs, twin, dense[0].knobs, repeat,
+                                               min_repeat_ms)
             rows.append({
+                "op": x86.op_of(workload), "vs_dense": vs_dense,
                 "workload": workload, "nodes": nodes, "label": short(workload),
                 "gt_ms": gt_ms, "gt_cold_ms": gt_cold_ms, "ort_ms": ort_ms,
                 "ratio": ort_ms / gt_ms,
@@ -209,11 +258,12 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> 
 def print_table(result: dict) -> None:
     """The per-workload table and the summary lines."""
     print(f"{'workload':24s} {'nodes':>5s} {'gt ms':>8s} {'cold ms':>8s} {'ort ms':>8s} "
-          f"{'ratio':>6s} {'GFLOP/s':>8s} {'cands':>5s} {'s/cand':>6s}  best knobs")
+          f"{'ratio':>6s} {'GFLOP/s':>8s} {'vs dense':>8s} {'cands':>5s} {'s/cand':>6s}  best knobs")
     for r in result["workloads"]:
         print(f"{r['label']:24s} {len(r['nodes']):5d} {r['gt_ms']:8.3f} {r['gt_cold_ms']:8.3f} "
               f"{r['ort_ms']:8.3f} "
-              f"{r['ratio']:6.2f} {r['gflops']:8.1f} {r['candidates_measured']:5d} "
+              f"{r['ratio']:6.2f} {r['gflops']:8.1f} "
+              f"{'' if r['vs_dense'] is None else format(r['vs_dense'], '.2f'):>8s} {r['candidates_measured']:5d} "
               f"{r['seconds_per_candidate']:6.2f}  {json.dumps(r['best_knobs'])}")
     print(f"geomean ratio (ort/gt) {result['geomean_ratio']:.3f}, min {result['min_ratio']:.3f}; "
           f"{result['seconds_per_candidate']:.2f} s per candidate over "
@@ -227,11 +277,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="3 candidates per workload, 3 repeats (< 3 min)")
     parser.add_argument("--budget", type=int, help="candidates per workload (default 24)")
     parser.add_argument("--records", help="records file to reuse and extend (default: none)")
+    parser.add_argument("--models", default="resnet50", help="comma-separated zoo models")
+    parser.add_argument("--ops", default="conv2d,group_conv2d",
+                        help="conv ops to measure (conv2d, group_conv2d, depthwise_conv2d)")
     parser.add_argument("--json", help="write the results to this JSON file")
     args = parser.parse_args(argv)
     budget = args.budget or (3 if args.quick else 24)
     start = time.perf_counter()
-    result = run(budget, 3 if args.quick else 10, 100.0, args.records)
+    result = run(budget, 3 if args.quick else 10, 100.0, args.records,
+                 tuple(args.models.split(",")), tuple(args.ops.split(",")))
     result["wall_s"] = time.perf_counter() - start
     print_table(result)
     print(f"wall time {result['wall_s']:.0f} s")

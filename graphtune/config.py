@@ -45,12 +45,13 @@ FORMAT = "graphtune.config"
 VERSION = 1
 """The config format version this module reads and writes."""
 
-NODE_OPS = ("conv2d", "depthwise_conv2d", "dense", "join")
+NODE_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "dense", "join")
 """Ops a config node may have (``join``: the common layout of an add/concat's inputs)."""
 
 _WORKLOAD_FIELDS = {
     "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
     "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "group_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
     "dense": ("data", "weight", "dtype"),
 }
 
@@ -422,7 +423,7 @@ class Config:
         nodes = {}
         for op in frontend.layout_ops(frontend.import_model(model)):
             if op.op not in NODE_OPS:
-                continue  # group convs: graphtune.x86 has no kernel, they stay NCHW
+                continue
             knobs = choose(x86, op.workload, tgt)
             in_layout, out_layout = x86.layouts_of(op.workload, knobs)
             nodes[op.name] = NodeConfig(op.op, _plain(op.workload), in_layout, out_layout,

@@ -1,7 +1,7 @@
 """The layout graph: nodes with candidate layouts/schedules, edges with transform costs.
 
 A :class:`LayoutGraph` is a :class:`networkx.DiGraph` of *layout nodes*
-(``conv2d``, ``depthwise_conv2d``, ``dense``, ``join`` for add/concat,
+(``conv2d``, ``depthwise_conv2d``, ``group_conv2d``, ``dense``, ``join`` for add/concat,
 ``boundary`` for fixed-layout points such as graph inputs and outputs).
 Every node carries a list of :class:`Candidate` (knobs, input layout, output
 layout, kernel cost in ms). Every edge ``u -> v`` carries the logical NCHW
@@ -39,7 +39,7 @@ from .errors import GraphError
 
 __all__ = ["Candidate", "LayoutGraph", "OPS", "TransformFn"]
 
-OPS = ("conv2d", "depthwise_conv2d", "dense", "join", "boundary")
+OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "dense", "join", "boundary")
 """Node kinds a layout graph accepts."""
 
 TransformFn = Callable[[Any, str, str], float]

@@ -25,7 +25,7 @@ ort = pytest.importorskip("onnxruntime")
 
 # (model, image size) compiled by default; every zoo model at full size is marked slow.
 SMALL = [("resnet18", 32), ("mobilenet_v2", 32), ("inception_v3", 75), ("densenet121", 32),
-         ("ssd_resnet50_512", 64)]
+         ("ssd_resnet50_512", 64), ("resnext50_32x4d", 32), ("regnet_y_800mf", 32)]
 FULL = [(name, None) for name in models.names()]
 
 
@@ -360,3 +360,30 @@ def test_tvm_type_error_in_rewrite_names_the_node():
     with pytest.raises(CompileError, match="ONNX node 'bias_add' \\(relax.add\\).*TypeError: Binary "
                                            "operators must have the same datatype"):
         compile(tvm.IRModule({"main": func}), Config({}))
+
+
+def _group_conv_model() -> onnx.ModelProto:
+    """input [1, 32, 9, 9] -> 3x3 conv, 8 groups of 4 -> ReLU -> 1x1 conv, 2 groups of 16 (24 out)."""
+    rng = np.random.default_rng(3)
+    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
+             for name, shape in (("g1.w", [32, 4, 3, 3]), ("g1.b", [32]), ("g2.w", [24, 16, 1, 1]))]
+    nodes = [
+        helper.make_node("Conv", ["input", "g1.w", "g1.b"], ["x1"], name="g1", group=8,
+                         pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["x1"], ["r1"], name="relu"),
+        helper.make_node("Conv", ["r1", "g2.w"], ["output"], name="g2", group=2, kernel_shape=[1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes, "groups", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 32, 9, 9])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 24, 9, 9])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("block", [2, 4, 8, 16])  # g1: inside a group (2, 4), spanning 2 and 4 groups
+def test_group_convs_match_onnxruntime(block):
+    model = _group_conv_model()
+    config = Config.uniform(model, block=block)
+    assert config.nodes["g1"].op == "group_conv2d" and config.nodes["g1"].out_layout == f"NCHW{block}c"
+    assert_matches_ort(model, compile(model, config))

@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
 import graphtune
-from graphtune import models
+from graphtune import models, x86
 from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops, walk
 from graphtune.frontend.extract import extract
@@ -249,7 +249,7 @@ def test_joins_with_inputs_of_mismatched_origin_and_shape():
     assert sorted(g.nx.predecessors("output")) == ["se"]
 
 
-def test_unsupported_ops_are_left_out_with_one_warning_per_kind():
+def test_unknown_ops_are_boundaries_with_one_warning_per_kind_and_group_convs_are_nodes():
     g1, i1 = _conv("g1", "input", "x1", 4, 8, groups=2)
     g2, i2 = _conv("g2", "s1", "x2", 8, 8, groups=4)
     ok, i3 = _conv("ok", "s2", "output", 8, 8)
@@ -259,12 +259,13 @@ def test_unsupported_ops_are_left_out_with_one_warning_per_kind():
         ok,
     ]
     g, messages = _record(extract, _model(nodes, i1 + i2 + i3, in_shape=(1, 4, 8, 8)), max_candidates=2)
-    assert len(messages) == 2, messages
-    assert any("2 group_conv2d op(s) graphtune.x86 cannot run (g1, g2" in m for m in messages)
-    assert any("relax.sin (2x) is unknown" in m for m in messages)
-    assert g.op("g1") == g.op("g2") == "boundary"
+    assert len(messages) == 1 and "relax.sin (2x) is unknown" in messages[0], messages
+    assert g.op("g1") == g.op("g2") == "group_conv2d"
+    assert g.workload("g2")["groups"] == 4 and len(g.candidates("g2")) == 2
     assert g.op("ok") == "conv2d" and math.isnan(g.candidates("ok")[0].cost)
-    assert list(g.nx.predecessors("ok")) == ["g2"]  # sin on a fixed tensor adds no node
+    # an unknown op after a layout node is a boundary (NCHW) between it and the next one
+    assert list(g.nx.predecessors("ok")) == ["sin_1"] and list(g.nx.predecessors("sin_1")) == ["g2"]
+    assert g.op("sin_1") == "boundary"
 
 
 def test_dynamic_shape_conv_in_relax_module_is_skipped():
@@ -286,7 +287,7 @@ def test_dynamic_shape_conv_in_relax_module_is_skipped():
 
 
 # ---------------------------------------------------------------- the zoo
-ZOO = {  # model: (conv2d, depthwise_conv2d, dense, joins)
+ZOO = {  # model: (conv2d, depthwise_conv2d, dense, joins); group convs in GROUP_CONVS
     "resnet18": (20, 0, 1, 8),
     "resnet50": (53, 0, 1, 16),
     "vgg16": (13, 0, 3, 0),
@@ -301,8 +302,11 @@ ZOO = {  # model: (conv2d, depthwise_conv2d, dense, joins)
     "shufflenet_v2": (37, 19, 1, 16),
     "googlenet": (57, 0, 1, 9),
     "unet": (15, 0, 0, 3),
+    "resnext50_32x4d": (37, 0, 1, 16),
+    "regnet_y_800mf": (61, 0, 1, 28),
 }
 GATED = {"efficientnet_b0", "mobilenet_v3_large"}  # SiLU / hardswish: x * gate(x) joins
+GROUP_CONVS = {"resnext50_32x4d": 16, "regnet_y_800mf": 14}
 _CACHE = {}
 
 
@@ -318,12 +322,13 @@ def test_zoo_extraction_invariants(name):
     model, g = _zoo(name)
     ops = [g.op(n) for n in g.nodes]
     assert tuple(ops.count(k) for k in ("conv2d", "depthwise_conv2d", "dense", "join")) == ZOO[name]
+    assert ops.count("group_conv2d") == GROUP_CONVS.get(name, 0)
     outputs = [o.name for o in model.graph.output]
     assert all(g.op(b) == "boundary" for b in ["input", *outputs])
     assert list(g.nx.successors("input")) == [next(n.name for n in model.graph.node if n.op_type == "Conv")]
     # layout nodes are named like the ONNX nodes and like layout_ops (what compile uses)
     onnx_names = [n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm")]
-    layout_nodes = [n for n in g.nodes if g.op(n) in ("conv2d", "depthwise_conv2d", "dense")]
+    layout_nodes = [n for n in g.nodes if g.op(n) in x86.KNOBS]
     assert layout_nodes == onnx_names == [op.name for op in layout_ops(import_model(model))]
     for n in layout_nodes:  # one data input, read in the shape of its workload
         (pred,) = g.nx.predecessors(n)
@@ -440,3 +445,17 @@ def test_fold_docstring_examples():
 
     result = doctest.testmod(fold)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_conv_graphtune_x86_cannot_run_is_a_boundary_with_a_warning():
+    """A float16 conv (x86 kernels are float32 only) stays NCHW, named in one warning."""
+    w = numpy_helper.from_array(RNG.standard_normal((8, 4, 3, 3)).astype(np.float16), "half.w")
+    nodes = [
+        helper.make_node("Cast", ["input"], ["x16"], name="to_half", to=TensorProto.FLOAT16),
+        helper.make_node("Conv", ["x16", "half.w"], ["y16"], name="half", pads=[1, 1, 1, 1]),
+        helper.make_node("Cast", ["y16"], ["output"], name="to_float", to=TensorProto.FLOAT),
+    ]
+    g, messages = _record(extract, _model(nodes, [w], in_shape=(1, 4, 8, 8)), max_candidates=2)
+    assert any("1 conv2d op(s) graphtune.x86 cannot run (half; first: workload dtype 'float16'" in m
+               for m in messages), messages
+    assert g.op("half") == "boundary"

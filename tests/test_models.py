@@ -13,8 +13,8 @@ from graphtune.errors import ModelError
 from graphtune.models import param_count
 
 NAMES = ["densenet121", "densenet201", "efficientnet_b0", "googlenet", "inception_v3",
-         "mobilenet_v2", "mobilenet_v3_large", "resnet18", "resnet50", "shufflenet_v2",
-         "ssd_resnet50_512", "unet", "vgg16", "vgg19"]
+         "mobilenet_v2", "mobilenet_v3_large", "regnet_y_800mf", "resnet18", "resnet50",
+         "resnext50_32x4d", "shufflenet_v2", "ssd_resnet50_512", "unet", "vgg16", "vgg19"]
 # models that also build with unfused BatchNormalization (models.get(name, fold_bn=False))
 UNFUSED = ["densenet121", "densenet201", "efficientnet_b0", "googlenet", "mobilenet_v3_large",
            "shufflenet_v2", "unet"]
@@ -26,6 +26,7 @@ LAYERS = {
     "mobilenet_v2": (52, 1), "ssd_resnet50_512": (73, 0),
     "efficientnet_b0": (81, 1), "mobilenet_v3_large": (62, 2), "shufflenet_v2": (56, 1),
     "googlenet": (57, 1), "unet": (15, 0),
+    "resnext50_32x4d": (53, 1), "regnet_y_800mf": (75, 1),
 }
 
 # Small inputs for the default run; architectures with 5 stride-2 stages need 32,
@@ -263,6 +264,36 @@ def test_mobilenet_depthwise_and_relu6():
     assert sum(n.op_type == "Add" for n in model.graph.node) == 10
 
 
+def _groups(model: onnx.ModelProto) -> dict[str, tuple[int, list[int]]]:
+    """Grouped convs: name -> (groups, weight shape)."""
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    return {n.name: (a.i, weights[n.input[1]]) for n in model.graph.node if n.op_type == "Conv"
+            for a in n.attribute if a.name == "group" and a.i > 1}
+
+
+def test_resnext_group_convs_follow_torchvision():
+    groups = _groups(models.get("resnext50_32x4d", image_size=32))
+    assert sorted(groups) == sorted(f"layer{s}.{i}.conv2" for s, n in enumerate((3, 4, 6, 3), 1)
+                                    for i in range(n))
+    widths = {name.split(".")[0]: shape for name, (g, shape) in groups.items() if g == 32}
+    assert widths == {"layer1": [128, 4, 3, 3], "layer2": [256, 8, 3, 3], "layer3": [512, 16, 3, 3],
+                      "layer4": [1024, 32, 3, 3]}
+
+
+def test_regnet_group_width_and_squeeze_excitation():
+    model = models.get("regnet_y_800mf", image_size=32)
+    groups = _groups(model)
+    assert len(groups) == 14 and all(shape[1] == 16 and g * 16 == shape[0] for g, shape in groups.values())
+    assert sorted({shape[0] for _, shape in groups.values()}) == [64, 144, 320, 784]
+    ops = [n.op_type for n in model.graph.node]
+    assert ops.count("Sigmoid") == 14 and ops.count("GlobalAveragePool") == 15
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    fc1 = {n.name: weights[n.input[1]] for n in model.graph.node if n.name.endswith("se.fc1")}
+    # torchvision squeezes to a quarter of the block's input channels, not of its width
+    assert fc1["trunk_output.block2.block2-0.f.se.fc1"] == [16, 144, 1, 1]
+    assert fc1["trunk_output.block2.block2-1.f.se.fc1"] == [36, 144, 1, 1]
+
+
 def test_densenet_prenorm_is_mul_add():
     model = models.get("densenet121", image_size=32)
     ops = [n.op_type for n in model.graph.node]
@@ -293,7 +324,7 @@ def test_ssd_full_size_anchor_count():
 
 @pytest.mark.parametrize("module", ["builder", "resnet", "vgg", "inception", "densenet",
                                     "mobilenet", "ssd", "efficientnet", "mobilenet_v3",
-                                    "shufflenet", "googlenet", "unet", ""])
+                                    "shufflenet", "googlenet", "unet", "regnet", ""])
 def test_docstring_examples(module):
     mod = importlib.import_module(f"graphtune.models.{module}" if module else "graphtune.models")
     result = doctest.testmod(mod)

@@ -78,3 +78,19 @@ def test_tuned_config_compiles_and_matches_onnxruntime(tuned):
     x = np.random.default_rng(0).standard_normal((1, 3, 32, 32)).astype("float32")
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
     np.testing.assert_allclose(compiled(x), want, rtol=1e-4, atol=1e-4)
+
+
+def test_group_convs_are_tuned_and_compiled(tmp_path):
+    """A model with group convs: measured as group_conv2d nodes, configured, compiled right."""
+    from test_compile import _group_conv_model, assert_matches_ort
+
+    model = _group_conv_model()
+    records = tmp_path / "groups.records.jsonl"
+    result = graphtune.tune(model, records=records, max_candidates=3, min_repeat_ms=1, repeat=1,
+                            progress=False)
+    result.graph.validate()
+    assert [result.graph.op(n) for n in ("g1", "g2")] == ["group_conv2d", "group_conv2d"]
+    assert {result.config.nodes[n].op for n in ("g1", "g2")} == {"group_conv2d"}
+    kinds = {json.loads(line)["kind"] for line in records.read_text().splitlines()}
+    assert "group_conv2d" in kinds
+    assert_matches_ort(model, graphtune.compile(model, result.config))

@@ -9,7 +9,7 @@ TARGET = x86.host_target()
 
 
 def conv2d_reference(x, w, strides, padding, dilation, groups=1):
-    """Direct NCHW/OIHW convolution (groups 1 or depthwise), in float64."""
+    """Direct NCHW/OIHW convolution (any groups), in float64."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     top, left, bottom, right = padding
@@ -22,10 +22,9 @@ def conv2d_reference(x, w, strides, padding, dilation, groups=1):
     for i in range(kh):
         for j in range(kw):
             patch = xp[:, :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
-            if groups == 1:
-                out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
-            else:
-                out += patch * w[:, 0, i, j][None, :, None, None]
+            grouped = patch.reshape(n, groups, cg, oh, ow)
+            weight = w[:, :, i, j].reshape(groups, o // groups, cg)
+            out += np.einsum("ngchw,goc->ngohw", grouped, weight).reshape(n, o, oh, ow)
     return out
 
 

@@ -44,7 +44,7 @@ DEFAULT_BLOCK = 16
 def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
     """Plan of every layout node: the config's choice, or the default candidate.
 
-    Nodes the x86 kernels do not support (group convs) are not planned and keep
+    Nodes the x86 kernels do not support are not planned and keep
     plain ``NCHW``. Unmentioned supported nodes get
     :func:`graphtune.x86.default_knobs` with block :data:`DEFAULT_BLOCK` and one
     ``UserWarning`` naming all of them.
@@ -66,7 +66,7 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
 
     plans, missing = {}, []
     for op in ops:
-        if op.op not in ("conv2d", "depthwise_conv2d", "dense"):
+        if op.op not in x86.KNOBS:
             continue
         node = config.nodes.get(op.name)
         if node is None:

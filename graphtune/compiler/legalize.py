@@ -87,7 +87,8 @@ def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Targe
 
     stock_conv = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
     stock_matmul = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
-    computes = {"conv2d": x86.conv2d_nchwc, "depthwise_conv2d": x86.depthwise_conv2d_nchwc}
+    computes = {"conv2d": x86.conv2d_nchwc, "depthwise_conv2d": x86.depthwise_conv2d_nchwc,
+                "group_conv2d": x86.group_conv2d_nchwc}
 
     def conv2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         plan = anchors.get(call.args[1])

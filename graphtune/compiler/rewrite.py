@@ -79,6 +79,9 @@ def _kernel_array(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, str]:
         bn = block_of(plan.out_layout)
         return x86.pack_depthwise_kernel(weight, bn), kernel_layout(1, bn)
     in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
+    if plan.op == "group_conv2d":
+        packed = x86.pack_group_kernel(weight, plan.workload["groups"], in_blk, out_blk)
+        return packed, kernel_layout(in_blk, out_blk)
     return x86.pack_conv_kernel(weight, in_blk, out_blk), kernel_layout(in_blk, out_blk)
 
 
@@ -232,10 +235,13 @@ class _Rewriter:
         kernel = relax.const(array)
         self.anchors[kernel] = plan
         attrs = call.attrs
+        # Relax types the call with the packed kernel: its input channels per group are
+        # those each output block reads (a group conv's block-diagonal span).
+        groups = plan.workload["data"][1] // (array.shape[1] * array.shape[4])
         conv = relax.op.nn.conv2d(
             self.get(call.args[0], in_blk), kernel,
             strides=[int(v) for v in attrs.strides], padding=[int(v) for v in attrs.padding],
-            dilation=[int(v) for v in attrs.dilation], groups=int(attrs.groups),
+            dilation=[int(v) for v in attrs.dilation], groups=groups,
             data_layout=data_layout(in_blk), kernel_layout=klayout,
             out_layout=data_layout(out_blk), out_dtype=_out_dtype(attrs),
         )

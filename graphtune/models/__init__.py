@@ -36,7 +36,8 @@ from .googlenet import googlenet
 from .inception import inception_v3
 from .mobilenet import mobilenet_v2
 from .mobilenet_v3 import mobilenet_v3_large
-from .resnet import resnet18, resnet50
+from .regnet import regnet_y_800mf
+from .resnet import resnet18, resnet50, resnext50_32x4d
 from .shufflenet import shufflenet_v2
 from .ssd import ssd_resnet50_512
 from .unet import unet
@@ -83,6 +84,8 @@ _ZOO: dict[str, ModelInfo] = {
     "densenet201": ModelInfo(densenet201, 224, 32, 20_013_928),
     "mobilenet_v2": ModelInfo(mobilenet_v2, 224, 32, 3_504_872),
     "ssd_resnet50_512": ModelInfo(ssd_resnet50_512, 512, 32, 49_693_302),
+    "resnext50_32x4d": ModelInfo(resnext50_32x4d, 224, 32, 25_028_904),
+    "regnet_y_800mf": ModelInfo(regnet_y_800mf, 224, 32, 6_432_512),
 }
 
 # Models that look like what users export (h-zoo): unfused BatchNormalization on request,

@@ -221,6 +221,32 @@ class GraphBuilder:
         hi = self._const("relu6.max", np.array(6.0, dtype=np.float32))
         return self._node("Clip", [x, lo, hi], name, self._shapes[x])
 
+    def sigmoid(self, x: str, name: str) -> str:
+        """``Sigmoid``.
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.sigmoid("input", "gate"))
+        (1, 3, 4, 4)
+        """
+        return self._node("Sigmoid", [x], name, self._shapes[x])
+
+    def scale(self, x: str, gate: str, name: str) -> str:
+        """``Mul`` of ``x`` ``[N, C, H, W]`` by a per-channel ``gate`` ``[N, C, 1, 1]``
+        (squeeze-excitation).
+
+        Examples
+        --------
+        >>> b = GraphBuilder("t", 0, 1, 4)
+        >>> b.shape(b.scale("input", b.global_avg_pool("input", "pool"), "se"))
+        (1, 3, 4, 4)
+        """
+        if self._shapes[gate] != self._shapes[x][:2] + (1, 1):
+            raise ModelError(f"{self.name}: scale {name!r}: gate shape {self._shapes[gate]} is not "
+                             f"[N, C, 1, 1] of {self._shapes[x]}")
+        return self._node("Mul", [x, gate], name, self._shapes[x])
+
     def affine(self, x: str, name: str) -> str:
         """Per-channel ``x * name.weight + name.bias``: an inference batch norm that cannot be
         folded into a conv (it precedes a ReLU), as ``Mul`` + ``Add`` with ``[C, 1, 1]`` constants.

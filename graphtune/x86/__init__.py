@@ -22,6 +22,7 @@ from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
 from .kernels import kernel_func, kernel_shapes
 from .knobs import KNOBS, check_knobs, layouts_of
 from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
@@ -46,6 +47,8 @@ __all__ = [
     "depthwise_conv2d_nchwc",
     "depthwise_nchwc_shapes",
     "flops",
+    "group_conv2d_nchwc",
+    "group_conv_nchwc_shapes",
     "host_target",
     "kernel_func",
     "kernel_shapes",
@@ -58,6 +61,7 @@ __all__ = [
     "pack_data",
     "pack_dense_weight",
     "pack_depthwise_kernel",
+    "pack_group_kernel",
     "schedule_elementwise",
     "schedule_fused",
     "schedule_transform",

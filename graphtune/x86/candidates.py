@@ -17,6 +17,7 @@ Examples
 import math
 
 from ..errors import KnobError
+from .groups import group_sizes, oc_blocks, span
 from .knobs import divisors, register_budget
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
@@ -103,7 +104,7 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None) -> li
     ----------
     workload : dict
     blocks : dict
-        ``{"ic_bn", "oc_bn"}`` for conv2d, ``{"bn"}`` for depthwise,
+        ``{"ic_bn", "oc_bn"}`` for (group) conv2d, ``{"bn"}`` for depthwise,
         ``{"oc_bn"}`` or ``{}`` for dense (``{}``: the best-guess block).
     target : Target or dict, optional
 
@@ -115,7 +116,7 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None) -> li
     6
     """
     op = op_of(workload)
-    if op == "conv2d":
+    if op in ("conv2d", "group_conv2d"):
         tiles = _conv_tiles(workload, blocks["oc_bn"], target)
     elif op == "depthwise_conv2d":
         tiles = _depthwise_tiles(workload, blocks["bn"], target)
@@ -128,6 +129,21 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None) -> li
 
 def _ordered_blocks(channels: int, max_block: int, lanes: int) -> list:
     return sorted(divisors(channels, cap=max_block), key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
+
+
+def _group_blocks(workload: dict, max_block: int, lanes: int) -> list:
+    """``(tier, {"ic_bn", "oc_bn"})`` of a group conv: vector fit, then the work wasted on
+    the zeros of a block spanning several groups (one tier per doubling)."""
+    og = group_sizes(workload)[1]
+    ocs = sorted((b for b in oc_blocks(workload) if b <= max_block),
+                 key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
+    pairs = []
+    for o in ocs:
+        waste = max(1, o // og).bit_length() - 1
+        for i in _ordered_blocks(span(workload, o), max_block, lanes):
+            tier = _block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2 + waste
+            pairs.append((tier, {"ic_bn": i, "oc_bn": o}))
+    return pairs
 
 
 def _dense_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
@@ -148,7 +164,7 @@ def candidates(
     Parameters
     ----------
     workload : dict
-        A conv2d, depthwise_conv2d or dense workload.
+        A conv2d, depthwise_conv2d, group_conv2d or dense workload.
     target : Target or dict, optional
         Sets the vector width and register budget (default: the host).
     max_candidates : int, optional
@@ -182,6 +198,8 @@ def candidates(
             for o in ocs
             for i in ics
         ]
+    elif op == "group_conv2d":
+        groups = _group_blocks(workload, max_block, lanes)
     elif op == "depthwise_conv2d":
         blocks = _ordered_blocks(workload["data"][1], max_block, lanes)
         groups = [(_block_penalty(b, lanes), {"bn": b}) for b in blocks]
@@ -224,6 +242,9 @@ def default_knobs(workload: dict, block: int = 16, target: TargetLike = None) ->
         blocks = {}
     elif op == "depthwise_conv2d":
         blocks = {"bn": _block_near(workload["data"][1], block)}
+    elif op == "group_conv2d":
+        oc_bn = min(oc_blocks(workload), key=lambda d: (abs(d - block), -d))
+        blocks = {"ic_bn": _block_near(span(workload, oc_bn), block), "oc_bn": oc_bn}
     else:
         blocks = {
             "ic_bn": _block_near(workload["data"][1], block),

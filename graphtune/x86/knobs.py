@@ -10,6 +10,10 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o``.
 - depthwise_conv2d: ``bn`` (channel block, divides C; vectorised) and
   ``reg_n``. Layouts ``NCHW{bn}c -> NCHW{bn}c``, kernel ``OIHW1i{bn}o``.
+- group_conv2d: the conv2d knobs, with the block rules of
+  :mod:`graphtune.x86.groups` (``oc_bn`` inside one group or spanning whole
+  groups; ``ic_bn`` divides the input channels of the block's groups).
+  Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``.
 - dense: ``oc_bn`` (output-feature block, divides M; vectorised, the weight is
   packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
   inside, divides K). Layouts ``NC -> NC``.
@@ -24,6 +28,7 @@ Examples
 
 from ..errors import KnobError
 from ..layouts import DENSE, data_layout
+from .groups import check_group_blocks
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
 
@@ -32,6 +37,7 @@ __all__ = ["KNOBS", "check_knobs", "layouts_of", "divisors", "register_budget"]
 KNOBS = {
     "conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
     "depthwise_conv2d": {"required": ("bn", "reg_n"), "optional": ()},
+    "group_conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
     "dense": {"required": ("oc_bn", "k_bn"), "optional": ()},
 }
 """Required and optional knob names per op."""
@@ -127,8 +133,11 @@ def check_knobs(workload: dict, knobs: dict) -> dict:
     if op == "depthwise_conv2d":
         _check_divides(op, knobs, "bn", workload["data"][1], "channels")
     else:
-        _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
-        _check_divides(op, knobs, "oc_bn", workload["kernel"][0], "output channels")
+        if op == "group_conv2d":
+            check_group_blocks(op, workload, knobs)
+        else:
+            _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
+            _check_divides(op, knobs, "oc_bn", workload["kernel"][0], "output channels")
         if not isinstance(knobs["unroll_kw"], bool):
             _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
         if "oh_bn" in knobs:

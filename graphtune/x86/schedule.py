@@ -1,4 +1,4 @@
-"""Knob schedules for conv2d, depthwise conv2d and dense, standalone or fused.
+"""Knob schedules for conv2d, depthwise and group conv2d and dense, standalone or fused.
 
 :func:`schedule_fused` takes a PrimFunc in which the op is one reduction block
 (the *anchor*) built by :func:`~graphtune.x86.conv2d_nchwc`,
@@ -26,6 +26,7 @@ Examples
 from tvm import s_tir, tirx
 
 from ..errors import KnobError
+from .groups import span
 from .knobs import check_knobs
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
@@ -54,7 +55,8 @@ def anchor_domain(workload: dict, knobs: dict) -> tuple:
         bn = knobs["bn"]
         return [n, o // bn, oh, ow, bn], [kh, kw]
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
-    return [n, o // ob, oh, ow, ob], [workload["data"][1] // ib, kh, kw, ib]
+    reduced = span(workload, ob) if op == "group_conv2d" else workload["data"][1]
+    return [n, o // ob, oh, ow, ob], [reduced // ib, kh, kw, ib]
 
 
 def _domain(sch: s_tir.Schedule, block) -> tuple:
@@ -190,6 +192,7 @@ def _schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
 _SCHEDULES = {
     "conv2d": _schedule_conv2d,
     "depthwise_conv2d": _schedule_depthwise,
+    "group_conv2d": _schedule_conv2d,
     "dense": _schedule_dense,
 }
 

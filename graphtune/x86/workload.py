@@ -1,7 +1,7 @@
 """Workload dicts: which op they describe, validation and output shapes.
 
 A workload is the JSON-able description of one op instance (see the team
-contract): conv2d/depthwise ``{"data", "kernel", "strides", "padding",
+contract): conv2d/depthwise/group conv ``{"data", "kernel", "strides", "padding",
 "dilation", "groups", "dtype"}`` and dense ``{"data", "weight", "dtype"}``.
 
 Examples
@@ -94,7 +94,7 @@ def check_workload(workload: dict) -> dict:
     ------
     ModelError
         Missing/unknown fields, bad shapes, mismatched channels, an empty
-        output, or an unsupported op (group conv, depthwise multiplier > 1).
+        output, or an unsupported dtype.
 
     Examples
     --------
@@ -126,23 +126,19 @@ def check_workload(workload: dict) -> dict:
             f"workload kernel {workload['kernel']} expects {cg * groups} input channels "
             f"(kernel[1] * groups) but data has {c}"
         )
-    if groups != 1 and not (groups == c == o):
-        raise ModelError(
-            f"group conv with groups={groups}, {c} -> {o} channels is not supported by graphtune.x86: "
-            "only groups=1 (conv2d) and groups == in == out channels (depthwise) are"
-        )
     if min(output_shape(workload)) < 1:
         raise ModelError(f"workload {workload!r} has an empty output; check padding/strides/kernel")
     return workload
 
 
 def op_of(workload: dict) -> str:
-    """``"conv2d"``, ``"depthwise_conv2d"`` or ``"dense"`` for a valid workload.
+    """``"conv2d"``, ``"depthwise_conv2d"`` (``groups == C == O``), ``"group_conv2d"``
+    (other ``groups > 1``) or ``"dense"`` for a valid workload.
 
     Raises
     ------
     ModelError
-        If the workload is malformed or its op is not supported (e.g. group conv).
+        If the workload is malformed or its op is not supported.
 
     Examples
     --------
@@ -152,7 +148,10 @@ def op_of(workload: dict) -> str:
     check_workload(workload)
     if "weight" in workload:
         return "dense"
-    return "depthwise_conv2d" if workload["groups"] > 1 else "conv2d"
+    groups, channels = workload["groups"], workload["data"][1]
+    if groups == 1:
+        return "conv2d"
+    return "depthwise_conv2d" if groups == channels == workload["kernel"][0] else "group_conv2d"
 
 
 def output_shape(workload: dict) -> list:
