@@ -8,11 +8,18 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``unroll_kw`` (bool: unroll the kernel-width loop) and optional ``oh_bn``
   (output rows per register tile, 1..OH, default 1; useful for 1x1 convs).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o``.
+- conv2d_transpose: conv2d's knobs and layouts (``unroll_kw`` unrolls the
+  column taps); the kernel is packed per output phase (see
+  :mod:`graphtune.x86.conv2d_transpose`).
 - depthwise_conv2d: ``bn`` (channel block, divides C; vectorised) and
   ``reg_n``. Layouts ``NCHW{bn}c -> NCHW{bn}c``, kernel ``OIHW1i{bn}o``.
 - dense: ``oc_bn`` (output-feature block, divides M; vectorised, the weight is
   packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
-  inside, divides K). Layouts ``NC -> NC``.
+  inside, divides K), optional ``n_bn`` (rows per register tile along the
+  data's dim -2, 1..that extent, default 1; the other leading dims are
+  parallel loops). Layouts ``NC -> NC``
+  for 2-D data; rank-3/4 data (token MLPs) stays in its own plain layout,
+  ``NCHW -> NCHW`` in graphtune's names.
 
 Examples
 --------
@@ -23,7 +30,7 @@ Examples
 """
 
 from ..errors import KnobError
-from ..layouts import DENSE, data_layout
+from ..layouts import DENSE, PLAIN, data_layout
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
 
@@ -32,7 +39,8 @@ __all__ = ["KNOBS", "check_knobs", "layouts_of", "divisors", "register_budget"]
 KNOBS = {
     "conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
     "depthwise_conv2d": {"required": ("bn", "reg_n"), "optional": ()},
-    "dense": {"required": ("oc_bn", "k_bn"), "optional": ()},
+    "conv2d_transpose": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
+    "dense": {"required": ("oc_bn", "k_bn"), "optional": ("n_bn",)},
 }
 """Required and optional knob names per op."""
 
@@ -121,14 +129,16 @@ def check_knobs(workload: dict, knobs: dict) -> dict:
         )
     if op == "dense":
         _check_divides(op, knobs, "oc_bn", workload["weight"][0], "output features")
-        _check_divides(op, knobs, "k_bn", workload["data"][1], "input features")
+        _check_divides(op, knobs, "k_bn", workload["data"][-1], "input features")
+        if "n_bn" in knobs:
+            _check_range(op, knobs, "n_bn", workload["data"][-2], "rows (the data's dim -2)")
         return knobs
     _, _, oh, ow = output_shape(workload)
     if op == "depthwise_conv2d":
         _check_divides(op, knobs, "bn", workload["data"][1], "channels")
     else:
         _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
-        _check_divides(op, knobs, "oc_bn", workload["kernel"][0], "output channels")
+        _check_divides(op, knobs, "oc_bn", output_shape(workload)[1], "output channels")
         if not isinstance(knobs["unroll_kw"], bool):
             _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
         if "oh_bn" in knobs:
@@ -149,7 +159,7 @@ def layouts_of(workload: dict, knobs: dict) -> tuple:
     op = op_of(workload)
     check_knobs(workload, knobs)
     if op == "dense":
-        return DENSE, DENSE
+        return (DENSE, DENSE) if len(workload["data"]) == 2 else (PLAIN, PLAIN)
     if op == "depthwise_conv2d":
         return data_layout(knobs["bn"]), data_layout(knobs["bn"])
     return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
