@@ -65,7 +65,7 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
 
     plans, missing = {}, []
     for op in ops:
-        if op.op not in ("conv2d", "depthwise_conv2d", "dense"):
+        if op.op not in x86.KNOBS:  # ops without an x86 kernel (group convs) stay NCHW
             continue
         node = config.nodes.get(op.name)
         if node is None:
