@@ -1,12 +1,15 @@
-"""graphtune's conv2d kernels against ONNX Runtime on the distinct convs of ResNet-50.
+"""graphtune's kernels against ONNX Runtime, one workload at a time.
 
-For every distinct conv2d workload of ResNet-50 (batch 1, 224x224, taken from
-the zoo model's ONNX Conv nodes after shape inference), measure up to
-``--budget`` graphtune candidates, re-time the best one, and time the same
-convolution as a one-node ONNX model in ONNX Runtime with the same number of
-threads. Prints a table and writes JSON (``--json PATH``)::
+Suites (``--suite``): ``resnet50`` (default), every distinct conv2d workload of
+ResNet-50 (batch 1, 224x224, taken from the zoo model's ONNX Conv nodes after
+shape inference); ``decoder``, U-Net decoder transposed convs (2x2 stride 2
+and 4x4 stride 2 pad 1 upsampling 512->256 at 28x28, 256->128 at 56x56,
+128->64 at 112x112) and token-MLP MatMuls of ConvNeXt-like blocks. For each,
+measure up to ``--budget`` graphtune candidates, re-time the best one, and
+time the same op as a one-node ONNX model in ONNX Runtime with the same
+number of threads. Prints a table and writes JSON (``--json PATH``)::
 
-    python benchmarks/kernels.py [--quick] [--budget N] [--json PATH]
+    python benchmarks/kernels.py [--suite resnet50|decoder] [--quick] [--budget N] [--json PATH]
 
 ``ratio`` is ``ort_ms / gt_ms`` (> 1: graphtune is faster). graphtune's time
 is its blocked-layout kernel alone; ONNX Runtime's includes whatever layout
@@ -59,14 +62,43 @@ def conv_workloads(model: onnx.ModelProto) -> list[tuple[dict, list[str]]]:
     return list(found.values())
 
 
-def one_conv_model(workload: dict) -> onnx.ModelProto:
-    """A one-node ONNX model (input ``x``, output ``y``) computing ``workload``'s conv."""
+def decoder_workloads() -> list[tuple[dict, list[str]]]:
+    """U-Net decoder transposed convs and token-MLP MatMuls (the ``decoder`` suite)."""
+    found = []
+    for c, o, size in ((512, 256, 28), (256, 128, 56), (128, 64, 112)):
+        found.append((x86.conv2d_transpose_workload([1, c, size, size], [c, o, 2, 2], [2, 2]),
+                      [f"up{c}_k2"]))
+        found.append((x86.conv2d_transpose_workload([1, c, size, size], [c, o, 4, 4], [2, 2],
+                                                     [1, 1, 1, 1]), [f"up{c}_k4"]))
+    for rows, c, hidden in ((56, 96, 384), (14, 384, 1536)):
+        found.append((x86.dense_workload([1, rows, rows, c], [hidden, c]), [f"mlp{c}.fc1"]))
+        found.append((x86.dense_workload([1, rows, rows, hidden], [c, hidden]), [f"mlp{c}.fc2"]))
+    return found
+
+
+SUITES = {"resnet50": lambda: conv_workloads(models.get("resnet50")), "decoder": decoder_workloads}
+
+
+def _one_node(workload: dict) -> tuple[onnx.NodeProto, np.ndarray]:
+    """The ONNX node computing ``workload`` from ``x`` and weight ``w``, and the weight."""
     rng = np.random.default_rng(0)
+    op = x86.op_of(workload)
+    if op == "dense":  # ONNX MatMul takes the weight as [K, M]
+        weight = rng.uniform(-1, 1, workload["weight"][::-1]).astype(np.float32)
+        return helper.make_node("MatMul", ["x", "w"], ["y"]), weight
     weight = rng.uniform(-1, 1, workload["kernel"]).astype(np.float32)
+    attrs = {"strides": workload["strides"], "pads": workload["padding"],
+             "dilations": workload["dilation"], "group": workload["groups"]}
+    if op == "conv2d_transpose":
+        return helper.make_node("ConvTranspose", ["x", "w"], ["y"], **attrs,
+                                output_padding=workload["output_padding"]), weight
+    return helper.make_node("Conv", ["x", "w"], ["y"], **attrs), weight
+
+
+def one_conv_model(workload: dict) -> onnx.ModelProto:
+    """A one-node ONNX model (input ``x``, output ``y``) computing ``workload``'s op."""
+    node, weight = _one_node(workload)
     out = x86.output_shape(workload)
-    node = helper.make_node("Conv", ["x", "w"], ["y"], strides=workload["strides"],
-                            pads=workload["padding"], dilations=workload["dilation"],
-                            group=workload["groups"])
     graph = helper.make_graph(
         [node], "conv",
         [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, workload["data"])],
@@ -137,14 +169,22 @@ def sgemm_gflops(n: int = 2048, repeat: int = 5) -> float:
 
 
 def short(workload: dict) -> str:
-    """``C->O kHxkW /s HxW`` label of a conv workload."""
+    """``C->O kHxkW /s HxW`` label of a conv (``T`` for transposed), ``rows K->M`` of a dense."""
+    op = x86.op_of(workload)
+    if op == "dense":
+        m, k = workload["weight"]
+        return f"dense {'x'.join(map(str, workload['data'][:-1]))} {k}->{m}"
     _, c, h, w = workload["data"]
-    o, _, kh, kw = workload["kernel"]
+    _, o, oh, ow = x86.output_shape(workload)
+    kh, kw = workload["kernel"][2:]
+    if op == "conv2d_transpose":
+        return f"{c}->{o} {kh}x{kw}/{workload['strides'][0]}T {h}x{w}->{oh}x{ow}"
     return f"{c}->{o} {kh}x{kw}/{workload['strides'][0]} {h}x{w}"
 
 
-def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> dict:
-    """Measure every distinct conv of ResNet-50 with graphtune and ONNX Runtime.
+def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None,
+        suite: str = "resnet50") -> dict:
+    """Measure every workload of ``suite`` with graphtune and ONNX Runtime.
 
     Candidates are swept with measure()'s defaults (3 repeats of >= 100 ms,
     weights flushed before each call); the best one is then timed hot, back to
@@ -154,11 +194,11 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> 
     spinning and not, and credited with the faster.
     """
     threads = x86.num_threads()
-    workloads = conv_workloads(models.get("resnet50"))
+    workloads = SUITES[suite]()
     rows = []
     with LocalRunner() as runner:
         for workload, nodes in workloads:
-            tasks = [Task("conv2d", workload, k)
+            tasks = [Task(x86.op_of(workload), workload, k)
                      for k in x86.candidates(workload, max_candidates=budget)]
             start = time.perf_counter()
             swept = measure(tasks, records=records, runner=runner, progress=False)
@@ -186,14 +226,14 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> 
                 "candidates_failed": len(tasks) - len(good),
                 "seconds_per_candidate": seconds / len(tasks),
             })
-            print(f"  {short(workload):24s} gt {gt_ms:8.3f} ms  ort {ort_ms:8.3f} ms  "
+            print(f"  {short(workload):34s} gt {gt_ms:8.3f} ms  ort {ort_ms:8.3f} ms  "
                   f"ratio {ort_ms / gt_ms:5.2f}", file=sys.stderr, flush=True)
     ratios = [r["ratio"] for r in rows]
     sgemm = sgemm_gflops()
     observed = max([r["gflops"] for r in rows] + [r["ort_gflops"] for r in rows])
     measured = sum(r["candidates_measured"] for r in rows)
     return {
-        "threads": threads, "target": x86.target_key(x86.host_target()),
+        "suite": suite, "threads": threads, "target": x86.target_key(x86.host_target()),
         "budget": budget, "repeat": repeat, "min_repeat_ms": min_repeat_ms,
         "workloads": rows,
         "geomean_ratio": math.exp(statistics.fmean(math.log(r) for r in ratios)),
@@ -208,10 +248,10 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None) -> 
 
 def print_table(result: dict) -> None:
     """The per-workload table and the summary lines."""
-    print(f"{'workload':24s} {'nodes':>5s} {'gt ms':>8s} {'cold ms':>8s} {'ort ms':>8s} "
+    print(f"{'workload':34s} {'nodes':>5s} {'gt ms':>8s} {'cold ms':>8s} {'ort ms':>8s} "
           f"{'ratio':>6s} {'GFLOP/s':>8s} {'cands':>5s} {'s/cand':>6s}  best knobs")
     for r in result["workloads"]:
-        print(f"{r['label']:24s} {len(r['nodes']):5d} {r['gt_ms']:8.3f} {r['gt_cold_ms']:8.3f} "
+        print(f"{r['label']:34s} {len(r['nodes']):5d} {r['gt_ms']:8.3f} {r['gt_cold_ms']:8.3f} "
               f"{r['ort_ms']:8.3f} "
               f"{r['ratio']:6.2f} {r['gflops']:8.1f} {r['candidates_measured']:5d} "
               f"{r['seconds_per_candidate']:6.2f}  {json.dumps(r['best_knobs'])}")
@@ -223,6 +263,8 @@ def print_table(result: dict) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--suite", choices=sorted(SUITES), default="resnet50",
+                        help="workloads: ResNet-50's convs, or decoder transposed convs and token MLPs")
     parser.add_argument("--quick", action="store_true",
                         help="3 candidates per workload, 3 repeats (< 3 min)")
     parser.add_argument("--budget", type=int, help="candidates per workload (default 24)")
@@ -231,7 +273,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     budget = args.budget or (3 if args.quick else 24)
     start = time.perf_counter()
-    result = run(budget, 3 if args.quick else 10, 100.0, args.records)
+    result = run(budget, 3 if args.quick else 10, 100.0, args.records, args.suite)
     result["wall_s"] = time.perf_counter() - start
     print_table(result)
     print(f"wall time {result['wall_s']:.0f} s")

@@ -182,9 +182,9 @@ def _schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     n_outer, n_inner = sch.split(n, [None, knobs.get("n_bn", 1)])
     m_outer, m_inner = sch.split(m, [None, knobs["oc_bn"]])
     k_outer, k_inner = sch.split(k, [None, knobs["k_bn"]])
-    sch.reorder(m_outer, *outer, n_outer, k_outer, k_inner, n_inner, m_inner)
-    _write_back(sch, anchor, epilogue, n_outer)
-    tiles = sch.fuse(m_outer, *outer, n_outer)
+    sch.reorder(*outer, n_outer, m_outer, k_outer, k_inner, n_inner, m_inner)
+    _write_back(sch, anchor, epilogue, m_outer)
+    tiles = sch.fuse(*outer, n_outer, m_outer)  # a row tile meets every weight block while in L1
     sch.parallel(tiles)
     sch.vectorize(m_inner)
     sch.unroll(n_inner)
