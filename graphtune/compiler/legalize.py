@@ -1,6 +1,6 @@
 """Lower a rewritten Relax module to TIR with graphtune's x86 kernels.
 
-Every layout node's conv2d / matmul (found by its weight constant, see
+Every layout node's conv2d / conv2d_transpose / matmul (found by its weight constant, see
 :func:`graphtune.compiler.rewrite.rewrite`) is legalized with the matching
 :mod:`graphtune.x86` TE compute and tagged with the ``graphtune.node``
 attribute; everything else goes through TVM's stock ``LegalizeOps``. A blocked
