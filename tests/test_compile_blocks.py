@@ -73,3 +73,18 @@ def test_tune_decoder_end_to_end():
     assert result.config.nodes["up"].cost_ms > 0
     assert result.solution.optimal
     assert_matches_ort(model, graphtune.compile(model, result.config))
+
+
+def test_grouped_transposed_conv_stays_nchw_with_a_warning_and_still_matches():
+    from onnx_blocks import Builder
+
+    b = Builder(4)
+    x = b.conv("pre", "input", 8, 16)
+    up = b.conv("up_g2", x, 16, 8, k=(2, 2), pads=[0] * 4, group=2, op="ConvTranspose", strides=[2, 2])
+    model = b.model("grouped_up", [1, 8, 6, 6], b.conv("post", up, 8, 8))
+    with pytest.warns(UserWarning, match="conv2d_transpose with groups > 1"):
+        ops = {op.name: op.op for op in layout_ops(import_model(model))}
+    assert ops == {"pre": "conv2d", "post": "conv2d"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert_matches_ort(model, graphtune.compile(model, Config.uniform(model)))

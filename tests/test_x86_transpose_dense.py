@@ -187,6 +187,11 @@ def test_bad_transpose_workloads_name_the_field(change, message):
         x86.op_of(workload)
 
 
+def test_dense_data_of_rank_5_is_refused():
+    with pytest.raises(ModelError, match="'data' = \\[1, 2, 3, 4, 8\\]: expected 2 to 4 ints"):
+        x86.dense_workload([1, 2, 3, 4, 8], [4, 8])
+
+
 def test_bad_nd_dense_knobs_name_the_knob():
     with pytest.raises(KnobError, match="'n_bn' = 7 must not exceed the 6 rows"):
         x86.kernel_func(DENSE_CASES["tokens_4d"][0], {"oc_bn": 8, "k_bn": 4, "n_bn": 7})

@@ -172,7 +172,9 @@ def check_workload(workload: dict) -> dict:
     if "weight" in workload:
         _check_fields(workload, _DENSE_KEYS)
         data = workload["data"]
-        k = _ints(workload, "data", len(data) if isinstance(data, list) and 2 <= len(data) <= 4 else 2, 1)[-1]
+        if not isinstance(data, (list, tuple)) or not 2 <= len(data) <= 4:
+            raise ModelError(f"dense workload field 'data' = {data!r}: expected 2 to 4 ints (rows..., features)")
+        k = _ints(workload, "data", len(data), 1)[-1]
         m, k2 = _ints(workload, "weight", 2, 1)
         if k != k2:
             raise ModelError(f"dense workload: data has {k} features but weight expects {k2}")
