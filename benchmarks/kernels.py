@@ -16,7 +16,8 @@ is its blocked-layout kernel alone; ONNX Runtime's includes whatever layout
 reorders it inserts around its one-node graph. ONNX Runtime is timed with
 and without spinning worker threads and credited with the faster. Both are
 timed the same way for the ratio: calls back to back on the same weights
-(hot caches). The candidate sweep uses graphtune's records protocol, which
+(hot caches), in interleaved rounds (graphtune, ORT spinning, ORT not), one
+settle call before each timed repeat. The candidate sweep uses graphtune's records protocol, which
 flushes the weights before every call as inside a model; that figure is
 reported as ``gt_cold_ms``.
 """
@@ -109,9 +110,26 @@ def one_conv_model(workload: dict) -> onnx.ModelProto:
     return model
 
 
-def time_ort(workload: dict, threads: int, repeat: int, min_repeat_ms: float,
-             spinning: bool) -> list[float]:
-    """Per-repeat mean ms of the one-conv model in ONNX Runtime (warm-up, then repeats)."""
+def _repeat_timer(call, min_repeat_ms: float):
+    """A function timing one repeat of ``call`` (settle calls, then >= ``min_repeat_ms`` of calls), in ms."""
+    for _ in range(3):
+        call()
+    start = time.perf_counter()
+    call()
+    number = max(1, math.ceil(min_repeat_ms / 1000 / (time.perf_counter() - start)))
+
+    def one_repeat() -> float:
+        call()  # settle: another runtime's threads may have run just before
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        return (time.perf_counter() - start) / number * 1000
+
+    return one_repeat
+
+
+def ort_timer(workload: dict, threads: int, min_repeat_ms: float, spinning: bool):
+    """Repeat timer of the one-node model in ONNX Runtime (same threads, spinning or not)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -125,22 +143,11 @@ def time_ort(workload: dict, threads: int, repeat: int, min_repeat_ms: float,
     binding = session.io_binding()
     binding.bind_cpu_input("x", x)
     binding.bind_output("y", "cpu", 0, np.float32, y.shape, y.ctypes.data)
-    for _ in range(3):
-        session.run_with_iobinding(binding)
-    start = time.perf_counter()
-    session.run_with_iobinding(binding)
-    number = max(1, math.ceil(min_repeat_ms / 1000 / (time.perf_counter() - start)))
-    results = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(number):
-            session.run_with_iobinding(binding)
-        results.append((time.perf_counter() - start) / number * 1000)
-    return results
+    return _repeat_timer(lambda: session.run_with_iobinding(binding), min_repeat_ms)
 
 
-def time_hot(workload: dict, knobs: dict, repeat: int, min_repeat_ms: float) -> list[float]:
-    """Per-repeat mean ms of graphtune's kernel called back to back (hot caches, like ORT's)."""
+def hot_timer(workload: dict, knobs: dict, min_repeat_ms: float):
+    """Repeat timer of graphtune's kernel called back to back (hot caches, like ORT's)."""
     import tvm
 
     target = x86.host_target()
@@ -150,9 +157,24 @@ def time_hot(workload: dict, knobs: dict, repeat: int, min_repeat_ms: float) -> 
     rng = np.random.default_rng(1)
     args = [tvm.runtime.tensor(rng.uniform(-1, 1, shape).astype(np.float32), dev)
             for shape in x86.kernel_shapes(workload, knobs)]
-    timer = module.time_evaluator("main", dev, number=1, repeat=1,
-                                  min_repeat_ms=int(min_repeat_ms))
-    return [timer(*args).mean * 1000 for _ in range(repeat)]
+    evaluator = module.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=int(min_repeat_ms))
+    evaluator(*args)  # warm-up
+
+    def one_repeat() -> float:
+        module["main"](*args)  # settle: another runtime's threads may have run just before
+        return evaluator(*args).mean * 1000
+
+    return one_repeat
+
+
+def interleaved(timers: dict, repeat: int) -> dict:
+    """Median ms of each timer over ``repeat`` rounds, one repeat of each per round (shared-host noise
+    hits every runtime alike)."""
+    times = {name: [] for name in timers}
+    for _ in range(repeat):
+        for name, timer in timers.items():
+            times[name].append(timer())
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def sgemm_gflops(n: int = 2048, repeat: int = 5) -> float:
@@ -188,8 +210,8 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None,
 
     Candidates are swept with measure()'s defaults (3 repeats of >= 100 ms,
     weights flushed before each call); the best one is then timed hot, back to
-    back, right before ONNX Runtime is (same protocol, same moment: on a
-    shared machine that keeps the ratio honest). Both get ``repeat`` repeats of
+    back, in rounds interleaved with ONNX Runtime (same protocol, same moments:
+    on a shared machine that keeps the ratio honest). Both get ``repeat`` repeats of
     at least ``min_repeat_ms``; ONNX Runtime is timed with its worker threads
     spinning and not, and credited with the faster.
     """
@@ -210,9 +232,11 @@ def run(budget: int, repeat: int, min_repeat_ms: float, records: str | None,
                 continue
             best = min(good, key=lambda r: r.median_ms)
             gt_cold_ms = best.median_ms
-            gt_ms = statistics.median(time_hot(workload, best.knobs, repeat, min_repeat_ms))
-            ort = {spin: statistics.median(time_ort(workload, threads, repeat, min_repeat_ms, spin))
-                   for spin in (True, False)}
+            timed = interleaved({"gt": hot_timer(workload, best.knobs, min_repeat_ms),
+                                 True: ort_timer(workload, threads, min_repeat_ms, True),
+                                 False: ort_timer(workload, threads, min_repeat_ms, False)}, repeat)
+            gt_ms = timed.pop("gt")
+            ort = timed
             ort_spinning = min(ort, key=ort.get)
             ort_ms = ort[ort_spinning]
             flop = x86.flops(workload)
