@@ -143,7 +143,13 @@ def ort_timer(workload: dict, threads: int, min_repeat_ms: float, spinning: bool
     binding = session.io_binding()
     binding.bind_cpu_input("x", x)
     binding.bind_output("y", "cpu", 0, np.float32, y.shape, y.ctypes.data)
-    return _repeat_timer(lambda: session.run_with_iobinding(binding), min_repeat_ms)
+    buffers = (x, y)  # the binding points into them: they must outlive the timer
+
+    def call() -> None:
+        assert buffers
+        session.run_with_iobinding(binding)
+
+    return _repeat_timer(call, min_repeat_ms)
 
 
 def hot_timer(workload: dict, knobs: dict, min_repeat_ms: float):
