@@ -143,10 +143,7 @@ def ort_timer(workload: dict, threads: int, min_repeat_ms: float, spinning: bool
     binding = session.io_binding()
     binding.bind_cpu_input("x", x)
     binding.bind_output("y", "cpu", 0, np.float32, y.shape, y.ctypes.data)
-    buffers = (x, y)  # the binding points into them: they must outlive the timer
-
-    def call() -> None:
-        assert buffers
+    def call(_bound=(x, y)) -> None:  # the binding points into x and y: they must outlive the timer
         session.run_with_iobinding(binding)
 
     return _repeat_timer(call, min_repeat_ms)
