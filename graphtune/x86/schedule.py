@@ -26,6 +26,7 @@ Examples
 from tvm import s_tir, tirx
 
 from ..errors import KnobError
+from .conv2d_transpose import taps
 from .knobs import check_knobs
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
@@ -55,7 +56,7 @@ def anchor_domain(workload: dict, knobs: dict) -> tuple:
         return [n, o // bn, oh, ow, bn], [kh, kw]
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     if op == "conv2d_transpose":  # the reduction runs over the taps of one output phase
-        kh, kw = -(-kh // workload["strides"][0]), -(-kw // workload["strides"][1])
+        kh, kw = taps(workload)
     return [n, o // ob, oh, ow, ob], [workload["data"][1] // ib, kh, kw, ib]
 
 
