@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from .errors import ConfigError, ConfigMismatchError, KnobError, LayoutError, ModelError
-from .layouts import DENSE, check_layout
+from .layouts import DENSE, PLAIN, check_layout
 
 __all__ = ["FORMAT", "VERSION", "NODE_OPS", "NodeConfig", "Config"]
 
@@ -45,13 +45,14 @@ FORMAT = "graphtune.config"
 VERSION = 1
 """The config format version this module reads and writes."""
 
-NODE_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "dense", "join")
+NODE_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "join")
 """Ops a config node may have (``join``: the common layout of an add/concat's inputs)."""
 
 _WORKLOAD_FIELDS = {
     "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
     "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
     "group_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "conv2d_transpose": ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
     "dense": ("data", "weight", "dtype"),
 }
 
@@ -147,8 +148,9 @@ class NodeConfig:
                 layouts[key] = check_layout(value)
             except LayoutError as err:
                 raise LayoutError(f"{where}.{key}: {err}") from None
-        if op == "dense" and layouts != {"in_layout": DENSE, "out_layout": DENSE}:
-            raise ConfigError(f"{where}: a dense node's layouts must both be {DENSE!r}")
+        if op == "dense" and layouts not in [{"in_layout": d, "out_layout": d} for d in (DENSE, PLAIN)]:
+            raise ConfigError(f"{where}: a dense node's layouts must both be {DENSE!r} "
+                              f"({PLAIN!r} for rank-3/4 data)")
         knobs = data.get("knobs", {})
         if not isinstance(knobs, Mapping):
             raise ConfigError(f"{where}.knobs: expected an object, got {type(knobs).__name__}")

@@ -39,7 +39,7 @@ from .errors import GraphError
 
 __all__ = ["Candidate", "LayoutGraph", "OPS", "TransformFn"]
 
-OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "dense", "join", "boundary")
+OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "join", "boundary")
 """Node kinds a layout graph accepts."""
 
 TransformFn = Callable[[Any, str, str], float]

@@ -39,7 +39,7 @@ from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "tune", "kernel_best_solution", "LAYOUT_OPS"]
 
-LAYOUT_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "dense")
+LAYOUT_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
 """Node ops whose candidates are kernels graphtune measures."""
 
 

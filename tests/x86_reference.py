@@ -40,3 +40,18 @@ def run(func, inputs, out_shape, target=TARGET):
     out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), dev)
     lib["main"](*args, out)
     return out.numpy()
+
+
+def conv2d_transpose_reference(x, w, strides, padding, output_padding):
+    """ConvTranspose NCHW x IOHW (groups 1, dilation 1) by scattering every tap, in float64."""
+    n, c, h, wd = x.shape
+    _, o, kh, kw = w.shape
+    sh, sw = strides
+    top, left, bottom, right = padding
+    ph, pw = output_padding
+    full = np.zeros((n, o, (h - 1) * sh + kh + ph, (wd - 1) * sw + kw + pw))
+    for i in range(kh):
+        for j in range(kw):
+            contrib = np.einsum("nchw,co->nohw", x.astype("float64"), w[:, :, i, j])
+            full[:, :, i : i + sh * (h - 1) + 1 : sh, j : j + sw * (wd - 1) + 1 : sw] += contrib
+    return full[:, :, top : full.shape[2] - bottom, left : full.shape[3] - right]

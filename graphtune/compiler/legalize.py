@@ -1,6 +1,6 @@
 """Lower a rewritten Relax module to TIR with graphtune's x86 kernels.
 
-Every layout node's conv2d / matmul (found by its weight constant, see
+Every layout node's conv2d / conv2d_transpose / matmul (found by its weight constant, see
 :func:`graphtune.compiler.rewrite.rewrite`) is legalized with the matching
 :mod:`graphtune.x86` TE compute and tagged with the ``graphtune.node``
 attribute; everything else goes through TVM's stock ``LegalizeOps``. A blocked
@@ -82,7 +82,7 @@ def _te_call(bb: relax.BlockBuilder, compute, args: list[relax.Expr], plan: Node
 
 
 def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Target) -> dict:
-    """customize_legalize_map for LegalizeOps: planned conv2d / matmul -> x86 computes."""
+    """customize_legalize_map for LegalizeOps: planned conv2d / conv2d_transpose / matmul -> x86 computes."""
     from .. import x86
 
     stock_conv = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
@@ -104,7 +104,16 @@ def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Targe
         packed = relax.const(x86.pack_dense_weight(weight, plan.knobs["oc_bn"]))
         return _te_call(bb, x86.dense_packed, [call.args[0], packed], plan, target)
 
-    return {"relax.nn.conv2d": conv2d, "relax.matmul": matmul}
+    def conv2d_transpose(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        plan = anchors.get(call.args[1])
+        if plan is None:
+            return stock_transpose(bb, call)
+        packed = x86.pack_conv2d_transpose_kernel(call.args[1].value.numpy(), plan.knobs["ic_bn"],
+                                                  plan.knobs["oc_bn"], plan.workload["strides"])
+        return _te_call(bb, x86.conv2d_transpose_nchwc, [call.args[0], relax.const(packed)], plan, target)
+
+    stock_transpose = tvm.ir.Op.get("relax.nn.conv2d_transpose").get_attr("FLegalize")
+    return {"relax.nn.conv2d": conv2d, "relax.matmul": matmul, "relax.nn.conv2d_transpose": conv2d_transpose}
 
 
 def _fast_math_map() -> dict:

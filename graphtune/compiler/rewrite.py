@@ -1,7 +1,8 @@
 """Per-node NCHW{x}c rewrite of a Relax module.
 
 Each configured conv2d becomes an ``NCHW{ic_bn}c -> NCHW{oc_bn}c`` conv with
-its weight pre-transformed (in numpy) to ``OIHW{ic_bn}i{oc_bn}o``. Every
+its weight pre-transformed (in numpy) to ``OIHW{ic_bn}i{oc_bn}o``; a
+conv2d_transpose likewise, its IOHW weight packed at legalization. Every
 tensor's current layout is tracked while the bindings are re-emitted; a
 ``layout_transform`` is inserted only where a consumer needs another layout
 than its producer wrote, and one transform serves every consumer needing the
@@ -231,6 +232,9 @@ class _Rewriter:
             self.bind(var, self.with_args(call, [self.get(call.args[0], 0), fresh]), 0)
             return
         in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
+        if plan.op == "conv2d_transpose":  # IOHW weight kept: legalize packs it per phase
+            self.transposed(var, call, plan, relax.const(weight), in_blk, out_blk)
+            return
         array, klayout = _kernel_array(weight, plan)
         kernel = relax.const(array)
         self.anchors[kernel] = plan
@@ -243,6 +247,21 @@ class _Rewriter:
             strides=[int(v) for v in attrs.strides], padding=[int(v) for v in attrs.padding],
             dilation=[int(v) for v in attrs.dilation], groups=groups,
             data_layout=data_layout(in_blk), kernel_layout=klayout,
+            out_layout=data_layout(out_blk), out_dtype=_out_dtype(attrs),
+        )
+        self.bind(var, conv, out_blk)
+
+    def transposed(self, var: relax.Var, call: relax.Call, plan: NodePlan, weight: Constant,
+                   in_blk: int, out_blk: int) -> None:
+        """A configured conv2d_transpose in blocked data layouts (anchored by its weight)."""
+        self.anchors[weight] = plan
+        attrs = call.attrs
+        conv = relax.op.nn.conv2d_transpose(
+            self.get(call.args[0], in_blk), weight,
+            strides=[int(v) for v in attrs.strides], padding=[int(v) for v in attrs.padding],
+            output_padding=[int(v) for v in attrs.output_padding],
+            dilation=[int(v) for v in attrs.dilation], groups=int(attrs.groups),
+            data_layout=data_layout(in_blk), kernel_layout="IOHW",
             out_layout=data_layout(out_blk), out_dtype=_out_dtype(attrs),
         )
         self.bind(var, conv, out_blk)

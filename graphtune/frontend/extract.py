@@ -3,7 +3,7 @@
 :func:`extract` walks ``main`` once (:func:`graphtune.frontend.walk`) and
 follows every tensor back to the graph node whose layout it carries:
 
-- a ``layout`` binding (conv2d, depthwise or group conv2d, dense) becomes a node with
+- a ``layout`` binding (conv2d, depthwise or group conv2d, conv2d_transpose, dense) becomes a node with
   the candidates of :func:`graphtune.x86.candidates` (cost NaN: measured
   later) and an edge from the producer of its data input;
 - ``pass`` bindings (relu, bias add, pools...) forward their input's producer;

@@ -7,7 +7,7 @@ Relax importer forgets ONNX node names (its variables are ``lv``, ``lv1``...),
 so :func:`import_model` renames the variable bound to each conv, matmul and
 join call after its ONNX node (``layer1.0.conv1``, ``layer1.0.add``): the
 importer converts nodes in graph order and every ONNX ``Conv`` / ``Gemm`` /
-``MatMul`` yields exactly one ``conv*d`` / ``matmul`` call (every ``Add`` /
+``MatMul`` / ``ConvTranspose`` yields exactly one ``conv*d`` / ``matmul`` call (every ``Add`` /
 ``Mul`` / ``Concat`` of activations one ``add`` / ``multiply`` / ``concat``),
 so the k-th call of a family is the k-th node of that family; a family whose
 counts differ keeps derived names. :func:`graphtune.frontend.walk` then reads
@@ -55,6 +55,7 @@ __all__ = ["import_model"]
 # leaves out the adds the importer emits for Conv and Gemm biases.
 _NAMED_FAMILIES = (
     (frozenset({"Conv"}), frozenset({"relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d"}), False),
+    (frozenset({"ConvTranspose"}), frozenset({"relax.nn.conv1d_transpose", "relax.nn.conv2d_transpose"}), False),
     (frozenset({"Gemm", "MatMul"}), frozenset({"relax.matmul"}), False),
     (frozenset({"Add"}), frozenset({"relax.add"}), True),
     (frozenset({"Mul"}), frozenset({"relax.multiply"}), True),

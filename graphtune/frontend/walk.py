@@ -7,8 +7,9 @@ so node names and op roles agree by construction.
 Every binding of ``main`` gets a *role*:
 
 ``layout``
-    A conv2d (``NCHW``/``OIHW``, static shapes, constant weight) or a dense
-    (``matmul`` of a static 2-D tensor by a constant 2-D weight): a
+    A conv2d (``NCHW``/``OIHW``, static shapes, constant weight), a
+    conv2d_transpose (``NCHW``/``IOHW``, likewise) or a dense (``matmul`` of a
+    static rank-2 to rank-4 tensor by a constant 2-D weight): a
     :class:`LayoutOp` whose layout graphtune chooses.
 ``pass``
     Layout-agnostic: unary elementwise ops (relu, clip, sigmoid...), max/avg
@@ -98,7 +99,7 @@ class LayoutOp:
         non-default variable name, or ``{op}_{k}`` (k-th op of that kind).
     op : str
         ``"conv2d"``, ``"depthwise_conv2d"`` (``groups == C == O``),
-        ``"group_conv2d"`` (other grouped convs) or ``"dense"``.
+        ``"group_conv2d"`` (other grouped convs), ``"conv2d_transpose"`` or ``"dense"``.
     workload : dict
         The op's workload in graphtune's JSON form.
     var : tvm.relax.Var
@@ -395,14 +396,15 @@ class _Walker:
 
     # ------------------------------------------------------------ layout ops
     def _layout_op(self, var, call, name) -> LayoutOp | None:
-        if name == "relax.nn.conv2d":
-            found = self._conv2d(call)
-        elif name == "relax.matmul":
-            found = self._dense(call)
-        elif name in _UNTUNED_CONVS:
-            found = _UNTUNED_CONVS[name]
-        else:
+        readers = {
+            "relax.nn.conv2d": self._conv2d,
+            "relax.nn.conv2d_transpose": self._conv2d_transpose,
+            "relax.matmul": self._dense,
+            **{op: (lambda call, why=why: why) for op, why in _UNTUNED_CONVS.items()},
+        }
+        if name not in readers:
             return None
+        found = readers[name](call)
         if isinstance(found, str):
             if found:
                 self.skipped.setdefault(found, []).append(var.name)
@@ -436,6 +438,30 @@ class _Walker:
         depthwise = groups == dshape[1] == wshape[0] and wshape[1] == 1
         return ("depthwise_conv2d" if depthwise else "group_conv2d"), workload
 
+    def _conv2d_transpose(self, call) -> tuple[str, dict] | str:
+        attrs = call.attrs
+        data, weight = call.args[0], call.args[1]
+        dshape, wshape = static_shape(data), static_shape(weight)
+        if dshape is None or wshape is None or static_shape(call) is None:
+            return "conv2d_transpose with a dynamic shape"
+        if not self._is_const(weight):
+            return "conv2d_transpose with a non-constant weight (bind weights with relax.transform.BindParams)"
+        layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
+        if layouts != ("NCHW", "IOHW", "NCHW"):
+            return f"conv2d_transpose in layout {'/'.join(layouts)} (graphtune reads NCHW/IOHW ones)"
+        dtype = _dtype(data)
+        if _dtype(call) != dtype or _dtype(weight) != dtype:
+            return "conv2d_transpose with mixed dtypes"
+        if int(attrs.groups) != 1 or _ints(attrs.dilation) != [1, 1]:
+            return "conv2d_transpose with groups > 1 or dilation (graphtune.x86 runs groups=1, dilation 1)"
+        pad = _ints(attrs.padding)
+        return "conv2d_transpose", {
+            "data": dshape, "kernel": wshape, "strides": _ints(attrs.strides),
+            "padding": {1: pad * 4, 2: pad * 2}.get(len(pad), pad),
+            "output_padding": _ints(attrs.output_padding), "dilation": _ints(attrs.dilation),
+            "groups": int(attrs.groups), "dtype": dtype,
+        }
+
     def _dense(self, call) -> tuple[str, dict] | str:
         data, weight = call.args[0], call.args[1]
         dshape, wshape = static_shape(data), static_shape(weight)
@@ -443,8 +469,8 @@ class _Walker:
             return ""  # an activation-by-activation matmul: not a dense layer, a fixed op
         if dshape is None or wshape is None:
             return "dense (matmul) with a dynamic shape"
-        if len(dshape) != 2 or len(wshape) != 2:
-            return f"matmul of rank {len(dshape)} by rank {len(wshape)} (dense needs 2-D by 2-D)"
+        if not 2 <= len(dshape) <= 4 or len(wshape) != 2:
+            return f"matmul of rank {len(dshape)} by rank {len(wshape)} (dense needs rank 2-4 by 2-D)"
         dtype = _dtype(data)
         if _dtype(call) != dtype or _dtype(weight) != dtype:
             return "dense (matmul) with mixed dtypes"

@@ -26,13 +26,14 @@ from ..errors import MeasureError
 
 __all__ = ["KINDS", "TIMING", "Task", "canonical_json", "record_key", "tvm_version"]
 
-KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "dense", "transform")
+KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "transform")
 """Task kinds: the kernel ops graphtune schedules, and layout transforms."""
 
 _REQUIRED = {
     "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
     "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
     "group_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
+    "conv2d_transpose": ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
     "dense": ("data", "weight", "dtype"),
     "transform": ("shape", "src", "dst", "dtype"),
 }

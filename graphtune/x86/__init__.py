@@ -20,6 +20,7 @@ Examples
 
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .conv2d_transpose import conv2d_transpose_nchwc, conv2d_transpose_nchwc_shapes, pack_conv2d_transpose_kernel
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
@@ -29,7 +30,15 @@ from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthw
 from .schedule import schedule_elementwise, schedule_fused
 from .target import host_target, num_threads, target_key, vector_lanes
 from .transform import layout_transform, schedule_transform, transform_func, transform_shape
-from .workload import check_workload, conv2d_workload, dense_workload, flops, op_of, output_shape
+from .workload import (
+    check_workload,
+    conv2d_transpose_workload,
+    conv2d_workload,
+    dense_workload,
+    flops,
+    op_of,
+    output_shape,
+)
 
 __all__ = [
     "KNOBS",
@@ -39,6 +48,9 @@ __all__ = [
     "check_workload",
     "conv2d_nchwc",
     "conv2d_nchwc_shapes",
+    "conv2d_transpose_nchwc",
+    "conv2d_transpose_nchwc_shapes",
+    "conv2d_transpose_workload",
     "conv2d_workload",
     "default_knobs",
     "dense_packed",
@@ -57,6 +69,7 @@ __all__ = [
     "num_threads",
     "op_of",
     "output_shape",
+    "pack_conv2d_transpose_kernel",
     "pack_conv_kernel",
     "pack_data",
     "pack_dense_weight",

@@ -17,6 +17,7 @@ Examples
 import math
 
 from ..errors import KnobError
+from .conv2d_transpose import taps
 from .groups import group_sizes, oc_blocks, span
 from .knobs import divisors, register_budget
 from .target import TargetLike, vector_lanes
@@ -60,6 +61,10 @@ def _conv_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
     lanes, budget = vector_lanes(target), register_budget(target)
     _, _, oh, ow = output_shape(workload)
     kh, kw = workload["kernel"][2:]
+    phase = 1  # transposed convs: a width tile that is a multiple of the stride keeps phases constant
+    if op_of(workload) == "conv2d_transpose":
+        kh, kw = taps(workload)
+        phase = workload["strides"][1]
     vecs = math.ceil(oc_bn / lanes)
     pointwise = kh == kw == 1
     row_tiles = [t for t in (1, 2, 4) if t <= oh] if pointwise else [1]
@@ -71,7 +76,8 @@ def _conv_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
         for reg_n in _widths(ow, max(limit, 1)):
             acc = reg_n * oh_bn * vecs
             # 1x1 convs reload the whole kernel per tile: they like fuller tiles.
-            key = _tile_key(ow, reg_n, acc, budget if pointwise else budget // 2) + (oh % oh_bn != 0,)
+            key = (reg_n % phase != 0,) + _tile_key(ow, reg_n, acc, budget if pointwise else budget // 2)
+            key += (oh % oh_bn != 0,)
             for unroll_kw in ((True, False) if kw > 1 else (False,)):
                 knobs = {"reg_n": reg_n, "unroll_kw": unroll_kw}
                 if pointwise:
@@ -91,9 +97,23 @@ def _depthwise_tiles(workload: dict, bn: int, target: TargetLike) -> list:
     return [k for _, k in sorted(ranked, key=lambda item: item[0])]
 
 
-def _dense_tiles(workload: dict) -> list:
-    k = workload["data"][1]
-    ranked = [(abs(k_bn - 8), {"k_bn": k_bn}) for k_bn in divisors(k, cap=16)]
+def _dense_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
+    """k_bn near 8; with several rows (dim -2 of the data), a rows tile filling the registers too."""
+    k, rows = workload["data"][-1], workload["data"][-2]
+    k_tiles = sorted(divisors(k, cap=16), key=lambda k_bn: abs(k_bn - 8))
+    if rows == 1:
+        return [{"k_bn": k_bn} for k_bn in k_tiles]
+    lanes, budget = vector_lanes(target), register_budget(target)
+    vecs = math.ceil(oc_bn / lanes)
+    row_tiles = sorted(
+        _widths(rows, max(budget // vecs, 1)),
+        key=lambda n_bn: _tile_key(rows, n_bn, n_bn * vecs, budget),
+    )
+    ranked = [
+        ((r + abs(k_bn - 8) // 4, r), {"k_bn": k_bn, "n_bn": n_bn})
+        for r, n_bn in enumerate(row_tiles)
+        for k_bn in k_tiles
+    ]
     return [t for _, t in sorted(ranked, key=lambda item: item[0])]
 
 
@@ -104,7 +124,7 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None) -> li
     ----------
     workload : dict
     blocks : dict
-        ``{"ic_bn", "oc_bn"}`` for (group) conv2d, ``{"bn"}`` for depthwise,
+        ``{"ic_bn", "oc_bn"}`` for (group) conv2d and conv2d_transpose, ``{"bn"}`` for depthwise,
         ``{"oc_bn"}`` or ``{}`` for dense (``{}``: the best-guess block).
     target : Target or dict, optional
 
@@ -116,14 +136,14 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None) -> li
     6
     """
     op = op_of(workload)
-    if op in ("conv2d", "group_conv2d"):
+    if op in ("conv2d", "group_conv2d", "conv2d_transpose"):
         tiles = _conv_tiles(workload, blocks["oc_bn"], target)
     elif op == "depthwise_conv2d":
         tiles = _depthwise_tiles(workload, blocks["bn"], target)
     else:
         if not blocks:
             blocks = {"oc_bn": _dense_blocks(workload, MAX_BLOCK, target)[0]}
-        tiles = _dense_tiles(workload)
+        tiles = _dense_tiles(workload, blocks["oc_bn"], target)
     return [{**blocks, **tile} for tile in tiles]
 
 
@@ -150,8 +170,8 @@ def _dense_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
     lanes = vector_lanes(target)
     m = workload["weight"][0]
 
-    def key(b):  # fraction of vector lanes doing useful work, then bigger blocks
-        return (-round(b / (math.ceil(b / lanes) * lanes), 2), -b)
+    def key(b):  # fraction of vector lanes doing useful work, powers of two (48 and 96 ran 3x slower), bigger
+        return (-round(b / (math.ceil(b / lanes) * lanes), 2), b & (b - 1) != 0, -b)
 
     return sorted(divisors(m, cap=max_block), key=key)
 
@@ -164,7 +184,7 @@ def candidates(
     Parameters
     ----------
     workload : dict
-        A conv2d, depthwise_conv2d, group_conv2d or dense workload.
+        A conv2d, conv2d_transpose, depthwise_conv2d, group_conv2d or dense workload.
     target : Target or dict, optional
         Sets the vector width and register budget (default: the host).
     max_candidates : int, optional
@@ -190,9 +210,9 @@ def candidates(
         raise KnobError(f"max_block={max_block!r} must be a positive int")
     op = op_of(workload)
     lanes = vector_lanes(target)
-    if op == "conv2d":
+    if op in ("conv2d", "conv2d_transpose"):
         ics = _ordered_blocks(workload["data"][1], max_block, lanes)
-        ocs = _ordered_blocks(workload["kernel"][0], max_block, lanes)
+        ocs = _ordered_blocks(output_shape(workload)[1], max_block, lanes)
         groups = [
             (_block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
             for o in ocs
@@ -248,6 +268,6 @@ def default_knobs(workload: dict, block: int = 16, target: TargetLike = None) ->
     else:
         blocks = {
             "ic_bn": _block_near(workload["data"][1], block),
-            "oc_bn": _block_near(workload["kernel"][0], block),
+            "oc_bn": _block_near(output_shape(workload)[1], block),
         }
     return tile_variants(workload, blocks, target)[0]

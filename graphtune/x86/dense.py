@@ -1,8 +1,9 @@
 """TE compute of dense (``y = x @ W.T``) with a packed weight.
 
-The weight ``[M, K]`` is packed as ``[M / oc_bn, K, oc_bn]`` so that the
+The data may have rank 2 to 4 (``[..., K]``: token MLPs on ``[1, H, W, C]``);
+its leading dims are rows. The weight ``[M, K]`` is packed as ``[M / oc_bn, K, oc_bn]`` so that the
 ``oc_bn`` outputs computed together read contiguous weights (vectorised). The
-reduction block is ``dense_packed`` with spatial axes ``(n, m)`` and reduction
+reduction block is ``dense_packed`` with spatial axes ``(..., m)`` and reduction
 axis ``k``.
 
 Examples
@@ -28,7 +29,7 @@ __all__ = ["dense_packed", "dense_packed_shapes"]
 
 
 def dense_packed_shapes(workload: dict, knobs: dict) -> tuple:
-    """``(data, packed weight, output)`` shapes: ``[N, K]``, ``[M/oc_bn, K, oc_bn]``, ``[N, M]``.
+    """``(data, packed weight, output)`` shapes: ``[..., K]``, ``[M/oc_bn, K, oc_bn]``, ``[..., M]``.
 
     Examples
     --------
@@ -39,9 +40,9 @@ def dense_packed_shapes(workload: dict, knobs: dict) -> tuple:
     check_knobs(workload, knobs)
     if op_of(workload) != "dense":
         raise KnobError(f"dense_packed needs a dense workload, got a {op_of(workload)} one")
-    n, k = workload["data"]
-    m = workload["weight"][0]
-    return [n, k], [m // knobs["oc_bn"], k, knobs["oc_bn"]], [n, m]
+    data = list(workload["data"])
+    m, k = workload["weight"]
+    return data, [m // knobs["oc_bn"], k, knobs["oc_bn"]], data[:-1] + [m]
 
 
 def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:
@@ -50,7 +51,7 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict
     Parameters
     ----------
     data : te.Tensor
-        ``[N, K]``.
+        ``[..., K]`` (rank 2 to 4).
     weight : te.Tensor
         The packed weight ``[M / oc_bn, K, oc_bn]``.
     workload, knobs : dict
@@ -58,7 +59,7 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict
     Returns
     -------
     te.Tensor
-        ``[N, M]``, computed by the block ``dense_packed``.
+        ``[..., M]``, computed by the block ``dense_packed``.
 
     Examples
     --------
@@ -72,10 +73,10 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict
     check_tensor_shape(data, data_shape, "dense data")
     check_tensor_shape(weight, weight_shape, "dense packed weight")
     bn = knobs["oc_bn"]
-    k = te.reduce_axis((0, data_shape[1]), name="k")
+    k = te.reduce_axis((0, data_shape[-1]), name="k")
     return te.compute(
         out_shape,
-        lambda n, m: te.sum(data[n, k] * weight[m // bn, k, m % bn], axis=k),
+        lambda *i: te.sum(data[i[:-1] + (k,)] * weight[i[-1] // bn, k, i[-1] % bn], axis=k),
         name="dense_packed",
         tag="dense_packed",
     )

@@ -12,6 +12,7 @@ Examples
 from tvm import te, tirx
 
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .conv2d_transpose import conv2d_transpose_nchwc, conv2d_transpose_nchwc_shapes
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes
@@ -23,6 +24,7 @@ __all__ = ["kernel_func", "kernel_shapes"]
 
 _OPS = {
     "conv2d": (conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel")),
+    "conv2d_transpose": (conv2d_transpose_nchwc_shapes, conv2d_transpose_nchwc, ("data", "kernel")),
     "depthwise_conv2d": (depthwise_nchwc_shapes, depthwise_conv2d_nchwc, ("data", "kernel")),
     "group_conv2d": (group_conv_nchwc_shapes, group_conv2d_nchwc, ("data", "kernel")),
     "dense": (dense_packed_shapes, dense_packed, ("data", "weight")),

@@ -8,6 +8,9 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``unroll_kw`` (bool: unroll the kernel-width loop) and optional ``oh_bn``
   (output rows per register tile, 1..OH, default 1; useful for 1x1 convs).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o``.
+- conv2d_transpose: conv2d's knobs and layouts (``unroll_kw`` unrolls the
+  column taps); the kernel is packed per output phase (see
+  :mod:`graphtune.x86.conv2d_transpose`).
 - depthwise_conv2d: ``bn`` (channel block, divides C; vectorised) and
   ``reg_n``. Layouts ``NCHW{bn}c -> NCHW{bn}c``, kernel ``OIHW1i{bn}o``.
 - group_conv2d: the conv2d knobs, with the block rules of
@@ -16,7 +19,11 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``.
 - dense: ``oc_bn`` (output-feature block, divides M; vectorised, the weight is
   packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
-  inside, divides K). Layouts ``NC -> NC``.
+  inside, divides K), optional ``n_bn`` (rows per register tile along the
+  data's dim -2, 1..that extent, default 1; the other leading dims are
+  parallel loops). Layouts ``NC -> NC``
+  for 2-D data; rank-3/4 data (token MLPs) stays in its own plain layout,
+  ``NCHW -> NCHW`` in graphtune's names.
 
 Examples
 --------
@@ -27,7 +34,7 @@ Examples
 """
 
 from ..errors import KnobError
-from ..layouts import DENSE, data_layout
+from ..layouts import DENSE, PLAIN, data_layout
 from .groups import check_group_blocks
 from .target import TargetLike, vector_lanes
 from .workload import op_of, output_shape
@@ -38,7 +45,8 @@ KNOBS = {
     "conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
     "depthwise_conv2d": {"required": ("bn", "reg_n"), "optional": ()},
     "group_conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
-    "dense": {"required": ("oc_bn", "k_bn"), "optional": ()},
+    "conv2d_transpose": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
+    "dense": {"required": ("oc_bn", "k_bn"), "optional": ("n_bn",)},
 }
 """Required and optional knob names per op."""
 
@@ -127,7 +135,9 @@ def check_knobs(workload: dict, knobs: dict) -> dict:
         )
     if op == "dense":
         _check_divides(op, knobs, "oc_bn", workload["weight"][0], "output features")
-        _check_divides(op, knobs, "k_bn", workload["data"][1], "input features")
+        _check_divides(op, knobs, "k_bn", workload["data"][-1], "input features")
+        if "n_bn" in knobs:
+            _check_range(op, knobs, "n_bn", workload["data"][-2], "rows (the data's dim -2)")
         return knobs
     _, _, oh, ow = output_shape(workload)
     if op == "depthwise_conv2d":
@@ -137,7 +147,7 @@ def check_knobs(workload: dict, knobs: dict) -> dict:
             check_group_blocks(op, workload, knobs)
         else:
             _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
-            _check_divides(op, knobs, "oc_bn", workload["kernel"][0], "output channels")
+            _check_divides(op, knobs, "oc_bn", output_shape(workload)[1], "output channels")
         if not isinstance(knobs["unroll_kw"], bool):
             _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
         if "oh_bn" in knobs:
@@ -158,7 +168,7 @@ def layouts_of(workload: dict, knobs: dict) -> tuple:
     op = op_of(workload)
     check_knobs(workload, knobs)
     if op == "dense":
-        return DENSE, DENSE
+        return (DENSE, DENSE) if len(workload["data"]) == 2 else (PLAIN, PLAIN)
     if op == "depthwise_conv2d":
         return data_layout(knobs["bn"]), data_layout(knobs["bn"])
     return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])

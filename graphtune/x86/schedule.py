@@ -26,6 +26,7 @@ Examples
 from tvm import s_tir, tirx
 
 from ..errors import KnobError
+from .conv2d_transpose import taps
 from .groups import span
 from .knobs import check_knobs
 from .target import TargetLike, vector_lanes
@@ -48,13 +49,15 @@ def anchor_domain(workload: dict, knobs: dict) -> tuple:
     op = op_of(workload)
     check_knobs(workload, knobs)
     if op == "dense":
-        return output_shape(workload), [workload["data"][1]]
+        return output_shape(workload), [workload["data"][-1]]
     n, o, oh, ow = output_shape(workload)
     _, _, kh, kw = workload["kernel"]
     if op == "depthwise_conv2d":
         bn = knobs["bn"]
         return [n, o // bn, oh, ow, bn], [kh, kw]
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
+    if op == "conv2d_transpose":  # the reduction runs over the taps of one output phase
+        kh, kw = taps(workload)
     reduced = span(workload, ob) if op == "group_conv2d" else workload["data"][1]
     return [n, o // ob, oh, ow, ob], [reduced // ib, kh, kw, ib]
 
@@ -178,19 +181,23 @@ def _schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> N
 
 
 def _schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
-    n, m, k = sch.get_loops(anchor)
+    *outer, n, m, k = sch.get_loops(anchor)  # N-D data: the row tile runs along its last leading dim
+    n_outer, n_inner = sch.split(n, [None, knobs.get("n_bn", 1)])
     m_outer, m_inner = sch.split(m, [None, knobs["oc_bn"]])
     k_outer, k_inner = sch.split(k, [None, knobs["k_bn"]])
-    sch.reorder(m_outer, n, k_outer, k_inner, m_inner)
-    _write_back(sch, anchor, epilogue, n)
-    sch.parallel(m_outer)
+    sch.reorder(*outer, n_outer, m_outer, k_outer, k_inner, n_inner, m_inner)
+    _write_back(sch, anchor, epilogue, m_outer)
+    tiles = sch.fuse(*outer, n_outer, m_outer)  # a row tile meets every weight block while in L1
+    sch.parallel(tiles)
     sch.vectorize(m_inner)
+    sch.unroll(n_inner)
     sch.unroll(k_inner)
-    _vectorize_init(sch, anchor, k_outer, n)
+    _vectorize_init(sch, anchor, k_outer, tiles)
 
 
 _SCHEDULES = {
     "conv2d": _schedule_conv2d,
+    "conv2d_transpose": _schedule_conv2d,
     "depthwise_conv2d": _schedule_depthwise,
     "group_conv2d": _schedule_conv2d,
     "dense": _schedule_dense,

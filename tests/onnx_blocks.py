@@ -1,0 +1,90 @@
+"""Small ONNX models (onnx.helper) of decoder, dilated-head and token-MLP blocks for the tests."""
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class Builder:
+    """Grows an ONNX graph node by node with seeded random weights."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes, self.inits = [], []
+
+    def const(self, name: str, shape, scale: float = 0.2) -> str:
+        value = (self.rng.standard_normal(shape) * scale).astype(np.float32)
+        self.inits.append(numpy_helper.from_array(value, name))
+        return name
+
+    def node(self, op: str, inputs: list, name: str, **attrs) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def conv(self, name, src, cin, cout, k=(3, 3), pads=None, group=1, op="Conv", **attrs) -> str:
+        kh, kw = k
+        shape = (cin, cout // group, kh, kw) if op == "ConvTranspose" else (cout, cin // group, kh, kw)
+        pads = [kh // 2, kw // 2] * 2 if pads is None else pads
+        self.const(name + ".w", shape)
+        self.const(name + ".b", (cout,))
+        return self.node(op, [src, name + ".w", name + ".b"], name, kernel_shape=[kh, kw], pads=pads,
+                         group=group, **attrs)
+
+    def model(self, name: str, shape: list, out: str, opset: int = 13) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
+            [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 8
+        return model
+
+
+def unet_decoder(kernel: int = 2, pads: int = 0, output_padding: int = 0) -> onnx.ModelProto:
+    """conv -> strided conv -> ConvTranspose stride 2 -> concat skip -> conv (16x16 out)."""
+    b = Builder(1)
+    enc = b.node("Relu", [b.conv("enc", "input", 8, 16)], "enc.relu")
+    down = b.node("Relu", [b.conv("down", enc, 16, 32, strides=[2, 2])], "down.relu")
+    up = b.conv("up", down, 32, 16, k=(kernel, kernel), pads=[pads] * 4, op="ConvTranspose",
+                strides=[2, 2], output_padding=[output_padding] * 2)
+    cat = b.node("Concat", [b.node("Relu", [up], "up.relu"), enc], "cat", axis=1)
+    return b.model("unet_decoder", [1, 8, 16, 16], b.conv("head", cat, 32, 8))
+
+
+def dilated_head() -> onnx.ModelProto:
+    """DeepLab-style head: dilated 3x3s, asymmetric padding, 1x7 / 7x1, a dilated depthwise conv."""
+    b = Builder(2)
+    x = b.node("Relu", [b.conv("stem", "input", 8, 16)], "stem.relu")
+    d2 = b.conv("aspp_d2", x, 16, 16, pads=[2, 2, 2, 2], dilations=[2, 2])
+    d3 = b.conv("aspp_d3", x, 16, 16, pads=[3, 3, 3, 3], dilations=[3, 3])
+    asym = b.conv("asym", x, 16, 16, k=(3, 3), pads=[0, 1, 2, 1])
+    row = b.conv("row_1x7", x, 16, 16, k=(1, 7), pads=[0, 3, 0, 3])
+    col = b.conv("col_7x1", row, 16, 16, k=(7, 1), pads=[3, 0, 3, 0])
+    dw = b.conv("dw_d2", x, 16, 16, pads=[2, 2, 2, 2], dilations=[2, 2], group=16)
+    cat = b.node("Concat", [d2, d3, asym, col, dw], "aspp_cat", axis=1)
+    return b.model("dilated_head", [1, 8, 12, 12], b.conv("proj", b.node("Relu", [cat], "cat.relu"), 80, 8, k=(1, 1)))
+
+
+def token_mlp(act: str = "Relu") -> onnx.ModelProto:
+    """conv -> Transpose to NHWC -> MatMul+bias -> act -> MatMul+bias -> Transpose back -> + skip; a
+    3-D token MatMul and a Gemm head."""
+    b = Builder(3)
+    x = b.conv("stem", "input", 8, 16, k=(1, 1))
+    nhwc = b.node("Transpose", [x], "to_nhwc", perm=[0, 2, 3, 1])
+    h = b.node("Add", [b.node("MatMul", [nhwc, b.const("fc1.w", (16, 64))], "fc1"), b.const("fc1.b", (64,))], "fc1.add")
+    if act == "Gelu":  # x * 0.5 * (1 + erf(x / sqrt 2)), the opset-13 spelling of Gelu
+        half = b.node("Mul", [h, b.const("half", (), 0.0)], "gelu.half")
+        b.inits[-1] = numpy_helper.from_array(np.array(0.5, np.float32), "half")
+        scaled = b.node("Mul", [h, b.const("rsqrt2", (), 0.0)], "gelu.scaled")
+        b.inits[-1] = numpy_helper.from_array(np.array(1 / np.sqrt(2), np.float32), "rsqrt2")
+        b.inits.append(numpy_helper.from_array(np.array(1.0, np.float32), "one"))
+        h = b.node("Mul", [half, b.node("Add", [b.node("Erf", [scaled], "gelu.erf"), "one"], "gelu.1p")], "gelu")
+    else:
+        h = b.node(act, [h], "act")
+    h = b.node("Add", [b.node("MatMul", [h, b.const("fc2.w", (64, 16))], "fc2"), b.const("fc2.b", (16,))], "fc2.add")
+    back = b.node("Transpose", [h], "to_nchw", perm=[0, 3, 1, 2])
+    y = b.node("Add", [back, x], "residual")
+    tokens = b.node("Reshape", [y, b.const("tok.shape", (3,))], "tokens")
+    b.inits[-1] = numpy_helper.from_array(np.array([1, 16, 49], np.int64), "tok.shape")
+    mixed = b.node("MatMul", [tokens, b.const("mix.w", (49, 24))], "token_mix")
+    flat = b.node("Flatten", [mixed], "flat", axis=1)
+    return b.model("token_mlp", [1, 8, 7, 7], b.node("Gemm", [flat, b.const("head.w", (10, 384)), b.const("head.b", (10,))], "head", transB=1))
