@@ -110,7 +110,7 @@ class TuneResult:
 def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "auto", *,
          max_candidates: int | None = 32, solver: str = "auto",
          time_limit: float | None = None, image_size: int | None = None,
-         runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
+         runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          progress: bool = True) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
@@ -137,7 +137,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     runner : graphtune.measure.Runner, optional
         Where kernels are timed (default this machine).
     min_repeat_ms, repeat : float, int
-        Timing: each repeat lasts at least ``min_repeat_ms``; medians of ``repeat``.
+        Timing (:func:`graphtune.measure.measure`): each repeat lasts about
+        ``min_repeat_ms`` of wall time; medians of ``repeat`` (more when noisy).
     progress : bool
         Progress bars per phase.
 
