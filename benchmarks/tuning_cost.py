@@ -59,9 +59,12 @@ def cpu_model() -> str:
 def tune_with(model, name: str, timing: str, folder: str, max_candidates: int) -> tuple:
     """Tune ``model`` from an empty records file with protocol ``timing``; (result, records)."""
     path = os.path.join(folder, f"{name}.{timing}.records.jsonl")
-    result = graphtune.tune(model, records=path, runner=LocalRunner(timing=timing),
-                            max_candidates=max_candidates, progress=False,
-                            **PROTOCOL_SETTINGS[timing])
+    if os.path.exists(path):
+        os.remove(path)  # every run measures from scratch
+    with LocalRunner(timing=timing) as runner:  # workers serve both phases, as in tune()
+        result = graphtune.tune(model, records=path, runner=runner,
+                                max_candidates=max_candidates, progress=False,
+                                **PROTOCOL_SETTINGS[timing])
     return result, list(Records.load(path))
 
 
@@ -75,6 +78,40 @@ def agreement(old: list, new: list) -> dict:
     logs = [math.log(x) for x in ratios]
     return {"candidates": len(ratios), "geomean_new_over_old": math.exp(statistics.fmean(logs)),
             "p10": sorted(ratios)[len(ratios) // 10], "p90": sorted(ratios)[9 * len(ratios) // 10]}
+
+
+def transform_model(records: list) -> dict:
+    """How well ``ms = a + b * bytes`` per (src, dst) pair predicts the measured transforms.
+
+    Leave-one-out: each transform of a pair with >= 3 measured shapes is
+    predicted from a least-squares fit to the others; the relative errors are
+    summarised (a model is only worth using in place of measurements if they
+    are small).
+    """
+    import numpy as np
+
+    pairs: dict = {}
+    for r in records:
+        if r.ok and r.kind == "transform":
+            nbytes = math.prod(r.workload["shape"]) * 4
+            pairs.setdefault((r.workload["src"], r.workload["dst"]), []).append((nbytes, r.median_ms))
+    errors = []
+    for points in pairs.values():
+        if len(points) < 3:
+            continue
+        x, y = np.array(points, dtype=float).T
+        for i in range(len(points)):
+            keep = np.arange(len(points)) != i
+            if len(set(x[keep])) < 2:
+                continue
+            b, a = np.polyfit(x[keep], y[keep], 1)
+            errors.append(abs(a + b * x[i] - y[i]) / y[i])
+    if not errors:
+        return {"pairs": len(pairs), "predicted": 0}
+    errors.sort()
+    return {"pairs": len(pairs), "transforms": sum(map(len, pairs.values())),
+            "predicted": len(errors), "median_abs_error": errors[len(errors) // 2],
+            "p90_abs_error": errors[9 * len(errors) // 10], "max_abs_error": errors[-1]}
 
 
 def flush_cost(records: list) -> dict:
@@ -98,26 +135,25 @@ def flush_cost(records: list) -> dict:
 
 
 def run_model(name: str, image_size: int | None, max_candidates: int, rounds: int,
-              order: list[str]) -> dict:
+              order: list[str], folder: str) -> dict:
     """Both protocols on one model: tuning cost, agreement, flush cost, prediction errors."""
     model = models.get(name, image_size=image_size)
     rows, records = {}, {}
-    with tempfile.TemporaryDirectory() as folder:
-        for timing in order:
-            print(f"[{name}] tuning with {timing} ...", flush=True)
-            result, records[timing] = tune_with(model, name, timing, folder, max_candidates)
-            phases = dict(result.phase_seconds)
-            kernels, transforms = result.measured["kernels"], result.measured["transforms"]
-            rows[timing] = {
-                "result": result,
-                "phase_seconds": phases, "tune_s": result.tune_seconds,
-                "kernels": kernels, "transforms": transforms,
-                "s_per_kernel": phases["kernels"] / max(1, kernels),
-                "s_per_transform": phases["transforms"] / max(1, transforms),
-                "cut_off": sum(r.cutoff_ms is not None for r in records[timing]),
-                "predicted_ms": result.predicted_ms,
-            }
-        flush = flush_cost(records["flush-v2"])
+    for timing in order:
+        print(f"[{name}] tuning with {timing} ...", flush=True)
+        result, records[timing] = tune_with(model, name, timing, folder, max_candidates)
+        phases = dict(result.phase_seconds)
+        kernels, transforms = result.measured["kernels"], result.measured["transforms"]
+        rows[timing] = {
+            "result": result,
+            "phase_seconds": phases, "tune_s": result.tune_seconds,
+            "kernels": kernels, "transforms": transforms,
+            "s_per_kernel": phases["kernels"] / max(1, kernels),
+            "s_per_transform": phases["transforms"] / max(1, transforms),
+            "cut_off": sum(r.cutoff_ms is not None for r in records[timing]),
+            "predicted_ms": result.predicted_ms,
+        }
+    flush = flush_cost(records["flush-v2"])
     print(f"[{name}] timing both gt-graph models side by side ({rounds} rounds) ...", flush=True)
     configs = {f"gt-graph {t}": rows[t]["result"].config for t in order}
     measured = compare(model, configs, peers=[], repeat=rounds)
@@ -127,7 +163,8 @@ def run_model(name: str, image_size: int | None, max_candidates: int, rounds: in
         del row["result"]
     return {"model": name, "image_size": image_size, "max_candidates": max_candidates,
             "protocols": rows, "agreement": agreement(records["flush-v1"], records["flush-v2"]),
-            "flush": flush, "max_abs_diff": measured["max_abs_diff"], "rounds": rounds}
+            "flush": flush, "transform_model": transform_model(records["flush-v2"]),
+            "max_abs_diff": measured["max_abs_diff"], "rounds": rounds}
 
 
 def table(results: list[dict]) -> str:
@@ -159,6 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: resnet18 at 64x64, 4 candidates, 10 rounds")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--out", default=None,
+                        help="keep the records files here (default: a temporary folder)")
     args = parser.parse_args(argv)
     names = args.models.split(",")
     unknown = [n for n in names if n not in models.names()]
@@ -168,9 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         names, image_size, max_candidates, rounds = ["resnet18"], 64, 4, 10
     results = []
-    for index, name in enumerate(names):
-        order = list(PROTOCOL_SETTINGS)[::-1 if index % 2 else 1]
-        results.append(run_model(name, image_size, max_candidates, rounds, order))
+    with tempfile.TemporaryDirectory() as scratch:
+        for index, name in enumerate(names):
+            order = list(PROTOCOL_SETTINGS)[::-1 if index % 2 else 1]
+            results.append(run_model(name, image_size, max_candidates, rounds, order,
+                                     args.out or scratch))
     cpu = cpu_model()
     print()
     print(table(results))
@@ -181,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
               f"v2/v1 per candidate: geomean {a.get('geomean_new_over_old', math.nan):.3f} "
               f"(p10 {a.get('p10', math.nan):.3f}, p90 {a.get('p90', math.nan):.3f}, "
               f"{a['candidates']} candidates)")
+        t = res["transform_model"]
+        if t.get("predicted"):
+            print(f"  transforms as a + b * bytes per layout pair (leave-one-out, {t['predicted']} of "
+                  f"{t['transforms']}): median |error| {t['median_abs_error']:.0%}, "
+                  f"p90 {t['p90_abs_error']:.0%}, max {t['max_abs_error']:.0%}")
     print(f"\nCPU: {cpu}; TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}; command: "
           f"{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}")
     if args.json:

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
@@ -169,7 +170,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         clock = now
 
     onnx_model, name = resolve(model, image_size=image_size)
-    runner = LocalRunner() if runner is None else runner
+    own_runner = runner is None  # then its worker processes serve both measuring phases
+    runner = LocalRunner() if own_runner else runner
     tgt = runner.resolve_target(target)
     key = runner.target_key(tgt)
     if records == "auto":
@@ -178,29 +180,30 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     graph = extract(onnx_model, tgt, max_candidates)
     lap("extract")
 
-    timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
-              "progress": progress}
-    kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
-                           for c in graph.candidates(node)]
-                    for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
-    flat = [t for tasks in kernel_tasks.values() for t in tasks]
-    by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
-    for node, tasks in kernel_tasks.items():
-        graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task))
-    lap("kernels")
+    with runner if own_runner else contextlib.nullcontext():
+        timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
+                  "progress": progress}
+        kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
+                               for c in graph.candidates(node)]
+                        for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
+        flat = [t for tasks in kernel_tasks.values() for t in tasks]
+        by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
+        for node, tasks in kernel_tasks.items():
+            graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task))
+        lap("kernels")
 
-    pairs = graph.transform_pairs()
-    transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
-                                          "dtype": "float32"}) for shape, src, dst in pairs]
-    transform_ms = {}
-    transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
-    for (shape, src, dst), rec in zip(pairs, transform_records):
-        if not rec.ok:
-            raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
-                               f"{rec.error}; remove its record from {records} to retry")
-        transform_ms[(shape, src, dst)] = rec.median_ms
-    graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
-    lap("transforms")
+        pairs = graph.transform_pairs()
+        transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
+                                              "dtype": "float32"}) for shape, src, dst in pairs]
+        transform_ms = {}
+        transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
+        for (shape, src, dst), rec in zip(pairs, transform_records):
+            if not rec.ok:
+                raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
+                                   f"{rec.error}; remove its record from {records} to retry")
+            transform_ms[(shape, src, dst)] = rec.median_ms
+        graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
+        lap("transforms")
 
     solution = solve(graph, method=solver, time_limit=time_limit)
     config = Config.from_solution(graph, solution, model_name=name)
