@@ -153,7 +153,8 @@ def run_model(name: str, image_size: int | None, max_candidates: int, rounds: in
             "cut_off": sum(r.cutoff_ms is not None for r in records[timing]),
             "predicted_ms": result.predicted_ms,
         }
-    flush = flush_cost(records["flush-v2"])
+    current = records.get("flush-v2") or records[order[-1]]
+    flush = flush_cost(current)
     print(f"[{name}] timing both gt-graph models side by side ({rounds} rounds) ...", flush=True)
     configs = {f"gt-graph {t}": rows[t]["result"].config for t in order}
     measured = compare(model, configs, peers=[], repeat=rounds)
@@ -162,8 +163,8 @@ def run_model(name: str, image_size: int | None, max_candidates: int, rounds: in
         row["prediction_error"] = (row["measured_ms"] - row["predicted_ms"]) / row["measured_ms"]
         del row["result"]
     return {"model": name, "image_size": image_size, "max_candidates": max_candidates,
-            "protocols": rows, "agreement": agreement(records["flush-v1"], records["flush-v2"]),
-            "flush": flush, "transform_model": transform_model(records["flush-v2"]),
+            "protocols": rows, "agreement": agreement(records.get("flush-v1", []), records.get("flush-v2", [])),
+            "flush": flush, "transform_model": transform_model(current),
             "max_abs_diff": measured["max_abs_diff"], "rounds": rounds}
 
 
@@ -196,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: resnet18 at 64x64, 4 candidates, 10 rounds")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--protocols", default=",".join(PROTOCOL_SETTINGS),
+                        help="comma-separated timing protocols to compare (default all)")
     parser.add_argument("--out", default=None,
                         help="keep the records files here (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -206,13 +209,19 @@ def main(argv: list[str] | None = None) -> int:
     image_size, max_candidates, rounds = None, args.max_candidates, args.rounds
     if args.quick:
         names, image_size, max_candidates, rounds = ["resnet18"], 64, 4, 10
+    protocols = args.protocols.split(",")
+    if not set(protocols) <= set(PROTOCOL_SETTINGS):
+        parser.error(f"--protocols: choose from {', '.join(PROTOCOL_SETTINGS)}")
+    cpu = cpu_model()
     results = []
     with tempfile.TemporaryDirectory() as scratch:
         for index, name in enumerate(names):
-            order = list(PROTOCOL_SETTINGS)[::-1 if index % 2 else 1]
+            order = protocols[::-1 if index % 2 else 1]
             results.append(run_model(name, image_size, max_candidates, rounds, order,
                                      args.out or scratch))
-    cpu = cpu_model()
+            print(table(results[-1:]), flush=True)
+            if args.json:  # after every model: a long run keeps what it finished
+                write_json(args.json, cpu, results)
     print()
     print(table(results))
     for res in results:
@@ -229,12 +238,14 @@ def main(argv: list[str] | None = None) -> int:
                   f"p90 {t['p90_abs_error']:.0%}, max {t['max_abs_error']:.0%}")
     print(f"\nCPU: {cpu}; TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}; command: "
           f"{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}")
-    if args.json:
-        with open(args.json, "w") as handle:
-            json.dump({"cpu": cpu, "threads": os.environ.get("TVM_NUM_THREADS"),
-                       "protocol_settings": PROTOCOL_SETTINGS, "models": results}, handle,
-                      indent=2)
     return 0
+
+
+def write_json(path: str, cpu: str, results: list[dict]) -> None:
+    """The results so far, with the CPU and thread count they were measured with."""
+    with open(path, "w") as handle:
+        json.dump({"cpu": cpu, "threads": os.environ.get("TVM_NUM_THREADS"),
+                   "protocol_settings": PROTOCOL_SETTINGS, "models": results}, handle, indent=2)
 
 
 if __name__ == "__main__":
