@@ -142,6 +142,7 @@ def run_model(name: str, image_size: int | None, max_candidates: int, rounds: in
     for timing in order:
         print(f"[{name}] tuning with {timing} ...", flush=True)
         result, records[timing] = tune_with(model, name, timing, folder, max_candidates)
+        result.config.save(os.path.join(folder, f"{name}.{timing}.graphtune.json"))
         phases = dict(result.phase_seconds)
         kernels, transforms = result.measured["kernels"], result.measured["transforms"]
         rows[timing] = {
@@ -200,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--protocols", default=",".join(PROTOCOL_SETTINGS),
                         help="comma-separated timing protocols to compare (default all)")
     parser.add_argument("--out", default=None,
-                        help="keep the records files here (default: a temporary folder)")
+                        help="keep the records and config files here (default: a temporary folder)")
     args = parser.parse_args(argv)
     names = args.models.split(",")
     unknown = [n for n in names if n not in models.names()]
