@@ -60,12 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
-    min_repeat_ms = 100.0
     if args.quick:
         if args.models == parser.get_default("models"):
             names = ["resnet18"]
         args.image_size = args.image_size or 64
-        args.max_candidates, args.repeat, min_repeat_ms = 4, 5, 20.0
+        args.max_candidates, args.repeat = 4, 5
     peers = [p for p in args.peers.split(",") if p] + (["openvino-bf16"] if args.bf16 else [])
     os.makedirs(args.out, exist_ok=True)
 
@@ -75,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         tag = name if args.image_size is None else f"{name}@{args.image_size}"
         print(f"== {tag}: tuning", flush=True)
         result = graphtune.tune(model, records=os.path.join(args.out, f"{tag}.records.jsonl"),
-                                max_candidates=args.max_candidates, min_repeat_ms=min_repeat_ms)
+                                max_candidates=args.max_candidates)
         result.config.save(os.path.join(args.out, f"{tag}.graphtune.json"))
         with open(os.path.join(args.out, f"{tag}.graph.json"), "w") as handle:
             handle.write(result.graph.to_json())

@@ -18,6 +18,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections import Counter
@@ -111,7 +112,7 @@ class TuneResult:
 def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "auto", *,
          max_candidates: int | None = 32, solver: str = "auto",
          time_limit: float | None = None, image_size: int | None = None,
-         runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
+         runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
          progress: bool = True) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
@@ -139,7 +140,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     runner : graphtune.measure.Runner, optional
         Where kernels are timed (default this machine).
     min_repeat_ms, repeat : float, int
-        Timing: each repeat lasts at least ``min_repeat_ms``; medians of ``repeat``.
+        Timing (:func:`graphtune.measure.measure`): each repeat lasts about
+        ``min_repeat_ms`` of wall time; medians of ``repeat`` (more when noisy).
     retry_errors : bool
         Measure again the tasks whose record is an error (a time-out on a busy
         machine...) instead of reusing the error.
@@ -183,7 +185,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     check_positive(repeat, "repeat", integer=True)
     check_positive(min_repeat_ms, "min_repeat_ms")
     onnx_model, name = resolve(model, image_size=image_size)
-    runner = LocalRunner() if runner is None else runner
+    own_runner = runner is None  # then its worker processes serve both measuring phases
+    runner = LocalRunner() if own_runner else runner
     tgt = runner.resolve_target(target)
     key = runner.target_key(tgt)
     if records == "auto":
@@ -192,29 +195,30 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict)
     lap("extract")
 
-    timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
-              "retry_errors": retry_errors, "progress": progress}
-    kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
-                           for c in graph.candidates(node)]
-                    for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
-    flat = [t for tasks in kernel_tasks.values() for t in tasks]
-    by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
-    for node, tasks in kernel_tasks.items():
-        graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key))
-    lap("kernels")
+    with runner if own_runner else contextlib.nullcontext():
+        timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
+                  "retry_errors": retry_errors, "progress": progress}
+        kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
+                               for c in graph.candidates(node)]
+                        for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
+        flat = [t for tasks in kernel_tasks.values() for t in tasks]
+        by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
+        for node, tasks in kernel_tasks.items():
+            graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key))
+        lap("kernels")
 
-    pairs = graph.transform_pairs()
-    transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
-                                          "dtype": "float32"}) for shape, src, dst in pairs]
-    transform_ms = {}
-    transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
-    for (shape, src, dst), rec in zip(pairs, transform_records):
-        if not rec.ok:
-            raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
-                               f"{rec.error}; {_retry_hint(store, [rec.task], key)}")
-        transform_ms[(shape, src, dst)] = rec.median_ms
-    graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
-    lap("transforms")
+        pairs = graph.transform_pairs()
+        transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
+                                              "dtype": "float32"}) for shape, src, dst in pairs]
+        transform_ms = {}
+        transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
+        for (shape, src, dst), rec in zip(pairs, transform_records):
+            if not rec.ok:
+                raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
+                                   f"{rec.error}; {_retry_hint(store, [rec.task], key)}")
+            transform_ms[(shape, src, dst)] = rec.median_ms
+        graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
+        lap("transforms")
 
     solution = solve(graph, method=solver, time_limit=time_limit)
     config = Config.from_solution(graph, solution, model_name=name)

@@ -59,7 +59,7 @@ def test_measures_and_writes_one_line_per_task(tmp_path):
     tasks = [task(c) for c in (8, 16, 24)]
     out = measure(tasks + [tasks[0]], records=path, runner=runner(n_parallel=2), **FAST)
     assert [r.task for r in out] == tasks + [tasks[0]]
-    assert all(r.ok and len(r.ms) == 2 and r.median_ms > 0 for r in out)
+    assert all(r.ok and len(r.ms) >= 2 and r.median_ms > 0 for r in out)
     assert all(r.threads >= 1 and r.number >= 1 for r in out)
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert len(lines) == 3  # the duplicate task is measured once

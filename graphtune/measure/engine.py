@@ -27,7 +27,7 @@ __all__ = ["measure"]
 
 def measure(tasks: Iterable[Task], target: Any = None,
             records: Records | str | os.PathLike | None = None, *,
-            runner: Runner | None = None, min_repeat_ms: float = 100.0, repeat: int = 3,
+            runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
             timeout: float = 60.0, retry_errors: bool = False,
             progress: bool = True, desc: str = "measure") -> list[Record]:
     """Measure kernel and transform tasks, reusing and extending a records file.
@@ -50,8 +50,9 @@ def measure(tasks: Iterable[Task], target: Any = None,
     runner : Runner, optional
         Where to build and time (default :class:`LocalRunner`).
     min_repeat_ms : float
-        Minimum duration of one repeat; the number of calls per repeat is
-        chosen to reach it.
+        Duration of one repeat: calls per repeat are chosen from the wall time
+        of one cache-flushed call (flush included) to fill it (timing
+        protocol :data:`~graphtune.measure.task.TIMING`).
     repeat : int
         Repeats per task; the record keeps each repeat's mean and their median.
     timeout : float

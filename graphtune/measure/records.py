@@ -89,6 +89,11 @@ class Record:
     timing : str or None
         Timing protocol (:data:`graphtune.measure.task.TIMING`); None for
         records older than the protocol tag, which lookups never match.
+    cutoff_ms : float or None
+        Set when timing stopped early: the probe was slower than this bound
+        (the protocol's cut-off times the best candidate of the same layout
+        pair), so ``ms`` holds only the probe calls and the candidate cannot be
+        the best of its pair. None for complete measurements.
 
     Examples
     --------
@@ -110,10 +115,12 @@ class Record:
     time: str
     number: int | None = None
     timing: str | None = None
+    cutoff_ms: float | None = None
 
     @classmethod
     def success(cls, task: Task, target: Mapping, ms: Sequence[float], *,
-                threads: int | None, number: int | None = None) -> "Record":
+                threads: int | None, number: int | None = None, timing: str = TIMING,
+                cutoff_ms: float | None = None) -> "Record":
         """A successful record of ``task`` with per-repeat times ``ms`` (milliseconds).
 
         Examples
@@ -128,7 +135,7 @@ class Record:
             raise MeasureError(f"{task!r}: times must be positive and finite, got {ms}")
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, ms,
                    statistics.median(ms), None, tvm_version(), threads, _now(), number,
-                   TIMING)
+                   timing, cutoff_ms)
 
     @classmethod
     def failure(cls, task: Task, target: Mapping, error: str, *,
@@ -187,6 +194,7 @@ class Record:
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         fields.setdefault("number", None)
         fields.setdefault("timing", None)
+        fields.setdefault("cutoff_ms", None)
         record = cls(**fields)
         Task(record.kind, record.workload, record.knobs)  # validates kind and workload
         _check_fields(record)

@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import shutil
@@ -32,8 +33,8 @@ from typing import Any, Callable, Iterator, Sequence
 from ..errors import MeasureError
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
-from .task import Task
-from .timing import time_library
+from .task import TIMING, Task, canonical_json
+from .timing import protocol, time_library
 from .workers import Worker, WorkerFailure, WorkerPool
 
 __all__ = ["Runner", "LocalRunner"]
@@ -91,6 +92,13 @@ class LocalRunner(Runner):
         ``func_of(task, target) -> PrimFunc`` giving the kernel of a task,
         a picklable top-level function (default
         :func:`graphtune.measure.build.prim_func_of`, i.e. graphtune.x86).
+    timing : str, optional
+        Timing protocol (default :data:`graphtune.measure.task.TIMING`; see
+        :data:`graphtune.measure.timing.PROTOCOLS`). With a cut-off, a kernel
+        candidate whose probe is slower than the protocol's factor times the
+        fastest candidate of the same (op, workload, in_layout, out_layout)
+        timed earlier in the run is recorded after its probe
+        (``Record.cutoff_ms``); put likely winners first.
 
     Notes
     -----
@@ -107,10 +115,11 @@ class LocalRunner(Runner):
     """
 
     def __init__(self, n_parallel: int | None = None, batch_size: int | None = None,
-                 func_of: Callable = prim_func_of) -> None:
+                 func_of: Callable = prim_func_of, timing: str = TIMING) -> None:
         self.n_parallel = n_parallel
         self.batch_size = batch_size
         self.func_of = func_of
+        self.timing = protocol(timing).name
 
     def _settings(self) -> tuple[int, int]:
         n_parallel = self.n_parallel or len(os.sched_getaffinity(0))
@@ -149,6 +158,8 @@ class LocalRunner(Runner):
         kept = getattr(self, "_kept", None)
         pool, timer = kept or (WorkerPool(min(n_parallel, max(1, len(tasks)))), Worker())
         out_dir = tempfile.mkdtemp(prefix="graphtune-measure-")
+        cutoff = protocol(self.timing).cutoff
+        best: dict[tuple, float] = {}  # cut-off group -> fastest complete median so far
         try:
             for start in range(0, len(tasks), batch_size):
                 batch = tasks[start:start + batch_size]
@@ -158,7 +169,13 @@ class LocalRunner(Runner):
                     if not ok:
                         yield Record.failure(task, key, f"build: {value}")
                         continue
-                    yield self._time(task, key, value, timer, repeat, min_repeat_ms, timeout)
+                    group = _cutoff_group(task) if cutoff else None
+                    bound = cutoff * best[group] if group in best else None
+                    record = self._time(task, key, value, timer, repeat, min_repeat_ms, timeout,
+                                        self.timing, bound)
+                    if group is not None and record.ok and record.cutoff_ms is None:
+                        best[group] = min(best.get(group, math.inf), record.median_ms)
+                    yield record
         finally:  # kept workers survive, unless interrupted in the middle of a call
             pool.close(busy_only=kept is not None)
             if kept is None or timer.busy:
@@ -167,13 +184,39 @@ class LocalRunner(Runner):
 
     @staticmethod
     def _time(task: Task, key: dict, built: dict, timer: Worker, repeat: int,
-              min_repeat_ms: float, timeout: float) -> Record:
+              min_repeat_ms: float, timeout: float, timing: str,
+              cutoff_ms: float | None) -> Record:
         try:
-            out = timer.call(time_library, (built["path"], built["args"], repeat, min_repeat_ms),
+            out = timer.call(_time_built, (built, repeat, min_repeat_ms, timing, cutoff_ms),
                              timeout)
             return Record.success(task, key, out["ms"], threads=out["threads"],
-                                  number=out["number"])
+                                  number=out["number"], timing=timing,
+                                  cutoff_ms=out["cutoff_ms"])
         except (WorkerFailure, MeasureError) as err:
             return Record.failure(task, key, f"run: {err}")
         finally:
             os.remove(built["path"])
+
+
+def _time_built(built: dict, repeat: int, min_repeat_ms: float, timing: str,
+                cutoff_ms: float | None) -> dict:
+    """Timing worker: :func:`time_library` on what :func:`build_task` returned."""
+    return time_library(built["path"], built["args"], repeat, min_repeat_ms, timing=timing,
+                        cutoff_ms=cutoff_ms)
+
+
+def _cutoff_group(task: Task) -> tuple | None:
+    """Candidates of one group compete for one place: same op, workload and layouts.
+
+    Transforms, and knobs graphtune.x86 cannot read (a custom ``func_of``),
+    have no group and are never cut off.
+    """
+    from ..errors import GraphtuneError
+    from ..x86 import layouts_of
+
+    if task.kind == "transform":
+        return None
+    try:
+        return (task.kind, canonical_json(task.workload), *layouts_of(task.workload, task.knobs))
+    except (GraphtuneError, KeyError, TypeError):
+        return None

@@ -116,14 +116,22 @@ class Task:
         return f"Task({self.kind!r}, {self.workload!r}, {self.knobs!r})"
 
 
-TIMING = "flush-v1"
+TIMING = "flush-v2"
 """How kernels are timed, part of every record key so that records taken another way never mix.
 
-``flush-v1``: before every timed call the CPU caches are flushed of every
-argument but the first (the data input, which its producer has just written),
-so weights stream from memory as they do inside a whole model. Timing with
-hot weights instead predicted ResNet-18's late 3x3 convs 20-60% too fast
-(layer4.1.conv1: 0.42 ms hot, 0.67 ms flushed, 0.68 ms inside the model)."""
+Before every timed call the CPU caches are flushed of every argument but the
+first (the data input, which its producer has just written), so weights
+stream from memory as they do inside a whole model. Timing with hot weights
+instead predicted ResNet-18's late 3x3 convs 20-60% too fast (layer4.1.conv1:
+0.42 ms hot, 0.67 ms flushed, 0.68 ms inside the model).
+
+``flush-v2`` (current): calls per repeat from the wall time of a flushed call
+(flush included), short repeats, extra repeats only when noisy, and early
+cut-off of candidates clearly slower than the best of their layout pair
+(:data:`graphtune.measure.timing.PROTOCOLS`). ``flush-v1`` records (calls per
+repeat from the kernel time alone: on CPUs with a slow ``clflush`` 93% of the
+tuning time was flushing) are superseded: lookups ignore them and the tasks
+are measured again."""
 
 
 def tvm_version() -> str:

@@ -1,4 +1,4 @@
-"""Time a built kernel: random inputs, warm-up, calls per repeat chosen from a probe, repeats.
+"""Time a built kernel: random inputs, a flushed probe, calls per repeat from its wall time, repeats.
 
 :func:`time_module` works on any TVM module and device (local or an RPC
 session's); :func:`time_library` is what the local timing worker runs.
@@ -12,18 +12,24 @@ Examples
 ...                        "dtype": "float32"})
 >>> built = build_task(prim_func_of, t, x86.host_target(), tempfile.mkdtemp())
 >>> out = time_library(built["path"], built["args"], repeat=3, min_repeat_ms=5)
->>> len(out["ms"]), all(m > 0 for m in out["ms"]), out["number"] >= 1
-(3, True, True)
+>>> len(out["ms"]) >= 3, all(m > 0 for m in out["ms"]), out["number"] >= 1
+(True, True, True)
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+import time
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["random_array", "time_module", "time_library"]
+from ..errors import MeasureError
+from .task import TIMING
+
+__all__ = ["PROTOCOLS", "Protocol", "protocol", "random_array", "time_module", "time_library"]
 
 _FLUSH = "cache_flush_cpu_non_first_arg"
 """TVM runtime function flushing the CPU caches of every argument but the first."""
@@ -32,34 +38,135 @@ _INPUTS: dict = {}  # (position, shape, dtype) -> device tensor, reused by later
 _MAX_CACHED = 16
 
 
+@dataclass(frozen=True)
+class Protocol:
+    """A timing protocol: how calls per repeat, repeats and early cut-offs are decided.
+
+    Every protocol flushes the caches of every argument but the first before
+    each timed call (weights come from memory, as inside a model) and reports
+    the mean time of the calls of each repeat.
+
+    Attributes
+    ----------
+    name : str
+        The tag stored in records (:data:`graphtune.measure.task.TIMING` is the current one).
+    number_from : str
+        ``"wall"``: calls per repeat from the measured wall time of one flushed
+        call (kernel + flush + call overhead), so a repeat costs about
+        ``min_repeat_ms`` of wall time however slow the flush is; ``"kernel"``:
+        from the kernel time alone (``flush-v1``: a repeat costs
+        ``min_repeat_ms`` × (kernel + flush) / kernel).
+    noise : float
+        Relative spread ``(max - min) / median`` of the repeats above which
+        the timing is noisy and ``extra_repeats`` more repeats are taken.
+    extra_repeats : int
+        Repeats added once when noisy.
+    cutoff : float or None
+        A kernel candidate whose probe (fastest of two flushed calls) is more
+        than ``cutoff`` times the best measured candidate of the same
+        (op, workload, in_layout, out_layout) is not timed further: its record
+        keeps the probe times and the bound it exceeded (``Record.cutoff_ms``).
+        None: never cut off.
+
+    Examples
+    --------
+    >>> PROTOCOLS[TIMING].number_from, PROTOCOLS["flush-v1"].cutoff is None
+    ('wall', True)
+    """
+
+    name: str
+    number_from: str
+    noise: float
+    extra_repeats: int
+    cutoff: float | None
+
+
+PROTOCOLS = {p.name: p for p in (
+    Protocol("flush-v1", number_from="kernel", noise=math.inf, extra_repeats=0, cutoff=None),
+    Protocol("flush-v2", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15),
+)}
+"""Known protocols by name. ``flush-v1`` (repeats of >= 100 ms of kernel time, before
+2026-11-23) is kept to compare against (``benchmarks/tuning_cost.py``); lookups only
+reuse records of :data:`~graphtune.measure.task.TIMING`."""
+
+
+def protocol(name: str) -> Protocol:
+    """The :class:`Protocol` called ``name``.
+
+    Raises
+    ------
+    MeasureError
+        For an unknown name (the message lists the known ones).
+
+    Examples
+    --------
+    >>> protocol("flush-v2").cutoff
+    1.15
+    >>> protocol("hot")
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.MeasureError: unknown timing protocol 'hot'; known: flush-v1, flush-v2
+    """
+    if name not in PROTOCOLS:
+        raise MeasureError(f"unknown timing protocol {name!r}; known: {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]
+
+
 def random_array(shape: Sequence[int], dtype: str, seed: int = 0) -> np.ndarray:
     """Random values of ``shape`` and ``dtype`` (uniform in [-1, 1) for floats), never empty.
 
     Examples
     --------
     >>> a = random_array([2, 3], "float32")
-    >>> a.shape, a.dtype.name, bool((a != 0).any())
-    ((2, 3), 'float32', True)
+    >>> a.shape, a.dtype.name, bool((a != 0).any()), bool((abs(a) <= 1).all())
+    ((2, 3), 'float32', True, True)
     """
     rng = np.random.default_rng(seed)
-    if np.issubdtype(np.dtype(dtype), np.floating):
+    kind = np.dtype(dtype)
+    if kind in (np.float32, np.float64):  # drawn in the target precision: 3x faster for fp32
+        out = rng.random(size=tuple(shape), dtype=kind)
+        out *= 2
+        out -= 1
+        return out
+    if np.issubdtype(kind, np.floating):
         return rng.uniform(-1.0, 1.0, size=tuple(shape)).astype(dtype)
     return rng.integers(-4, 5, size=tuple(shape)).astype(dtype)
 
 
-def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float) -> dict:
-    """Time ``module["main"](*args)`` on ``dev`` the :data:`~graphtune.measure.task.TIMING` way.
+def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float, *,
+                timing: str = TIMING, cutoff_ms: float | None = None) -> dict:
+    """Time ``module["main"](*args)`` on ``dev`` following the protocol ``timing``.
 
-    Two probe calls estimate the run time, then ``repeat`` repeats of
-    ``number`` calls each, ``number`` chosen so that a repeat lasts at least
-    ``min_repeat_ms``. Before every timed call the caches are flushed of every
-    argument but the first (the data input stays hot, as its producer just
-    wrote it), so weights come from memory as inside a model.
+    After an unflushed warm-up call, two flushed probe calls measure the
+    kernel time and the wall time of a flushed call; ``number`` calls per repeat are chosen so that a repeat
+    lasts about ``min_repeat_ms`` (of wall time for ``flush-v2``, of kernel
+    time for ``flush-v1``), then ``repeat`` repeats are timed (plus the
+    protocol's extra repeats when they disagree). Before every timed call the
+    caches are flushed of every argument but the first (the data input stays
+    hot, as its producer just wrote it), so weights come from memory as inside
+    a model.
+
+    Parameters
+    ----------
+    module, dev
+        A TVM module with a ``main`` function and its device.
+    args : sequence of tvm.runtime.Tensor
+    repeat : int
+        Repeats (at least).
+    min_repeat_ms : float
+        Budget of one repeat (see above); at least one call.
+    timing : str
+        Protocol name (:data:`PROTOCOLS`).
+    cutoff_ms : float, optional
+        Stop after the probe if the kernel takes longer than this (the
+        protocol's cut-off bound for its group, see :class:`Protocol`).
 
     Returns
     -------
     dict
-        ``{"ms": [mean ms per call of each repeat], "number": calls per repeat}``.
+        ``{"ms": [mean ms per call of each repeat], "number": calls per repeat,
+        "wall_ms": wall ms of one flushed call, "cutoff_ms": cutoff_ms or None}``;
+        after a cut-off ``ms`` holds the two probe calls and ``number`` is 1.
 
     Examples
     --------
@@ -71,21 +178,41 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float) 
     >>> dev = tvm.cpu(0)
     >>> args = [tvm.runtime.tensor(random_array([64], "float32"), dev) for _ in range(2)]
     >>> out = time_module(mod, dev, args, repeat=3, min_repeat_ms=1)
-    >>> len(out["ms"]), out["number"] >= 1
-    (3, True)
+    >>> len(out["ms"]) >= 3, out["number"] >= 1, out["cutoff_ms"] is None
+    (True, True, True)
+    >>> time_module(mod, dev, args, repeat=3, min_repeat_ms=1, cutoff_ms=1e-9)["cutoff_ms"]
+    1e-09
     """
+    proto = protocol(timing)
+    module["main"](*args)  # warm-up (first-call costs would inflate the wall time below)
+    dev.sync()
     probe = module.time_evaluator("main", dev, number=1, repeat=2, f_preproc=_FLUSH)
-    seconds = max(min(probe(*args).results), 1e-7)
-    number = max(1, math.ceil(min_repeat_ms / 1000.0 / seconds))
-    # f_preproc runs once per repeat: one call per TVM repeat, grouped into ours.
+    start = time.perf_counter()
+    probe_s = probe(*args).results
+    wall = (time.perf_counter() - start) / len(probe_s)
+    kernel = max(min(probe_s), 1e-7)
+    result = {"wall_ms": wall * 1000.0, "cutoff_ms": None}
+    if cutoff_ms is not None and kernel * 1000.0 > cutoff_ms:
+        return {**result, "ms": [t * 1000.0 for t in probe_s], "number": 1, "cutoff_ms": cutoff_ms}
+    per_call = {"wall": max(wall, kernel), "kernel": kernel}[proto.number_from]
+    number = max(1, math.ceil(min_repeat_ms / 1000.0 / per_call))
+    ms = _repeats(module, dev, args, number, repeat)
+    if (max(ms) - min(ms)) / statistics.median(ms) > proto.noise:
+        ms += _repeats(module, dev, args, number, proto.extra_repeats)
+    return {**result, "ms": ms, "number": number}
+
+
+def _repeats(module, dev, args: Sequence, number: int, repeat: int) -> list[float]:
+    """Mean ms per flushed call of each of ``repeat`` repeats of ``number`` calls."""
+    # f_preproc runs once per TVM repeat: one call per TVM repeat, grouped into ours.
     timer = module.time_evaluator("main", dev, number=1, repeat=number * repeat,
                                   f_preproc=_FLUSH)
     calls = [t * 1000.0 for t in timer(*args).results]
-    return {"ms": [sum(calls[i:i + number]) / number for i in range(0, len(calls), number)],
-            "number": number}
+    return [sum(calls[i:i + number]) / number for i in range(0, len(calls), number)]
 
 
-def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float) -> dict:
+def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float, *,
+                 timing: str = TIMING, cutoff_ms: float | None = None) -> dict:
     """Load the library at ``path`` and time it on the local CPU with random arguments.
 
     Parameters
@@ -94,7 +221,7 @@ def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float) 
         Library exported by :func:`graphtune.measure.build.build_task`.
     specs : list of [shape, dtype]
         The kernel's parameters (inputs, then outputs).
-    repeat, min_repeat_ms
+    repeat, min_repeat_ms, timing, cutoff_ms
         See :func:`time_module`.
 
     Returns
@@ -118,6 +245,7 @@ def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float) 
                 _INPUTS.clear()
             _INPUTS[key] = tvm.runtime.tensor(random_array(shape, dtype, seed=position), dev)
         args.append(_INPUTS[key])
-    result = time_module(module, dev, args, repeat, min_repeat_ms)
+    result = time_module(module, dev, args, repeat, min_repeat_ms, timing=timing,
+                         cutoff_ms=cutoff_ms)
     result["threads"] = int(tvm.runtime.num_threads())
     return result

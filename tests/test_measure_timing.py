@@ -1,0 +1,109 @@
+"""The timing protocol (flush-v2): wall-time-bounded repeats, early cut-off, superseded records."""
+
+import dataclasses
+import json
+import math
+import statistics
+
+import pytest
+
+import graphtune.x86 as x86
+from graphtune.errors import MeasureError
+from graphtune.measure import LocalRunner, Record, Records, Task, measure
+from graphtune.measure.task import TIMING
+from graphtune.measure.timing import PROTOCOLS, time_module
+
+CONV = x86.conv2d_workload([1, 16, 10, 10], [32, 16, 3, 3], padding=[1, 1, 1, 1])
+FAST_KNOBS = {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": True}
+SLOW_KNOBS = {"ic_bn": 16, "oc_bn": 16, "reg_n": 2, "unroll_kw": True}  # same layout pair
+OTHER_PAIR = {"ic_bn": 16, "oc_bn": 32, "reg_n": 2, "unroll_kw": True}
+
+
+def sleepy_func(task, target):
+    """A stand-in kernel: ``reg_n == 2`` sleeps 2 ms per call, any other knobs return at once."""
+    from tvm import te, tirx
+
+    x = te.placeholder([4], name="x")
+    if task.knobs["reg_n"] == 2:
+        y = te.compute([4], lambda i: x[i] + tirx.call_extern("int32", "usleep", 500)
+                       .astype("float32"), name="y")
+    else:
+        y = te.compute([4], lambda i: x[i] * 2.0, name="y")
+    return te.create_prim_func([x, y])
+
+
+def run(tasks, timing=TIMING):
+    return measure(tasks, runner=LocalRunner(n_parallel=1, func_of=sleepy_func, timing=timing),
+                   min_repeat_ms=5, repeat=3, progress=False)
+
+
+def test_clearly_slower_candidate_of_the_same_layout_pair_is_cut_off_after_its_probe():
+    fast, slow = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)])
+    assert fast.ok and fast.cutoff_ms is None and len(fast.ms) >= 3
+    assert slow.ok and slow.cutoff_ms == pytest.approx(PROTOCOLS[TIMING].cutoff * fast.median_ms)
+    assert len(slow.ms) == 2 and slow.number == 1  # the two probe calls only
+    assert slow.median_ms > slow.cutoff_ms > fast.median_ms  # it can never be its pair's best
+    assert slow.timing == TIMING == "flush-v2"
+
+
+def test_no_cut_off_across_layout_pairs_before_a_best_or_with_flush_v1():
+    first_slow = run([Task("conv2d", CONV, SLOW_KNOBS), Task("conv2d", CONV, FAST_KNOBS)])
+    other_pair = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, OTHER_PAIR)])
+    old = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)], "flush-v1")
+    for records in (first_slow, other_pair, old):
+        assert all(r.ok and r.cutoff_ms is None and len(r.ms) >= 3 for r in records)
+    assert {r.timing for r in old} == {"flush-v1"}
+    assert old[1].median_ms > 1.0  # measured in full: 4 calls of usleep(500)
+
+
+def test_calls_per_repeat_come_from_the_wall_time_of_a_flushed_call():
+    """A kernel touching 16 floats next to a 64 MB argument: the flush, not the kernel, sets
+    how many calls fit in a repeat (flush-v1 would have chosen thousands)."""
+    import tvm
+    from tvm import te
+
+    from graphtune.measure.timing import random_array
+
+    x = te.placeholder([16], name="x")
+    w = te.placeholder([1 << 24], name="w")
+    y = te.compute([16], lambda i: x[i] * 2.0 + w[i], name="y")
+    func = te.create_prim_func([x, w, y]).with_attr("global_symbol", "main")
+    module = tvm.compile(func, target={"kind": "llvm"}).jit()
+    dev = tvm.cpu(0)
+    args = [tvm.runtime.tensor(random_array(s, "float32"), dev) for s in ([16], [1 << 24], [16])]
+    out = time_module(module, dev, args, repeat=3, min_repeat_ms=20)
+    kernel_ms = statistics.median(out["ms"])
+    assert out["wall_ms"] > 5 * kernel_ms  # the flush dominates the wall time of a call
+    assert abs(out["number"] - max(1.0, 20 / out["wall_ms"])) <= 1
+    assert out["number"] < 20 / kernel_ms / 5
+
+
+def test_unknown_protocol_is_a_clear_error():
+    with pytest.raises(MeasureError, match="unknown timing protocol 'hot'; known: flush-v1"):
+        LocalRunner(timing="hot")
+
+
+def test_flush_v1_records_are_superseded_and_measured_again(tmp_path):
+    task = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
+                              "dtype": "float32"})
+    path = tmp_path / "old.records.jsonl"
+    [fresh] = measure([task], records=path, min_repeat_ms=2, progress=False)
+    old = dataclasses.replace(fresh, timing="flush-v1", ms=[123.0], median_ms=123.0)
+    path.write_text(old.to_json() + "\n")  # a file written by the old protocol only
+    assert Records.load(path).get(task) is None  # never reused
+    [again] = measure([task], records=path, min_repeat_ms=2, progress=False)
+    assert again.timing == "flush-v2" and again.median_ms != 123.0
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["timing"] for line in lines] == ["flush-v1", "flush-v2"]
+    assert Records.load(path).get(task).median_ms == again.median_ms
+
+
+def test_cut_off_field_round_trips_and_old_lines_read_without_it():
+    task = Task("conv2d", CONV, SLOW_KNOBS)
+    rec = Record.success(task, {"kind": "llvm"}, [2.0, 2.1], threads=1, number=1,
+                         cutoff_ms=1.5)
+    assert Record.from_dict(json.loads(rec.to_json())) == rec
+    line = json.loads(rec.to_json())
+    del line["cutoff_ms"]  # written before the field existed
+    assert Record.from_dict(line).cutoff_ms is None
+    assert math.isclose(rec.median_ms, 2.05)
