@@ -50,7 +50,7 @@ def test_real_kernels_and_transforms_have_sane_times(measured):
     assert {line["kind"] for line in lines} == {"conv2d", "depthwise_conv2d", "dense", "transform"}
     for line in lines:
         assert line["error"] is None, line
-        assert len(line["ms"]) == 2 and all(0 < ms < 1000 for ms in line["ms"])
+        assert len(line["ms"]) >= 2 and all(0 < ms < 1000 for ms in line["ms"])
         assert min(line["ms"]) <= line["median_ms"] <= max(line["ms"])
         assert line["threads"] == x86.num_threads()
         assert line["target"] == x86.target_key(x86.host_target())

@@ -77,6 +77,7 @@ _KNOWN_FIXED = frozenset(
         "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv2d_transpose", "image.resize2d", "nn.pad",
         "astype", "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
         "nn.adaptive_avg_pool2d", "where", "isnan", "rsqrt", "square", "erf",
+        "nn.layer_norm", "nn.group_norm", "nn.instance_norm",
     )
 )
 _UNTUNED_CONVS = {
