@@ -215,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--protocols: choose from {', '.join(PROTOCOL_SETTINGS)}")
     cpu = cpu_model()
     results = []
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         for index, name in enumerate(names):
             order = protocols[::-1 if index % 2 else 1]

@@ -413,20 +413,29 @@ class _Walker:
         op, workload = found
         return LayoutOp("", op, workload, var)
 
-    def _conv2d(self, call) -> tuple[str, dict] | str:
+    def _conv_operands(self, call, op: str, kernel_layout: str) -> tuple | str:
+        """``(data shape, weight shape, dtype)`` of a conv graphtune can read, else why not."""
         attrs = call.attrs
         data, weight = call.args[0], call.args[1]
-        dshape, wshape, oshape = static_shape(data), static_shape(weight), static_shape(call)
-        if dshape is None or wshape is None or oshape is None:
-            return "conv2d with a dynamic shape"
+        dshape, wshape = static_shape(data), static_shape(weight)
+        if dshape is None or wshape is None or static_shape(call) is None:
+            return f"{op} with a dynamic shape"
         if not self._is_const(weight):
-            return "conv2d with a non-constant weight (bind weights with relax.transform.BindParams)"
+            return f"{op} with a non-constant weight (bind weights with relax.transform.BindParams)"
         layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
-        if layouts != ("NCHW", "OIHW", "NCHW"):
-            return f"conv2d in layout {'/'.join(layouts)} (graphtune reads NCHW/OIHW convs)"
+        if layouts != ("NCHW", kernel_layout, "NCHW"):
+            return f"{op} in layout {'/'.join(layouts)} (graphtune reads NCHW/{kernel_layout} ones)"
         dtype = _dtype(data)
         if _dtype(call) != dtype or _dtype(weight) != dtype:
-            return "conv2d with mixed dtypes"
+            return f"{op} with mixed dtypes"
+        return dshape, wshape, dtype
+
+    def _conv2d(self, call) -> tuple[str, dict] | str:
+        operands = self._conv_operands(call, "conv2d", "OIHW")
+        if isinstance(operands, str):
+            return operands
+        dshape, wshape, dtype = operands
+        attrs = call.attrs
         pad = _ints(attrs.padding)
         pad = {1: pad * 4, 2: pad * 2}.get(len(pad), pad)
         groups = int(attrs.groups)
@@ -440,19 +449,11 @@ class _Walker:
         return ("depthwise_conv2d" if depthwise else "group_conv2d"), workload
 
     def _conv2d_transpose(self, call) -> tuple[str, dict] | str:
+        operands = self._conv_operands(call, "conv2d_transpose", "IOHW")
+        if isinstance(operands, str):
+            return operands
+        dshape, wshape, dtype = operands
         attrs = call.attrs
-        data, weight = call.args[0], call.args[1]
-        dshape, wshape = static_shape(data), static_shape(weight)
-        if dshape is None or wshape is None or static_shape(call) is None:
-            return "conv2d_transpose with a dynamic shape"
-        if not self._is_const(weight):
-            return "conv2d_transpose with a non-constant weight (bind weights with relax.transform.BindParams)"
-        layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
-        if layouts != ("NCHW", "IOHW", "NCHW"):
-            return f"conv2d_transpose in layout {'/'.join(layouts)} (graphtune reads NCHW/IOHW ones)"
-        dtype = _dtype(data)
-        if _dtype(call) != dtype or _dtype(weight) != dtype:
-            return "conv2d_transpose with mixed dtypes"
         if int(attrs.groups) != 1 or _ints(attrs.dilation) != [1, 1]:
             return "conv2d_transpose with groups > 1 or dilation (graphtune.x86 runs groups=1, dilation 1)"
         pad = _ints(attrs.padding)

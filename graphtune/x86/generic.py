@@ -48,7 +48,7 @@ import math
 import tvm
 from tvm import s_tir, tirx
 
-from .schedule import _fold_epilogue, _vectorize_init, _write_back, schedule_elementwise
+from .schedule import _blocks, _fold_epilogue, _try, _vectorize_init, _write_back, schedule_elementwise
 from .target import TargetLike, vector_lanes
 from .transform import _iterate_over_output
 
@@ -77,18 +77,6 @@ def _static(extent) -> int | None:
 
 def _is_spatial(sch: s_tir.Schedule, block) -> bool:
     return all(iv.iter_type == _SPATIAL for iv in sch.get(block).iter_vars)
-
-
-def _blocks(sch: s_tir.Schedule) -> list:
-    return list(sch.get_child_blocks(sch.get_sblock("root")))
-
-
-def _try(action, *args) -> bool:
-    try:
-        action(*args)
-    except s_tir.ScheduleError:
-        return False
-    return True
 
 
 def _inline_spatial(sch: s_tir.Schedule) -> None:
