@@ -172,30 +172,39 @@ def _serve(fd: int, preload: Sequence[str]) -> None:
     conn = Connection(fd)
     try:
         sys.path[:] = conn.recv()  # the parent's, so that its functions can be unpickled
-    except (EOFError, OSError):
+        for name in preload:  # before "ready": start-up is not charged to a call
+            importlib.import_module(name)
+        conn.send(_READY)
+    except (EOFError, OSError):  # the parent went away
         return
-    for name in preload:  # before "ready": start-up is not charged to a call
-        importlib.import_module(name)
-    conn.send(_READY)
     state: Any = None
     while True:
         try:
             message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        try:
-            mode, fn, args = pickle.loads(message)  # fails e.g. for a function of __main__
-            given, state = state, (None if mode in (Mode.KEEP, Mode.TAKE) else state)
-            state, result = _RUN[mode](fn, args, given)
-            reply = (True, result)
-        except Exception as err:  # reported to the parent
-            reply = (False, _short(f"{type(err).__name__}: {err}"))
+        state, reply = _handle(message, state)
         try:
             conn.send(reply)
         except (pickle.PicklingError, TypeError, AttributeError) as err:
             conn.send((False, _short(f"result could not be sent back: {err}")))
         except OSError:  # the parent went away
             return
+
+
+def _handle(message: bytes, state: Any) -> tuple[Any, tuple[bool, Any]]:
+    """Run one request of the parent: (state kept afterwards, reply).
+
+    A state that is dropped (``KEEP``, ``TAKE``) is released when this returns,
+    so that e.g. an RPC session ends before the next request arrives.
+    """
+    try:
+        mode, fn, args = pickle.loads(message)  # fails e.g. for a function of __main__
+        given, state = state, (None if mode in (Mode.KEEP, Mode.TAKE) else state)
+        state, result = _RUN[mode](fn, args, given)
+        return state, (True, result)
+    except Exception as err:  # reported to the parent
+        return state, (False, _short(f"{type(err).__name__}: {err}"))
 
 
 class Child:
