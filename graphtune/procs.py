@@ -200,7 +200,8 @@ def _handle(message: bytes, state: Any) -> tuple[Any, tuple[bool, Any]]:
     """
     try:
         mode, fn, args = pickle.loads(message)  # fails e.g. for a function of __main__
-        given, state = state, (None if mode in (Mode.KEEP, Mode.TAKE) else state)
+        given = None if mode is Mode.KEEP else state
+        state = state if mode in (Mode.CALL, Mode.USE) else None  # KEEP, TAKE: dropped first
         state, result = _RUN[mode](fn, args, given)
         return state, (True, result)
     except Exception as err:  # reported to the parent

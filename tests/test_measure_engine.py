@@ -167,6 +167,10 @@ def test_child_keeps_state_between_calls_until_restarted():
     with Child() as child:
         assert child.call(divmod, (7, 2), timeout=60, mode=Mode.KEEP) == 1  # keeps 3
         assert child.call(pow, (2,), timeout=60, mode=Mode.USE) == 9
+        assert child.call(pow, (3,), timeout=60, mode=Mode.TAKE) == 27  # used once, dropped
+        with pytest.raises(ChildFailure, match="needs the child's kept state"):
+            child.call(pow, (2,), timeout=60, mode=Mode.USE)
+        assert child.call(divmod, (7, 2), timeout=60, mode=Mode.KEEP) == 1
         with pytest.raises(ChildFailure, match="crashed"):
             child.call(os.abort, (), timeout=60)
         with pytest.raises(ChildFailure, match="RuntimeError: pow needs the child's kept state"):

@@ -17,7 +17,7 @@ from graphtune.config import Config
 from graphtune.errors import ModelError
 from graphtune.graph import LayoutGraph
 from graphtune.peers import PeerProcess
-from test_reliability_inputs import FAST, _all_failed_records
+from test_reliability_inputs import _all_failed_records
 
 TUNE = ["--max-candidates", "2", "-q"]
 
