@@ -34,13 +34,15 @@ from __future__ import annotations
 import ctypes
 import enum
 import importlib
+import math
 import pickle
 import signal
 import socket
 import subprocess
 import sys
 import time
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
+from multiprocessing.connection import wait as connection_wait
 from typing import Any, Callable, Sequence
 
 from .errors import GraphtuneError
@@ -356,7 +358,10 @@ class Child:
 
 
 class ChildPool:
-    """Several :class:`Child` processes running a batch of calls in parallel.
+    """Several :class:`Child` processes running calls in parallel.
+
+    Either a whole batch at once (:meth:`map`), or one call at a time on an
+    idle child (:meth:`submit`), collected as they finish (:meth:`finished`).
 
     Parameters
     ----------
@@ -374,13 +379,64 @@ class ChildPool:
 
     def __init__(self, n_children: int, preload: Sequence[str] = ()) -> None:
         self.children = [Child(preload) for _ in range(max(1, n_children))]
+        self._running: dict[Child, Any] = {}  # child -> tag of its call
+
+    @property
+    def idle(self) -> int:
+        """Children without a call in flight."""
+        return len(self.children) - len(self._running)
+
+    @property
+    def busy(self) -> int:
+        """Calls in flight (submitted, not yet returned by :meth:`finished`)."""
+        return len(self._running)
+
+    def submit(self, fn: Callable, args: tuple, timeout: float, *,
+               stage: enum.Enum | None = None, tag: Any = None) -> None:
+        """Start ``fn(*args)`` on an idle child; :meth:`finished` returns it with ``tag``.
+
+        Raises
+        ------
+        RuntimeError
+            If no child is idle (check :attr:`idle` first).
+
+        Examples
+        --------
+        >>> with ChildPool(1) as pool:
+        ...     pool.submit(abs, (-3,), timeout=60, tag="a")
+        ...     pool.finished(wait=60)
+        [('a', (True, 3))]
+        """
+        child = next((c for c in self.children if c not in self._running), None)
+        if child is None:
+            raise RuntimeError(f"all {len(self.children)} children are busy; wait for one")
+        child.submit(fn, args, timeout, stage=stage)
+        self._running[child] = tag
+
+    def finished(self, wait: float = 0.0) -> list[tuple[Any, tuple[bool, Any]]]:
+        """Calls finished since last asked: ``(tag, (True, result) or (False, ChildFailure))``.
+
+        Waits up to ``wait`` seconds for the first one if none has finished
+        yet (a call that outlives its time-out finishes as a failure).
+        """
+        if wait > 0 and self._running:
+            soonest = min(c._deadline for c in self._running) - time.monotonic()
+            connection_wait([c._conn for c in self._running],
+                            timeout=max(0.0, min(wait, soonest)))
+        done = []
+        for child in list(self._running):
+            reply = child.collect(block=False)
+            if reply is not None:
+                done.append((self._running.pop(child), reply))
+        return done
 
     def map(self, fn: Callable, arglist: Sequence[tuple], timeout: float, *,
             stage: enum.Enum | None = None) -> list[tuple[bool, Any]]:
         """Run ``fn(*args)`` for each ``args``: per call ``(True, result)`` or ``(False, failure)``.
 
         Failures (exceptions, crashes, time-outs of ``timeout`` seconds per
-        call) are :class:`ChildFailure` values, in input order.
+        call) are :class:`ChildFailure` values, in input order. The pool must
+        have no call of :meth:`submit` in flight.
 
         Examples
         --------
@@ -389,28 +445,24 @@ class ChildPool:
         >>> ok, quotient, failed, failure.cause
         (True, (3, 1), False, <Cause.RAISED: 'raised'>)
         """
+        if self._running:
+            raise RuntimeError(f"map() on a pool with {self.busy} calls in flight")
         results: list[tuple[bool, Any] | None] = [None] * len(arglist)
         pending = list(enumerate(arglist))[::-1]
-        running: dict[Child, int] = {}
-        while pending or running:
-            for child in self.children:
-                if pending and child not in running:
-                    index, args = pending.pop()
-                    child.submit(fn, args, timeout, stage=stage)
-                    running[child] = index
-            soonest = min(c._deadline for c in running) - time.monotonic()
-            wait([c._conn for c in running], timeout=max(0.0, soonest))
-            for child in list(running):
-                reply = child.collect(block=False)
-                if reply is not None:
-                    results[running.pop(child)] = reply
+        while pending or self._running:
+            while pending and self.idle:
+                index, args = pending.pop()
+                self.submit(fn, args, timeout, stage=stage, tag=index)
+            for index, reply in self.finished(wait=math.inf):
+                results[index] = reply
         return results
 
     def close(self, busy_only: bool = False) -> None:
         """Stop every child (or only those with a call in flight, whose reply is stale)."""
         for child in self.children:
-            if child.busy or not busy_only:
+            if child in self._running or not busy_only:
                 child.close()
+        self._running.clear()
 
     def __enter__(self) -> "ChildPool":
         return self

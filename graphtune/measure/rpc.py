@@ -52,7 +52,7 @@ import time
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import MeasureError
-from ..procs import Child, ChildFailure, Mode
+from ..procs import Child, ChildFailure, ChildPool, Mode
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
 from .runner import PRELOAD, Runner, Stage
@@ -458,16 +458,15 @@ class RPCRunner(Runner):
         limits = {"session_timeout": self.session_timeout or timeout, "repeat": repeat,
                   "min_repeat_ms": min_repeat_ms}
         to_build = collections.deque(tasks)
-        building: dict[Child, Task] = {}
-        builders = [Child(PRELOAD) for _ in range(min(n_build, len(tasks)))]
+        builders = ChildPool(min(n_build, len(tasks)), PRELOAD)
         ready: collections.deque = collections.deque()  # [task, built, failures], built ahead
         slots = [_Slot() for _ in range(n_sessions)]
         out_dir = tempfile.mkdtemp(prefix="graphtune-rpc-")
         try:
-            while to_build or building or ready or any(s.job for s in slots):
+            while to_build or builders.busy or ready or any(s.job for s in slots):
                 changed = False
                 for slot in slots:
-                    if slot.job is None and ready and (self.build_ahead or not building):
+                    if slot.job is None and ready and (self.build_ahead or not builders.busy):
                         slot.job = ready.popleft()
                         self._submit_open(slot)
                         changed = True
@@ -477,27 +476,23 @@ class RPCRunner(Runner):
                         if record is not None:
                             yield record
                 timing = any(slot.job for slot in slots)
-                for builder in builders:
-                    if builder not in building and to_build and (self.build_ahead or not timing) \
-                            and len(ready) + len(building) < 2 * n_sessions + n_build:
-                        task = to_build.popleft()
-                        builder.submit(build_task, (self.func_of, task, target, out_dir), timeout,
-                                       stage=Stage.BUILD)
-                        building[builder] = task
-                for builder in list(building):
-                    reply = builder.collect(block=False)
-                    if reply is not None:
-                        changed = True
-                        task = building.pop(builder)
-                        if reply[0]:
-                            ready.append([task, reply[1], []])
-                        else:
-                            yield Record.failure(task, key, str(reply[1]))
+                while builders.idle and to_build and (self.build_ahead or not timing) \
+                        and len(ready) + builders.busy < 2 * n_sessions + n_build:
+                    task = to_build.popleft()
+                    builders.submit(build_task, (self.func_of, task, target, out_dir), timeout,
+                                    stage=Stage.BUILD, tag=task)
+                for task, (ok, value) in builders.finished():
+                    changed = True
+                    if ok:
+                        ready.append([task, value, []])
+                    else:
+                        yield Record.failure(task, key, str(value))
                 if not changed:
                     time.sleep(_POLL)
         finally:
-            for child in builders + [s.child for s in slots]:
-                child.close()
+            builders.close()
+            for slot in slots:
+                slot.child.close()
             shutil.rmtree(out_dir, ignore_errors=True)
 
     def _submit_open(self, slot: _Slot) -> None:
