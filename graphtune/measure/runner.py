@@ -45,7 +45,14 @@ PRELOAD = ("tvm",)
 
 
 class Stage(enum.Enum):
-    """Stage of a measurement; its value prefixes the error of a record that failed in it."""
+    """Stage of a measurement; its value prefixes the error of a record that failed in it.
+
+    Examples
+    --------
+    >>> from graphtune.procs import Cause, ChildFailure
+    >>> str(ChildFailure(Cause.TIMED_OUT, "timed out after 5 s (worker killed)", Stage.RUN))
+    'run: timed out after 5 s (worker killed)'
+    """
 
     BUILD = "build"
     RUN = "run"
