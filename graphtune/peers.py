@@ -139,13 +139,13 @@ class PeerStage(enum.Enum):
 
 def _start(name: str, model_bytes: bytes, threads: int,
            feeds: dict[str, np.ndarray]) -> tuple[tuple[Run, dict], list[np.ndarray]]:
-    """Peer process (:attr:`~graphtune.procs.Mode.KEEP`): build the peer; keep it, return outputs."""
+    """Peer process (``Mode.KEEP``): build the peer, keep it, return its outputs."""
     run = peer(name, onnx.load_from_string(model_bytes), threads)
     return (run, feeds), [np.asarray(o) for o in run(feeds)]
 
 
 def _timed(kept: tuple[Run, dict], settle: int) -> float:
-    """Peer process (:attr:`~graphtune.procs.Mode.USE`): ``settle`` untimed calls, one timed (ms)."""
+    """Peer process (``Mode.USE``): ``settle`` untimed calls, then one timed call (ms)."""
     run, feeds = kept
     for _ in range(settle):
         run(feeds)

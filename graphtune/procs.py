@@ -165,7 +165,7 @@ _RUN = {Mode.CALL: _run_call, Mode.KEEP: _run_keep, Mode.USE: _run_use, Mode.TAK
 
 
 def _serve(fd: int, preload: Sequence[str]) -> None:
-    """Child main loop: receive ``(mode, fn, args)``, send ``(True, result)`` or ``(False, msg)``."""
+    """Child main loop: run ``(mode, fn, args)`` requests, send ``(ok, result or message)``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:  # die with the parent, even if it is killed with SIGKILL
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -179,13 +179,13 @@ def _serve(fd: int, preload: Sequence[str]) -> None:
         conn.send(_READY)
     except (EOFError, OSError):  # the parent went away
         return
-    state: Any = None
+    kept: list = [None]  # the state a Mode.KEEP call left, in a list that _handle updates
     while True:
         try:
             message = conn.recv_bytes()
         except (EOFError, OSError):
             return
-        state, reply = _handle(message, state)
+        reply = _handle(message, kept)
         try:
             conn.send(reply)
         except (pickle.PicklingError, TypeError, AttributeError) as err:
@@ -194,20 +194,21 @@ def _serve(fd: int, preload: Sequence[str]) -> None:
             return
 
 
-def _handle(message: bytes, state: Any) -> tuple[Any, tuple[bool, Any]]:
-    """Run one request of the parent: (state kept afterwards, reply).
+def _handle(message: bytes, kept: list) -> tuple[bool, Any]:
+    """Run one request of the parent, updating ``kept[0]`` (the kept state); the reply.
 
-    A state that is dropped (``KEEP``, ``TAKE``) is released when this returns,
-    so that e.g. an RPC session ends before the next request arrives.
+    ``KEEP`` releases the old state before it runs; ``TAKE`` releases the
+    state when it returns (so that e.g. an RPC session ends at once).
     """
     try:
         mode, fn, args = pickle.loads(message)  # fails e.g. for a function of __main__
-        given = None if mode is Mode.KEEP else state
-        state = state if mode in (Mode.CALL, Mode.USE) else None  # KEEP, TAKE: dropped first
-        state, result = _RUN[mode](fn, args, given)
-        return state, (True, result)
+        given = None if mode is Mode.KEEP else kept[0]
+        if mode in (Mode.KEEP, Mode.TAKE):
+            kept[0] = None  # also when fn fails
+        kept[0], result = _RUN[mode](fn, args, given)
+        return True, result
     except Exception as err:  # reported to the parent
-        return state, (False, _short(f"{type(err).__name__}: {err}"))
+        return False, _short(f"{type(err).__name__}: {err}")
 
 
 class Child:

@@ -177,6 +177,38 @@ def test_child_keeps_state_between_calls_until_restarted():
             child.call(pow, (2,), timeout=60, mode=Mode.USE)
 
 
+class Token:
+    """An object a child keeps (Mode.KEEP); counts the live ones in that child."""
+
+    alive = 0
+
+    def __init__(self):
+        Token.alive += 1
+
+    def __del__(self):
+        Token.alive -= 1
+
+
+def keep_token():
+    token = Token()
+    return token, Token.alive
+
+
+def tokens_alive(*kept):
+    return Token.alive
+
+
+def test_child_releases_what_it_no_longer_keeps():
+    """An RPC session kept by a session process must end as soon as it is dropped."""
+    with Child() as child:
+        assert child.call(keep_token, (), timeout=60, mode=Mode.KEEP) == 1
+        # the first token is released before the second is made
+        assert child.call(keep_token, (), timeout=60, mode=Mode.KEEP) == 1
+        assert child.call(tokens_alive, (), timeout=60) == 1
+        assert child.call(tokens_alive, (), timeout=60, mode=Mode.TAKE) == 1  # in use
+        assert child.call(tokens_alive, (), timeout=60) == 0  # released when TAKE returned
+
+
 def test_pool_keeps_order_and_isolates_errors():
     with ChildPool(2) as pool:
         out = pool.map(divmod, [(7, 2), (1, 0), (9, 3)], timeout=60, stage=Stage.BUILD)
