@@ -31,7 +31,7 @@ import time
 import graphtune  # noqa: F401  (sets TVM_NUM_THREADS, which the servers inherit)
 import graphtune.x86 as x86
 from graphtune.measure import LocalRunner, RPCRunner, Task, measure
-from graphtune.measure.loopback import LoopbackFleet
+from loopback import LoopbackFleet  # benchmarks/loopback.py, next to this script
 
 CONVS = [  # (data, kernel, padding): ResNet-style layers at small spatial size
     ([1, 64, 28, 28], [64, 64, 3, 3], [1, 1, 1, 1]),

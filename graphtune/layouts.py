@@ -28,7 +28,6 @@ DENSE = "NC"
 """The 2-D activation layout of dense (fully connected) layers."""
 
 _DATA = re.compile(r"^NCHW(?:([1-9][0-9]*)c)?$")
-_KERNEL = re.compile(r"^OIHW(?:([1-9][0-9]*)i([1-9][0-9]*)o)?$")
 
 
 def block_of(layout: str) -> int:

@@ -19,10 +19,7 @@ Examples
 
 from __future__ import annotations
 
-import os
-import pickle
-import subprocess
-import sys
+import enum
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -31,8 +28,9 @@ import numpy as np
 import onnx
 
 from .errors import ArgumentError, ModelError
+from .procs import Child, ChildFailure, Mode
 
-__all__ = ["PEERS", "peer", "available", "PeerProcess"]
+__all__ = ["PEERS", "peer", "available", "PeerProcess", "PeerStage"]
 
 Run = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 
@@ -104,17 +102,18 @@ def peer(name: str, model: onnx.ModelProto, threads: int) -> Run:
 
     Raises
     ------
-    ValueError
-        For an unknown peer name (the message lists the valid ones).
+    ArgumentError
+        For an unknown peer name (the message lists the valid ones); a
+        ``ValueError``.
     ModelError
         If the peer's package is not installed (``pip install graphtune[bench]``).
 
     Examples
     --------
-    >>> peer("tensorrt", None, 2)
+    >>> peer("tensorrt", None, 2)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: unknown peer 'tensorrt'; valid peers are: openvino, openvino-bf16, ort
+    graphtune.errors.ArgumentError: unknown peer 'tensorrt'; valid peers are: openvino, ...
     """
     package, factory = _entry(name)
     if not available(name):
@@ -128,40 +127,31 @@ def _entry(name: str) -> tuple[str, Callable]:
         return PEERS[name]
     except KeyError:
         raise ArgumentError(f"unknown peer {name!r}; valid peers are: "
-                         f"{', '.join(sorted(PEERS))}") from None
+                            f"{', '.join(sorted(PEERS))}") from None
 
 
-def _serve(read_fd: int, write_fd: int) -> None:
-    """Worker of :class:`PeerProcess` (``python -c``): build the peer, then time on request."""
-    with os.fdopen(read_fd, "rb") as requests, os.fdopen(write_fd, "wb") as replies:
-        def reply(value: object) -> None:
-            pickle.dump(value, replies)
-            replies.flush()
+class PeerStage(enum.Enum):
+    """Stage of a :class:`PeerProcess`; its value names a failure in it."""
 
-        try:
-            name, model_bytes, threads, feeds = pickle.load(requests)
-        except EOFError:  # the parent stopped before sending the model
-            return
-        try:
-            run = peer(name, onnx.load_from_string(model_bytes), threads)
-            reply([np.asarray(o) for o in run(feeds)])
-        except Exception as err:  # reported to the parent, which raises it
-            reply(ModelError(f"peer {name!r} failed to start: {err}"))
-            return
-        while (settle := _request(requests)) is not None:
-            for _ in range(settle):
-                run(feeds)
-            start = time.perf_counter()
-            run(feeds)
-            reply((time.perf_counter() - start) * 1e3)
+    START = "start"  #: build the peer and run the model once
+    RUN = "run"  #: settle and timed calls
 
 
-def _request(requests: Any) -> int | None:
-    """The next request of the parent; None to stop (also when the parent went away)."""
-    try:
-        return pickle.load(requests)
-    except EOFError:
-        return None
+def _start(name: str, model_bytes: bytes, threads: int,
+           feeds: dict[str, np.ndarray]) -> tuple[tuple[Run, dict], list[np.ndarray]]:
+    """Peer process (``Mode.KEEP``): build the peer, keep it, return its outputs."""
+    run = peer(name, onnx.load_from_string(model_bytes), threads)
+    return (run, feeds), [np.asarray(o) for o in run(feeds)]
+
+
+def _timed(kept: tuple[Run, dict], settle: int) -> float:
+    """Peer process (``Mode.USE``): ``settle`` untimed calls, then one timed call (ms)."""
+    run, feeds = kept
+    for _ in range(settle):
+        run(feeds)
+    start = time.perf_counter()
+    run(feeds)
+    return (time.perf_counter() - start) * 1e3
 
 
 class PeerProcess:
@@ -169,7 +159,8 @@ class PeerProcess:
 
     Loaded into graphtune's process, OpenVINO slowed TVM-built models by
     ~12% (ResNet-50: 23.2 vs 20.7 ms) however long the other runtimes were
-    left to settle; in its own process it cannot. Pass instances to
+    left to settle; in its own process (a :class:`graphtune.procs.Child`,
+    which loads no TVM) it cannot. Pass instances to
     :func:`graphtune.latency.interleaved`, which lets them time themselves.
 
     Parameters
@@ -182,6 +173,14 @@ class PeerProcess:
         Intra-op threads.
     feeds : mapping of str to numpy.ndarray
         The inputs every run uses.
+    timeout : float
+        Seconds the start (building the peer, one run) and each
+        :meth:`timed` call may take before the process is killed.
+
+    Raises
+    ------
+    ModelError
+        If the peer fails to start (the message says why), crashes or hangs.
 
     Examples
     --------
@@ -193,52 +192,28 @@ class PeerProcess:
     """
 
     def __init__(self, name: str, model: onnx.ModelProto, threads: int,
-                 feeds: Mapping[str, np.ndarray]) -> None:
+                 feeds: Mapping[str, np.ndarray], timeout: float = 600.0) -> None:
         _entry(name)
-        child_read, self._requests = os.pipe()
-        self._replies, child_write = os.pipe()
-        code = f"from graphtune.peers import _serve; _serve({child_read}, {child_write})"
-        self._process = subprocess.Popen([sys.executable, "-c", code],
-                                         pass_fds=(child_read, child_write))
-        os.close(child_read)
-        os.close(child_write)
-        self._out = os.fdopen(self._requests, "wb")
-        self._in = os.fdopen(self._replies, "rb")
-        self._send((name, model.SerializeToString(), int(threads), dict(feeds)))
-        first = self._receive()
-        if isinstance(first, Exception):
-            self.close()
-            raise first
-        self.outputs: list[np.ndarray] = first
+        self.name, self.timeout = name, timeout
+        self._child = Child()
+        self.outputs: list[np.ndarray] = self._call(
+            _start, (name, model.SerializeToString(), int(threads), dict(feeds)),
+            PeerStage.START, Mode.KEEP)
 
-    def _send(self, value: object) -> None:
-        pickle.dump(value, self._out)
-        self._out.flush()
-
-    def _receive(self) -> object:
+    def _call(self, fn: Callable, args: tuple, stage: PeerStage, mode: Mode) -> Any:
         try:
-            return pickle.load(self._in)
-        except EOFError:
-            raise ModelError(f"peer process exited with status {self._process.wait()}") from None
+            return self._child.call(fn, args, self.timeout, stage=stage, mode=mode)
+        except ChildFailure as err:
+            self.close()
+            raise ModelError(f"peer {self.name!r} failed to {stage.value}: {err.message}") from None
 
     def timed(self, settle: int) -> float:
         """Run ``settle`` untimed calls, then one timed call; its latency in ms."""
-        self._send(int(settle))
-        return float(self._receive())
+        return float(self._call(_timed, (int(settle),), PeerStage.RUN, Mode.USE))
 
     def close(self) -> None:
-        """Stop the worker process."""
-        try:
-            self._send(None)
-            self._out.close()
-        except (BrokenPipeError, OSError, ValueError):
-            pass
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
-        self._in.close()
+        """Stop the peer's process."""
+        self._child.close()
 
     def __enter__(self) -> "PeerProcess":
         return self

@@ -17,7 +17,8 @@ import pytest
 
 from graphtune.errors import KnobError, MeasureError
 from graphtune.measure import LocalRunner, Records, Task, measure
-from graphtune.measure.workers import Worker, WorkerFailure, WorkerPool
+from graphtune.measure.runner import Stage
+from graphtune.procs import Cause, Child, ChildFailure, ChildPool, Mode
 
 FAST = {"min_repeat_ms": 2, "repeat": 2, "progress": False}
 
@@ -145,21 +146,75 @@ def test_bad_arguments_raise():
         measure([task()], timeout=0, progress=False)
 
 
-def test_worker_reports_crash_and_recovers():
-    worker = Worker()
-    try:
-        with pytest.raises(WorkerFailure, match="crashed .*SIGABRT"):
-            worker.call(os.abort, (), timeout=60)
-        assert worker.call(sum, ([1, 2],), timeout=60) == 3
-    finally:
-        worker.close()
+def test_child_reports_crash_and_recovers():
+    with Child() as child:
+        with pytest.raises(ChildFailure, match="crashed .*SIGABRT") as failure:
+            child.call(os.abort, (), timeout=60)
+        assert failure.value.cause is Cause.CRASHED
+        assert child.call(sum, ([1, 2],), timeout=60) == 3
+
+
+def test_child_hang_is_killed_and_names_the_stage():
+    with Child() as child:
+        with pytest.raises(ChildFailure) as failure:
+            child.call(time.sleep, (60,), timeout=1, stage=Stage.RUN)
+        assert str(failure.value) == "run: timed out after 1 s (worker killed)"
+        assert (failure.value.cause, failure.value.stage) == (Cause.TIMED_OUT, Stage.RUN)
+        assert child.call(abs, (-2,), timeout=60) == 2
+
+
+def test_child_keeps_state_between_calls_until_restarted():
+    with Child() as child:
+        assert child.call(divmod, (7, 2), timeout=60, mode=Mode.KEEP) == 1  # keeps 3
+        assert child.call(pow, (2,), timeout=60, mode=Mode.USE) == 9
+        assert child.call(pow, (3,), timeout=60, mode=Mode.TAKE) == 27  # used once, dropped
+        with pytest.raises(ChildFailure, match="needs the child's kept state"):
+            child.call(pow, (2,), timeout=60, mode=Mode.USE)
+        assert child.call(divmod, (7, 2), timeout=60, mode=Mode.KEEP) == 1
+        with pytest.raises(ChildFailure, match="crashed"):
+            child.call(os.abort, (), timeout=60)
+        with pytest.raises(ChildFailure, match="RuntimeError: pow needs the child's kept state"):
+            child.call(pow, (2,), timeout=60, mode=Mode.USE)
+
+
+class Token:
+    """An object a child keeps (Mode.KEEP); counts the live ones in that child."""
+
+    alive = 0
+
+    def __init__(self):
+        Token.alive += 1
+
+    def __del__(self):
+        Token.alive -= 1
+
+
+def keep_token():
+    token = Token()
+    return token, Token.alive
+
+
+def tokens_alive(*kept):
+    return Token.alive
+
+
+def test_child_releases_what_it_no_longer_keeps():
+    """An RPC session kept by a session process must end as soon as it is dropped."""
+    with Child() as child:
+        assert child.call(keep_token, (), timeout=60, mode=Mode.KEEP) == 1
+        # the first token is released before the second is made
+        assert child.call(keep_token, (), timeout=60, mode=Mode.KEEP) == 1
+        assert child.call(tokens_alive, (), timeout=60) == 1
+        assert child.call(tokens_alive, (), timeout=60, mode=Mode.TAKE) == 1  # in use
+        assert child.call(tokens_alive, (), timeout=60) == 0  # released when TAKE returned
 
 
 def test_pool_keeps_order_and_isolates_errors():
-    with WorkerPool(2) as pool:
-        out = pool.map(divmod, [(7, 2), (1, 0), (9, 3)], timeout=60)
+    with ChildPool(2) as pool:
+        out = pool.map(divmod, [(7, 2), (1, 0), (9, 3)], timeout=60, stage=Stage.BUILD)
     assert out[0] == (True, (3, 1)) and out[2] == (True, (3, 0))
-    assert out[1][0] is False and out[1][1].startswith("ZeroDivisionError")
+    assert out[1][0] is False and out[1][1].cause is Cause.RAISED
+    assert str(out[1][1]).startswith("build: ZeroDivisionError")
 
 
 def test_kept_workers_serve_several_runs_and_survive_crashes():

@@ -140,22 +140,22 @@ def test_success_rejects_nonpositive_times():
         Record.success(transform_task(), TARGET, [], threads=1)
 
 
-def test_top_k_and_best_by_layout(tmp_path):
+def test_get_finds_each_record_by_task_and_target(tmp_path):
     times = {(8, 16): 3.0, (8, 32): 1.0, (16, 16): 2.0, (16, 32): 4.0}
     records = [Record.success(conv_task(i, o), TARGET, [ms], threads=2)
                for (i, o), ms in times.items()]
     records.append(Record.failure(conv_task(32, 32), TARGET, "run: crashed"))
     records.append(Record.success(conv_task(32, 32), OTHER, [0.1], threads=2))
-    recs = write(tmp_path / "a.records.jsonl", records)
+    write(tmp_path / "a.records.jsonl", records)
 
-    top = recs.top_k(CONV, 3, target=TARGET)
-    assert [(r.knobs["ic_bn"], r.knobs["oc_bn"]) for r in top] == [(8, 32), (16, 16), (8, 16)]
-    assert recs.best(CONV, target=TARGET).median_ms == 1.0
-    assert recs.best(CONV, "NCHW16c", target=TARGET).median_ms == 2.0
-    assert recs.best(CONV, "NCHW16c", "NCHW32c", target=TARGET).median_ms == 4.0
-    assert recs.best(CONV, out_layout="NCHW16c", target=TARGET).median_ms == 2.0
-    assert recs.best(CONV, "NCHW4c", target=TARGET) is None
-    assert recs.best(CONV, target=OTHER).median_ms == 0.1
+    recs = Records.load(tmp_path / "a.records.jsonl")
+    for (i, o), ms in times.items():
+        assert recs.get(conv_task(i, o), TARGET).median_ms == ms
+        assert recs.get(conv_task(i, o), OTHER) is None
+    assert recs.get(conv_task(32, 32), TARGET).error == "run: crashed"
+    assert recs.get(conv_task(32, 32), OTHER).median_ms == 0.1
+    assert recs.get(conv_task(4, 4), TARGET) is None
+    assert sorted(r.median_ms for r in recs if r.ok) == [0.1, 1.0, 2.0, 3.0, 4.0]
 
 
 def test_target_key_of_record_form_is_identity():

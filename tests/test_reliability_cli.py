@@ -2,9 +2,9 @@
 
 import json
 import os
-import pickle
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
 import onnx
@@ -14,8 +14,10 @@ from reliability_models import residual
 import graphtune
 from graphtune import cli
 from graphtune.config import Config
+from graphtune.errors import ModelError
 from graphtune.graph import LayoutGraph
-from test_reliability_inputs import FAST, _all_failed_records
+from graphtune.peers import PeerProcess
+from test_reliability_inputs import _all_failed_records
 
 TUNE = ["--max-candidates", "2", "-q"]
 
@@ -141,22 +143,33 @@ def test_shape_option_for_dynamic_inputs(files, capsys):
     assert status == 0 and (files / "dyn.so").exists(), err
 
 
-@pytest.mark.parametrize("sent", [0, 1])
-def test_peer_process_leaves_quietly_when_the_parent_goes_away(sent):
-    """A parent that fails (before or after starting the peer) must not leave an EOFError."""
-    requests_read, requests_write = os.pipe()
-    replies_read, replies_write = os.pipe()
-    code = f"from graphtune.peers import _serve; _serve({requests_read}, {replies_write})"
-    proc = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE, text=True,
-                            pass_fds=(requests_read, replies_write))
-    os.close(requests_read)
-    os.close(replies_write)
-    with os.fdopen(requests_write, "wb") as requests, os.fdopen(replies_read, "rb") as replies:
-        if sent:
-            model = residual()
-            feeds = {"input": np.zeros((1, 8, 8, 8), "float32")}
-            pickle.dump(("ort", model.SerializeToString(), 1, feeds), requests)
-            requests.flush()
-            assert pickle.load(replies)[0].shape == (1, 16, 8, 8)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0 and "Traceback" not in err, err
+@pytest.mark.parametrize("started", [0, 1])
+def test_peer_process_leaves_quietly_when_the_parent_goes_away(started):
+    """A parent that dies (before or after starting the peer) must not leave a traceback."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        import numpy as np
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from reliability_models import residual
+        from graphtune.peers import PeerProcess
+        from graphtune.procs import Child
+        if {started}:
+            feeds = {{"input": np.zeros((1, 8, 8, 8), "float32")}}
+            assert PeerProcess("ort", residual(), 1, feeds).outputs[0].shape == (1, 16, 8, 8)
+        else:
+            Child()._start()
+        os._exit(3)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr
+
+
+def test_peer_process_loads_no_tvm_and_reports_a_failed_start():
+    feeds = {"input": np.zeros((1, 8, 8, 8), "float32")}
+    loaded = "[m in __import__('sys').modules for m in ('tvm', 'onnxruntime')]"
+    with PeerProcess("ort", residual(), 1, feeds) as process:
+        assert process._child.call(eval, (loaded,), timeout=60) == [False, True]
+        assert process.timed(settle=1) > 0
+    with pytest.raises(ModelError, match="peer 'ort' failed to start: .*input"):
+        PeerProcess("ort", residual(), 1, {"wrong": feeds["input"]})

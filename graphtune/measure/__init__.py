@@ -1,11 +1,11 @@
 """Measure kernel candidates and layout transforms on a target, with a resumable records file.
 
 :func:`measure` builds each :class:`Task` (a graphtune.x86 kernel with its
-knobs, or a layout transform) in isolated worker processes, times it with
-random inputs, and appends one :class:`Record` per task to an append-only
-JSON-lines file; :class:`Records` reads such a file back and answers queries
-(record of a task, best candidate for given layouts, top-k). Where the timing
-happens is a :class:`Runner`'s job (:class:`LocalRunner` by default).
+knobs, or a layout transform) in isolated worker processes
+(:mod:`graphtune.procs`), times it with random inputs, and appends one
+:class:`Record` per task to an append-only JSON-lines file; :class:`Records`
+reads such a file back and finds the record of a task on a target. Where the
+timing happens is a :class:`Runner`'s job (:class:`LocalRunner` by default).
 
 Examples
 --------

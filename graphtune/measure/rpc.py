@@ -42,6 +42,7 @@ graphtune.errors.MeasureError: cannot reach the RPC tracker at 127.0.0.1:1 (key 
 from __future__ import annotations
 
 import collections
+import enum
 import os
 import shutil
 import socket
@@ -51,20 +52,27 @@ import time
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import MeasureError
+from ..procs import Child, ChildFailure, ChildPool, Mode
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
-from .runner import Runner
+from .runner import PRELOAD, Runner, Stage
 from .task import Task
 from .timing import time_module
-from .workers import Worker, WorkerFailure
 
-__all__ = ["RPCRunner", "tracker_status"]
+__all__ = ["RPCRunner", "SessionStage", "tracker_status"]
 
 _CONNECT_TIMEOUT = 10.0  # seconds to reach the tracker or a server before giving up
 _SLACK = 5.0  # extra seconds a session process gets beyond the server-side time limit
 _POLL = 0.005  # seconds between polls of busy workers
 
-_SESSION: Any = None  # the open RPC session of a session process (child side)
+
+class SessionStage(enum.Enum):
+    """What a session process is doing for its measurement; its value names failures in it."""
+
+    IDLE = "idle"
+    REQUEST = "requesting a server"  #: asking the tracker for a free server
+    CONNECT = "connecting"  #: opening a session (a hung server fails here within seconds)
+    TIME = "timing"  #: uploading the library and timing it remotely
 
 
 def _parse_address(tracker: str, key: str) -> tuple[str, int]:
@@ -155,10 +163,10 @@ def tracker_status(tracker: str, key: str) -> dict:
             "pending": int(queue.get("pending", 0))}
 
 
-def _remote_call(name: str, *args: Any) -> Any:
+def _remote_call(session: Any, name: str, *args: Any) -> Any:
     """Call the remote global function ``name``; None if the server does not have it."""
     try:
-        func = _SESSION.get_function(name)
+        func = session.get_function(name)
     except Exception:  # an unknown name raises an FFI error
         return None
     return func(*args)
@@ -177,35 +185,41 @@ def _request_server(tracker: str, key: str, request_timeout: float) -> list | No
     return None if grant is None else list(grant)
 
 
-def _open_session(grant: Sequence, session_timeout: float) -> dict:
+def _open_session(grant: Sequence, session_timeout: float) -> tuple[Any, dict]:
     """Session process: connect to the granted server and ask what it is.
 
-    Runs in a session process (a :class:`~graphtune.measure.workers.Worker`),
-    which keeps the session for the next :func:`_time_in_session` call; the
-    server ends the session after ``session_timeout`` seconds.
+    Runs in a session process (a :class:`~graphtune.procs.Child`, with
+    :attr:`~graphtune.procs.Mode.KEEP`), which keeps the session for the next
+    :func:`_time_in_session` call; the server ends the session after
+    ``session_timeout`` seconds.
 
     Returns
     -------
-    dict
+    session : tvm.rpc.RPCSession
+        Kept by the session process.
+    info : dict
         ``{"server", "mcpu", "triple", "cores", "threads"}`` (``mcpu`` and
         ``cores`` None when the server cannot tell).
     """
-    global _SESSION
     from tvm import rpc
 
-    _SESSION = None
     url, port, matchkey = grant
-    _SESSION = rpc.connect(url, port, matchkey, session_timeout)
-    cores = _remote_call("s_tir.meta_schedule.cpu_count", True)
-    cpu = _remote_call("target.llvm_get_system_cpu")
-    return {"server": f"{url}:{port}", "mcpu": None if cpu is None else str(cpu),
-            "triple": str(_remote_call("target.llvm_get_system_triple") or ""),
-            "cores": None if cores is None else int(cores),
-            "threads": int(_remote_call("runtime.NumThreads"))}
+    session = rpc.connect(url, port, matchkey, session_timeout)
+    cores = _remote_call(session, "s_tir.meta_schedule.cpu_count", True)
+    cpu = _remote_call(session, "target.llvm_get_system_cpu")
+    return session, {
+        "server": f"{url}:{port}", "mcpu": None if cpu is None else str(cpu),
+        "triple": str(_remote_call(session, "target.llvm_get_system_triple") or ""),
+        "cores": None if cores is None else int(cores),
+        "threads": int(_remote_call(session, "runtime.NumThreads"))}
 
 
-def _time_in_session(path: str, specs: Sequence, repeat: int, min_repeat_ms: float) -> dict:
+def _time_in_session(session: Any, path: str, specs: Sequence, repeat: int,
+                     min_repeat_ms: float) -> dict:
     """Session process: upload the library at ``path``, time it remotely, end the session.
+
+    Runs with :attr:`~graphtune.procs.Mode.TAKE`: the session process drops
+    the session (one measurement per session), whatever happens.
 
     Inputs are allocated on the remote CPU and filled there with random
     values (``tvm.contrib.random.random_fill``); a server
@@ -217,14 +231,10 @@ def _time_in_session(path: str, specs: Sequence, repeat: int, min_repeat_ms: flo
     dict
         ``{"ms": [...], "number": calls per repeat}``.
     """
-    global _SESSION
     import tvm
 
     from .timing import random_array
 
-    if _SESSION is None:
-        raise RuntimeError("no open RPC session (_open_session first)")
-    session, _SESSION = _SESSION, None  # one measurement per session, whatever happens
     name = os.path.basename(path)
     session.upload(path)
     module = session.load_module(name)
@@ -252,9 +262,9 @@ class _Slot:
     """One session process and the measurement it is working on."""
 
     def __init__(self) -> None:
-        self.worker = Worker()
+        self.child = Child(PRELOAD)
         self.job: list | None = None  # [task, built, failures]
-        self.stage = "idle"  # idle -> requesting -> connecting -> timing -> idle
+        self.stage = SessionStage.IDLE  # IDLE -> REQUEST -> CONNECT -> TIME -> IDLE
         self.server = ""
 
 
@@ -352,18 +362,18 @@ class RPCRunner(Runner):
         if cached is not None:
             return cached
         tracker_status(self.tracker, self.key)
-        worker = Worker()
         try:
-            grant = worker.call(_request_server, (self.tracker, self.key, self.request_timeout),
-                                self.request_timeout + _SLACK)
-            if grant is None:
-                raise self._no_server()
-            info = worker.call(_open_session, (grant, self.session_timeout or 60.0),
-                               _CONNECT_TIMEOUT + _SLACK)
-        except WorkerFailure as err:
+            with Child(PRELOAD) as child:
+                grant = child.call(_request_server,
+                                   (self.tracker, self.key, self.request_timeout),
+                                   self.request_timeout + _SLACK, stage=SessionStage.REQUEST)
+                if grant is None:
+                    raise self._no_server()
+                info = child.call(_open_session, (grant, self.session_timeout or 60.0),
+                                  _CONNECT_TIMEOUT + _SLACK, stage=SessionStage.CONNECT,
+                                  mode=Mode.KEEP)
+        except ChildFailure as err:
             raise MeasureError(f"could not open an RPC session ({self._where()}): {err}") from None
-        finally:
-            worker.close()
         self._remote = info
         return info
 
@@ -448,16 +458,15 @@ class RPCRunner(Runner):
         limits = {"session_timeout": self.session_timeout or timeout, "repeat": repeat,
                   "min_repeat_ms": min_repeat_ms}
         to_build = collections.deque(tasks)
-        building: dict[Worker, Task] = {}
-        builders = [Worker() for _ in range(min(n_build, len(tasks)))]
+        builders = ChildPool(min(n_build, len(tasks)), PRELOAD)
         ready: collections.deque = collections.deque()  # [task, built, failures], built ahead
         slots = [_Slot() for _ in range(n_sessions)]
         out_dir = tempfile.mkdtemp(prefix="graphtune-rpc-")
         try:
-            while to_build or building or ready or any(s.job for s in slots):
+            while to_build or builders.busy or ready or any(s.job for s in slots):
                 changed = False
                 for slot in slots:
-                    if slot.job is None and ready and (self.build_ahead or not building):
+                    if slot.job is None and ready and (self.build_ahead or not builders.busy):
                         slot.job = ready.popleft()
                         self._submit_open(slot)
                         changed = True
@@ -467,79 +476,81 @@ class RPCRunner(Runner):
                         if record is not None:
                             yield record
                 timing = any(slot.job for slot in slots)
-                for builder in builders:
-                    if builder not in building and to_build and (self.build_ahead or not timing) \
-                            and len(ready) + len(building) < 2 * n_sessions + n_build:
-                        task = to_build.popleft()
-                        builder.submit(build_task, (self.func_of, task, target, out_dir), timeout)
-                        building[builder] = task
-                for builder in list(building):
-                    reply = builder.collect(block=False)
-                    if reply is not None:
-                        changed = True
-                        task = building.pop(builder)
-                        if reply[0]:
-                            ready.append([task, reply[1], []])
-                        else:
-                            yield Record.failure(task, key, f"build: {reply[1]}")
+                while builders.idle and to_build and (self.build_ahead or not timing) \
+                        and len(ready) + builders.busy < 2 * n_sessions + n_build:
+                    task = to_build.popleft()
+                    builders.submit(build_task, (self.func_of, task, target, out_dir), timeout,
+                                    stage=Stage.BUILD, tag=task)
+                for task, (ok, value) in builders.finished():
+                    changed = True
+                    if ok:
+                        ready.append([task, value, []])
+                    else:
+                        yield Record.failure(task, key, str(value))
                 if not changed:
                     time.sleep(_POLL)
         finally:
-            for worker in builders + [s.worker for s in slots]:
-                worker.close()
+            builders.close()
+            for slot in slots:
+                slot.child.close()
             shutil.rmtree(out_dir, ignore_errors=True)
 
     def _submit_open(self, slot: _Slot) -> None:
-        slot.worker.submit(_request_server, (self.tracker, self.key, self.request_timeout),
-                           self.request_timeout + _SLACK)
-        slot.stage, slot.server = "requesting", ""
+        slot.stage, slot.server = SessionStage.REQUEST, ""
+        slot.child.submit(_request_server, (self.tracker, self.key, self.request_timeout),
+                          self.request_timeout + _SLACK, stage=slot.stage)
 
     def _advance(self, slot: _Slot, key: dict, ready: collections.deque,
                  limits: dict) -> tuple[bool, Record | None]:
         """Move ``slot`` on if its session process answered: (whether it did, finished record).
 
-        Stages: ``requesting`` a server from the tracker, ``connecting`` to
-        it (a hung server fails here within seconds), ``timing`` remotely.
+        Stages (:class:`SessionStage`): ``REQUEST`` a server from the tracker,
+        ``CONNECT`` to it (a hung server fails here within seconds), ``TIME``
+        remotely.
         """
-        reply = slot.worker.collect(block=False)
+        reply = slot.child.collect(block=False)
         if reply is None:
             return False, None
         ok, value = reply
         if not ok:
             return True, self._failed(slot, str(value), key, ready)
-        task, built, _ = slot.job
-        if slot.stage == "requesting":
-            if value is None:
-                raise self._no_server()
-            slot.server = f"{value[0]}:{value[1]}"
-            slot.worker.submit(_open_session, (value, limits["session_timeout"]),
-                               _CONNECT_TIMEOUT + _SLACK)
-            slot.stage = "connecting"
-            return True, None
-        if slot.stage == "connecting":
-            self._check_same_machine(value)
-            slot.worker.submit(_time_in_session, (built["path"], built["args"], limits["repeat"],
-                                                 limits["min_repeat_ms"]),
-                               limits["session_timeout"] + _SLACK)
-            slot.stage = "timing"
-            return True, None
-        slot.job, slot.stage = None, "idle"
+        step = {SessionStage.REQUEST: self._connect, SessionStage.CONNECT: self._start_timing,
+                SessionStage.TIME: self._finish}[slot.stage]
+        return True, step(slot, value, key, limits)
+
+    def _connect(self, slot: _Slot, grant: list | None, key: dict, limits: dict) -> None:
+        if grant is None:
+            raise self._no_server()
+        slot.stage, slot.server = SessionStage.CONNECT, f"{grant[0]}:{grant[1]}"
+        slot.child.submit(_open_session, (grant, limits["session_timeout"]),
+                          _CONNECT_TIMEOUT + _SLACK, stage=slot.stage, mode=Mode.KEEP)
+
+    def _start_timing(self, slot: _Slot, info: dict, key: dict, limits: dict) -> None:
+        self._check_same_machine(info)
+        built = slot.job[1]
+        slot.stage = SessionStage.TIME
+        slot.child.submit(_time_in_session, (built["path"], built["args"], limits["repeat"],
+                                             limits["min_repeat_ms"]),
+                          limits["session_timeout"] + _SLACK, stage=slot.stage, mode=Mode.TAKE)
+
+    def _finish(self, slot: _Slot, timed: dict, key: dict, limits: dict) -> Record:
+        (task, built, _), slot.job, slot.stage = slot.job, None, SessionStage.IDLE
         os.remove(built["path"])
-        return True, Record.success(task, key, value["ms"], threads=key["threads"],
-                                    number=value["number"])
+        return Record.success(task, key, timed["ms"], threads=key["threads"],
+                              number=timed["number"])
 
     def _failed(self, slot: _Slot, message: str, key: dict,
                 ready: collections.deque) -> Record | None:
         """A remote attempt failed: requeue the job, or give up after ``retries`` retries."""
         tracker_status(self.tracker, self.key)  # raises if the tracker or every server is gone
-        job, slot.job, slot.stage = slot.job, None, "idle"
-        job[2].append(f"{slot.server or 'requesting a server'}: {message}")
+        job, slot.job, slot.stage = slot.job, None, SessionStage.IDLE
+        job[2].append(f"{slot.server}: {message}" if slot.server else message)
         if len(job[2]) <= self.retries:
             ready.appendleft(job)
             return None
         os.remove(job[1]["path"])
         return Record.failure(job[0], key,
-                              f"run: failed {len(job[2])} times ({self._where()}): "
+                              f"{Stage.RUN.value}: failed {len(job[2])} times ({self._where()}): "
                               + " | ".join(job[2]))
 
     def _check_same_machine(self, info: dict) -> None:

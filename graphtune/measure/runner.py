@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 import pickle
@@ -31,13 +32,30 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import MeasureError
+from ..procs import Child, ChildFailure, ChildPool
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
 from .task import TIMING, Task, canonical_json
 from .timing import protocol, time_library
-from .workers import Worker, WorkerFailure, WorkerPool
 
-__all__ = ["Runner", "LocalRunner"]
+__all__ = ["Runner", "LocalRunner", "Stage", "PRELOAD"]
+
+PRELOAD = ("tvm",)
+"""Modules a build or timing process imports before its first task."""
+
+
+class Stage(enum.Enum):
+    """Stage of a measurement; its value prefixes the error of a record that failed in it.
+
+    Examples
+    --------
+    >>> from graphtune.procs import Cause, ChildFailure
+    >>> str(ChildFailure(Cause.TIMED_OUT, "timed out after 5 s (worker killed)", Stage.RUN))
+    'run: timed out after 5 s (worker killed)'
+    """
+
+    BUILD = "build"
+    RUN = "run"
 
 
 class Runner(ABC):
@@ -131,7 +149,7 @@ class LocalRunner(Runner):
         return n_parallel, batch_size
 
     def __enter__(self) -> "LocalRunner":
-        self._kept = (WorkerPool(self._settings()[0]), Worker())
+        self._kept = (ChildPool(self._settings()[0], PRELOAD), Child(PRELOAD))
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -156,7 +174,8 @@ class LocalRunner(Runner):
                 f"({err}); pass a top-level function of an importable module") from None
         key = self.target_key(target)
         kept = getattr(self, "_kept", None)
-        pool, timer = kept or (WorkerPool(min(n_parallel, max(1, len(tasks)))), Worker())
+        pool, timer = kept or (ChildPool(min(n_parallel, max(1, len(tasks))), PRELOAD),
+                               Child(PRELOAD))
         out_dir = tempfile.mkdtemp(prefix="graphtune-measure-")
         cutoff = protocol(self.timing).cutoff
         best: dict[tuple, float] = {}  # cut-off group -> fastest complete median so far
@@ -164,10 +183,10 @@ class LocalRunner(Runner):
             for start in range(0, len(tasks), batch_size):
                 batch = tasks[start:start + batch_size]
                 built = pool.map(build_task, [(self.func_of, t, target, out_dir) for t in batch],
-                                 timeout)
+                                 timeout, stage=Stage.BUILD)
                 for task, (ok, value) in zip(batch, built):
                     if not ok:
-                        yield Record.failure(task, key, f"build: {value}")
+                        yield Record.failure(task, key, str(value))
                         continue
                     group = _cutoff_group(task) if cutoff else None
                     bound = cutoff * best[group] if group in best else None
@@ -183,17 +202,17 @@ class LocalRunner(Runner):
             shutil.rmtree(out_dir, ignore_errors=True)
 
     @staticmethod
-    def _time(task: Task, key: dict, built: dict, timer: Worker, repeat: int,
+    def _time(task: Task, key: dict, built: dict, timer: Child, repeat: int,
               min_repeat_ms: float, timeout: float, timing: str,
               cutoff_ms: float | None) -> Record:
         try:
             out = timer.call(_time_built, (built, repeat, min_repeat_ms, timing, cutoff_ms),
-                             timeout)
+                             timeout, stage=Stage.RUN)
             return Record.success(task, key, out["ms"], threads=out["threads"],
                                   number=out["number"], timing=timing,
                                   cutoff_ms=out["cutoff_ms"])
-        except (WorkerFailure, MeasureError) as err:
-            return Record.failure(task, key, f"run: {err}")
+        except ChildFailure as err:
+            return Record.failure(task, key, str(err))
         finally:
             os.remove(built["path"])
 

@@ -1,14 +1,18 @@
 """A TVM RPC tracker and servers on 127.0.0.1, to try :class:`~graphtune.measure.rpc.RPCRunner`.
 
-:class:`LoopbackFleet` starts ``python -m tvm.exec.rpc_tracker`` and
+A fixture of ``benchmarks/rpc_scaling.py`` and ``tests/test_measure_rpc.py``,
+not part of the graphtune package (import it with ``benchmarks/`` on
+``sys.path``). :class:`LoopbackFleet` starts ``python -m tvm.exec.rpc_tracker`` and
 ``python -m tvm.exec.rpc_server`` processes on free local ports (each in its
 own process group, output in a log directory), waits until every server has
-registered, and stops them all on exit, also after an error. Tests and
-``benchmarks/rpc_scaling.py`` use it; on real machines start the same
-commands by hand.
+registered, and stops them all on exit, also after an error. On real
+machines start the same commands by hand. The servers need TVM's ``rpc``
+extra (``cloudpickle``, ``psutil``), which ``graphtune[test]`` and
+``graphtune[bench]`` install.
 
 Examples
 --------
+>>> from graphtune.measure import RPCRunner
 >>> with LoopbackFleet(n_servers=1) as fleet:  # doctest: +SKIP
 ...     runner = RPCRunner(fleet.tracker, fleet.key)
 """
@@ -24,8 +28,8 @@ import sys
 import tempfile
 import time
 
-from ..errors import MeasureError
-from .rpc import tracker_status
+from graphtune.errors import MeasureError
+from graphtune.measure.rpc import tracker_status
 
 __all__ = ["LoopbackFleet", "free_port"]
 
