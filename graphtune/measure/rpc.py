@@ -314,9 +314,16 @@ class RPCRunner(Runner):
 
     Examples
     --------
-    >>> from graphtune.measure import measure
-    >>> runner = RPCRunner("127.0.0.1:9190", "x86")
-    >>> measure(tasks, runner=runner, records="x86.records.jsonl")  # doctest: +SKIP
+    Creating a runner checks the address only; the tracker is asked when measuring
+    (``measure(tasks, runner=runner, records="x86.records.jsonl")``):
+
+    >>> runner = RPCRunner("127.0.0.1:9190", "x86", max_sessions=2)
+    >>> runner.tracker, runner.key
+    ('127.0.0.1:9190', 'x86')
+    >>> RPCRunner("127.0.0.1:99999", "x86")
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.MeasureError: RPC tracker address ...port from 1 to 65535...
     """
 
     def __init__(self, tracker: str, key: str, *, session_timeout: float | None = None,
@@ -354,9 +361,14 @@ class RPCRunner(Runner):
 
         Examples
         --------
-        >>> RPCRunner("127.0.0.1:9190", "x86").describe_remote()  # doctest: +SKIP
-        {'server': '127.0.0.1:9091', 'mcpu': 'znver5', 'triple': 'x86_64-conda-linux-gnu',
-         'cores': 2, 'threads': 2}
+        With a server registered under the key this returns e.g. ``{'server':
+        '127.0.0.1:9091', 'mcpu': 'znver5', 'triple': 'x86_64-conda-linux-gnu', 'cores': 2,
+        'threads': 2}``; without a tracker it says how to start one:
+
+        >>> RPCRunner("127.0.0.1:1", "x86").describe_remote()
+        Traceback (most recent call last):
+        ...
+        graphtune.errors.MeasureError: cannot reach the RPC tracker at 127.0.0.1:1 (key 'x86'): ...
         """
         cached = getattr(self, "_remote", None)
         if cached is not None:
@@ -393,8 +405,15 @@ class RPCRunner(Runner):
 
         Examples
         --------
-        >>> RPCRunner("127.0.0.1:9190", "x86").resolve_target()  # doctest: +SKIP
-        {"kind":"llvm","tag":"","keys":["cpu"],"num-cores":2,"mcpu":"znver5"}
+        A given target is used as is (the server is still asked for its thread count):
+        ``RPCRunner(tracker, "x86").resolve_target()`` returns e.g.
+        ``{"kind":"llvm","keys":["cpu"],"num-cores":2,"mcpu":"znver5"}``. Without a
+        tracker:
+
+        >>> RPCRunner("127.0.0.1:1", "x86").resolve_target({"kind": "llvm"})
+        Traceback (most recent call last):
+        ...
+        graphtune.errors.MeasureError: cannot reach the RPC tracker at 127.0.0.1:1 (key 'x86'): ...
         """
         import tvm
 
@@ -420,10 +439,16 @@ class RPCRunner(Runner):
 
         Examples
         --------
-        >>> runner = RPCRunner("127.0.0.1:9190", "x86")
-        >>> runner.target_key(runner.resolve_target())  # doctest: +SKIP
-        {'kind': 'llvm', 'mcpu': 'znver5', 'num-cores': 2, 'vector_bits': 512, 'threads': 2,
-         'rpc_key': 'x86'}
+        With a server, ``runner.target_key(runner.resolve_target())`` is e.g.
+        ``{'kind': 'llvm', 'mcpu': 'znver5', 'num-cores': 2, 'vector_bits': 512,
+        'threads': 2, 'rpc_key': 'x86'}``: the local key plus the remote thread count
+        and the device key, so remote and local records never mix.
+
+        >>> from graphtune.x86 import host_target
+        >>> RPCRunner("127.0.0.1:1", "x86").target_key(host_target())
+        Traceback (most recent call last):
+        ...
+        graphtune.errors.MeasureError: cannot reach the RPC tracker at 127.0.0.1:1 (key 'x86'): ...
         """
         key = target_key_of(target)
         key["threads"] = self.describe_remote()["threads"]

@@ -44,10 +44,10 @@ def resolve(model: Any, image_size: int | None = None, batch_size: int = 1) -> t
 
     Examples
     --------
-    >>> resolve("resnet-18")
+    >>> resolve("resnet-18")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    graphtune.errors.ModelError: unknown model 'resnet-18': not a file, and not a zoo model; valid names: densenet121, densenet201, inception_v3, mobilenet_v2, resnet18, resnet50, ssd_resnet50_512, vgg16, vgg19
+    graphtune.errors.ModelError: unknown model 'resnet-18': not a file, and not a zoo model; valid names: densenet121, ..., resnet18, ...
     """
     from . import get, names
 
