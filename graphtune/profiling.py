@@ -347,6 +347,14 @@ def _ort_node(name: str, known: Iterable[str]) -> str | None:
     return None
 
 
+def _ort_kind(op: str, node: str | None, onnx_kinds: Mapping[str, str]) -> str:
+    """Kind of an ONNX Runtime node: a (fused) Conv takes its ONNX conv's kind, else by op type."""
+    if op in ("Conv", "FusedConv"):
+        kind = onnx_kinds.get(node or "")
+        return kind if kind in ("conv2d", "depthwise", "group_conv") else "conv2d"
+    return _ONNX_KINDS.get(op) or onnx_kinds.get(node or "") or "other"
+
+
 def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
                    seed: int = 0) -> list[dict]:
     """Median per-node time of ONNX Runtime on ``model``, from its own profiler.
@@ -553,13 +561,8 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
             if row is not None:
                 row.ort_ms = (row.ort_ms or 0.0) + entry["ms"]
                 continue
-            kind = _ONNX_KINDS.get(entry["op"]) or (onnx_kinds.get(entry["node"] or "")
-                                                   if entry["op"] != "Conv" else "conv2d") \
-                or "other"
-            if entry["op"] in ("Conv", "FusedConv") and entry["node"] in onnx_kinds \
-                    and onnx_kinds[entry["node"]] in _GT_OPS.values():
-                kind = onnx_kinds[entry["node"]]
-            rows.append(ProfileRow(-1, "", kind, [f"ort:{entry['name'][:-len('_kernel_time')]}"],
-                                   "ort", None, None, entry["ms"]))
+            rows.append(ProfileRow(-1, "", _ort_kind(entry["op"], entry["node"], onnx_kinds),
+                                   [f"ort:{entry['name'][:-len('_kernel_time')]}"], "ort", None,
+                                   None, entry["ms"]))
     return ProfileResult(name, rows, vm_ms, walls, [float(sum(r)) for r in per_run],
                          predicted, ort_total, unplaced, repeat, threads)
