@@ -167,6 +167,9 @@ class ProfileResult:
         ONNX nodes no call could be matched to.
     repeat, threads : int
         Runs per side and threads of both runtimes.
+    loadavg : list of float
+        The host's 1-minute load average before and after measuring (a loaded
+        host inflates TVM's statically partitioned parallel loops most).
     """
 
     model: str
@@ -179,6 +182,7 @@ class ProfileResult:
     unplaced: list[str] = field(default_factory=list)
     repeat: int = 0
     threads: int = 0
+    loadavg: list[float] = field(default_factory=list)
 
     @property
     def gt_total_ms(self) -> float:
@@ -219,11 +223,15 @@ class ProfileResult:
             return "-" if v is None else format(v, spec)
 
         lines = [f"model {self.model}: {len([r for r in self.rows if r.index >= 0])} calls, "
-                 f"{self.threads} threads, medians of {self.repeat} runs; VM {self.vm_ms:.3f} ms, "
+                 f"{self.threads} threads, medians of {self.repeat} runs"
+                 + (f" (load average {max(self.loadavg):.1f})" if self.loadavg else "")
+                 + f"; VM {self.vm_ms:.3f} ms, "
                  f"sum of calls {self.gt_total_ms:.3f} ms"
                  + (f", ORT sum of nodes {self.ort_total_ms:.3f} ms" if self.ort_total_ms else ""),
                  "", "| kind | calls | gt ms | predicted ms | ORT ms | gt / ORT |", "|---|---|---|---|---|---|"]
         for kind, t in self.totals().items():
+            if not (t["calls"] or t["predicted_ms"] or t["ort_ms"]):
+                continue  # e.g. joins costed 0 that Relax fused away
             ratio = t["gt_ms"] / t["ort_ms"] if t["ort_ms"] and t["gt_ms"] else None
             lines.append(f"| {kind} | {t['calls']} | {cell(t['gt_ms'])} | {cell(t['predicted_ms'])} | "
                          f"{cell(t['ort_ms'])} | {cell(ratio, '.2f')} |")
@@ -522,6 +530,7 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         compiled = gt_compile(proto, config, shape_dict=shape_dict)
+    load_before = os.getloadavg()[0]
     vm_ms = float(np.median(compiled.time(repeat=repeat)))
     order, per_run, walls = _vm_call_times(compiled, repeat)
     names = _align(order, compiled.call_sites)
@@ -565,4 +574,5 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
                                    [f"ort:{entry['name'][:-len('_kernel_time')]}"], "ort", None,
                                    None, entry["ms"]))
     return ProfileResult(name, rows, vm_ms, walls, [float(sum(r)) for r in per_run],
-                         predicted, ort_total, unplaced, repeat, threads)
+                         predicted, ort_total, unplaced, repeat, threads,
+                         [load_before, os.getloadavg()[0]])
