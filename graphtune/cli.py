@@ -126,7 +126,8 @@ def _profile(args: argparse.Namespace) -> None:
         check_writable(args.json, "JSON file (--json)")
     config = Config.load(args.config) if args.config else None
     result = profile(args.model, config, repeat=args.repeat, ort=not args.no_ort,
-                     image_size=args.image_size, shape_dict=parse_shape_dict(args.shape))
+                     image_size=args.image_size, shape_dict=parse_shape_dict(args.shape),
+                     records=args.records)
     print(result.table(top=args.top))
     if args.json:
         with open(args.json, "w") as handle:
@@ -207,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     shape_arg(p)
     p.add_argument("--config", help="config to compile with (default: uniform 16c)")
+    p.add_argument("--records", help="records file the config was tuned with (transform costs)")
     p.add_argument("--repeat", type=int, default=10, help="runs per side (medians; default 10)")
     p.add_argument("--top", type=int, default=15, help="slowest calls listed (default 15)")
     p.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime's profile")

@@ -472,9 +472,30 @@ def _align(order: list[str], sites: list[tuple[str, list[str]]] | None) -> list[
     return out
 
 
+def _transform_ms(func: Any, records: Any) -> float | None:
+    """Measured cost of a ``layout_transform`` PrimFunc in ``records`` (None if not there)."""
+    from .layouts import block_of
+    from .measure.task import Task
+
+    attrs = func.attrs or {}
+    if "graphtune.transform" not in attrs or not func.params:
+        return None
+    src, _, dst = str(attrs["graphtune.transform"]).partition("->")
+    shape = [int(d) for d in func.params[0].ty.shape]
+    if len(shape) not in (4, 5):
+        return None
+    logical = shape[:4] if len(shape) == 4 else [shape[0], shape[1] * shape[4], shape[2], shape[3]]
+    if len(shape) == 5 and block_of(src) != shape[4]:
+        return None
+    record = records.get(Task("transform", {"shape": logical, "src": src, "dst": dst,
+                                            "dtype": "float32"}))
+    return record.median_ms if record is not None and record.ok else None
+
+
 def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = True,
             threads: int | None = None, image_size: int | None = None,
-            shape_dict: Mapping[str, list[int]] | None = None) -> ProfileResult:
+            shape_dict: Mapping[str, list[int]] | None = None,
+            records: str | os.PathLike | None = None) -> ProfileResult:
     """Per-op in-model time of ``model`` compiled with ``config``, beside its prediction and ORT's.
 
     Parameters
@@ -493,6 +514,9 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
         Input size of a zoo model (default its published size).
     shape_dict : mapping, optional
         Static shapes of dynamic ONNX inputs.
+    records : path, optional
+        Records file of the tuning run: each layout transform's measured time
+        there is its predicted cost (the config holds only their total).
 
     Returns
     -------
@@ -515,7 +539,10 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     from .config import Config
     from .models.resolve import resolve
 
+    from .measure.records import Records
+
     check_positive(repeat, "repeat", integer=True)
+    store = Records.load(records) if records is not None else None
     if not isinstance(ort, bool):
         raise ArgumentError(f"ort: expected True or False, got {ort!r}")
     proto, name = resolve(model, image_size=image_size)
@@ -546,6 +573,8 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
             or _TVM_KINDS.get(re.sub(r"\d+$", "", op), "other")
         costs = [config.nodes[n].cost_ms for n in nodes
                  if n in config.nodes and config.nodes[n].cost_ms is not None]
+        if store is not None and (cost := _transform_ms(compiled.functions[symbol], store)):
+            costs.append(cost)
         rows.append(ProfileRow(i, symbol, kind, nodes,
                                str(attrs["graphtune.schedule"]) if "graphtune.schedule" in attrs
                                else "none", float(medians[i]),

@@ -156,3 +156,17 @@ def test_cli_writes_json(tmp_path, capsys):
     data = json.loads(out.read_text())
     assert data["model"] == "resnet18" and data["ort_total_ms"] is None
     assert {"conv1", "layer4.1.conv2", "fc"} <= {n for r in data["rows"] for n in r["nodes"]}
+
+
+def test_transform_predictions_come_from_the_records(tmp_path):
+    records = tmp_path / "r18.records.jsonl"
+    tuned = graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
+                           min_repeat_ms=1, repeat=1, progress=False)
+    result = graphtune.profile("resnet18", tuned.config, image_size=32, repeat=2, ort=False,
+                               records=records)
+    transforms = [r for r in result.rows if r.kind == "transform"]
+    assert transforms and all(r.predicted_ms is not None and r.predicted_ms > 0
+                              for r in transforms if not r.nodes)
+    assert result.predicted["transform"] == pytest.approx(tuned.transform_ms)
+    with pytest.raises(graphtune.MeasureError, match="does not exist"):
+        graphtune.profile("resnet18", image_size=32, records=tmp_path / "none.jsonl")
