@@ -364,12 +364,13 @@ def _ort_kind(op: str, node: str | None, onnx_kinds: Mapping[str, str]) -> str:
 
 
 def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
-                   seed: int = 0) -> list[dict]:
+                   feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> list[dict]:
     """Median per-node time of ONNX Runtime on ``model``, from its own profiler.
 
     ONNX Runtime is configured like :mod:`graphtune.peers` (fp32, all graph
     optimizations, ``threads`` intra-op threads) with spinning off, and run
-    once untimed, then ``repeat`` times with profiling on.
+    once untimed, then ``repeat`` times with profiling on, on ``feeds``
+    (default: standard-normal arrays of the inputs' static shapes, ``seed``).
 
     Returns
     -------
@@ -391,9 +392,10 @@ def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    rng = np.random.default_rng(seed)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
-             .astype("float32") for i in model.graph.input}
+    if feeds is None:
+        rng = np.random.default_rng(seed)
+        feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+                 .astype("float32") for i in model.graph.input}
     warm = ort.InferenceSession(model.SerializeToString(), options,
                                 providers=["CPUExecutionProvider"])
     warm.run(None, feeds)
@@ -593,7 +595,8 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     if ort:
         row_of = {n: row for row in rows for n in row.nodes}
         ort_total = 0.0
-        for entry in ort_node_times(proto, repeat=repeat, threads=threads):
+        feeds = dict(zip(compiled.input_names, compiled.random_inputs()))
+        for entry in ort_node_times(proto, repeat=repeat, threads=threads, feeds=feeds):
             ort_total += entry["ms"]
             row = row_of.get(entry["node"])
             if row is not None:
