@@ -552,7 +552,9 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
         raise ArgumentError("profile needs an ONNX model (zoo name, .onnx path or ModelProto), "
                             f"got {type(proto).__name__}")
     if config is None:
-        config = Config.uniform(proto)
+        from .frontend import import_model
+
+        config = Config.uniform(import_model(proto, shape_dict=shape_dict) if shape_dict else proto)
     elif not isinstance(config, Config):
         config = Config.load(config)
     threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())

@@ -170,3 +170,11 @@ def test_transform_predictions_come_from_the_records(tmp_path):
     assert result.predicted["transform"] == pytest.approx(tuned.transform_ms)
     with pytest.raises(graphtune.MeasureError, match="does not exist"):
         graphtune.profile("resnet18", image_size=32, records=tmp_path / "none.jsonl")
+
+
+def test_dynamic_input_with_shape_dict():
+    model = models.get("resnet18", image_size=32)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    result = graphtune.profile(model, shape_dict={"input": [1, 3, 32, 32]}, repeat=2)
+    assert result.rows[1].nodes == ["conv1", "relu"] and result.rows[1].ort_ms is not None
+    assert result.unplaced == []
