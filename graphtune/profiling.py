@@ -10,12 +10,14 @@ to ONNX nodes:
   ONNX nodes (convs, matmuls, joins) name their node directly (after
   ``[^0-9A-Za-z_] -> _``);
 - unnamed bindings (``lv…``: bias adds, activations, pools, reductions...) are
-  matched best-effort along the ONNX graph: a node no binding names goes to
-  the first later call made only of unnamed bindings whose PrimFunc name holds
-  its TVM op (``GlobalAveragePool`` -> ``mean``), else to its producer's call
-  when that call has unnamed bindings (a fused epilogue: the ``Sigmoid`` of
-  SiLU), else to a consumer's; nodes left over are listed in
-  ``ProfileResult.unplaced``.
+  matched best-effort along the ONNX graph (after folding its constant and
+  shape subgraphs, as the compiler does): a node no binding names goes to its
+  producer's call when that call has unnamed bindings and its PrimFunc name
+  holds the node's TVM op (a fused epilogue: the ``Sigmoid`` of SiLU in
+  ``fused_gt_..._tir_sigmoid_multiply``), else to the first later call made
+  only of unnamed bindings whose name holds it (``GlobalAveragePool`` ->
+  ``mean``), else to its producer's call, else to a consumer's; nodes left
+  over are listed in ``ProfileResult.unplaced``.
 
 Predicted costs come from the config: every node's ``cost_ms`` (whatever op
 it is, so new per-op costs show up), and the solution's ``transform_ms`` for
@@ -327,11 +329,16 @@ def _place(model: Any, sites: list[tuple[str, list[str]]]) -> tuple[list[list[st
         before = [row_of[producer[i]] for i in node.input if producer.get(i) in row_of]
         start = max(before, default=-1)
         tokens = _TVM_OPS.get(node.op_type, ())
-        choice = next((i for i in range(start + 1, len(sites)) if i in open_rows
-                       and all(_DEFAULT.match(n) for n in sites[i][1])
-                       and any(t in sites[i][0] for t in tokens)), None)
-        if choice is None and before and before[-1] in open_rows:
-            choice = before[-1]
+
+        def fits(i: int) -> bool:
+            return any(t in sites[i][0] for t in tokens)
+
+        choice = start if start in open_rows and fits(start) else None
+        if choice is None:
+            choice = next((i for i in range(start + 1, len(sites)) if i in open_rows
+                           and all(_DEFAULT.match(n) for n in sites[i][1]) and fits(i)), None)
+        if choice is None and start in open_rows:
+            choice = start
         if choice is None:
             choice = next((row_of[c] for c in consumers.get(node.name, [])
                            if row_of.get(c) in open_rows), None)
@@ -345,14 +352,23 @@ def _place(model: Any, sites: list[tuple[str, list[str]]]) -> tuple[list[list[st
 
 # ------------------------------------------------------------------ ORT side
 def _ort_node(name: str, known: Iterable[str]) -> str | None:
-    """ONNX node an ONNX Runtime profiler node name stands for (None: ORT's own node)."""
+    """ONNX node an ONNX Runtime profiler node name stands for (None: ORT's own node).
+
+    ORT appends to the name of the node it keeps (``relu_nchwc``,
+    ``features.0.2/QuickGeluFusion/``, ``norm1.mul_mul_nchwc``): the longest
+    prefix ending before a ``_`` or ``/`` that names an ONNX node is it.
+
+    Examples
+    --------
+    >>> _ort_node("b.mul_mul_nchwc_kernel_time", ["b.mul", "b"])
+    'b.mul'
+    >>> _ort_node("ReorderOutput_token_3_kernel_time", ["b"]) is None
+    True
+    """
     known = set(known)
     base = re.sub(r"_kernel_time$", "", name)
-    for candidate in (base, base.split("/")[0], re.sub(r"_nchwc$", "", base),
-                      re.sub(r"_nchwc$", "", base.split("/")[0])):
-        if candidate in known:
-            return candidate
-    return None
+    cuts = [m.start() for m in re.finditer(r"[_/]", base)]
+    return next((c for c in [base, *(base[:i] for i in reversed(cuts))] if c in known), None)
 
 
 def _ort_kind(op: str, node: str | None, onnx_kinds: Mapping[str, str]) -> str:
@@ -565,7 +581,10 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     vm_ms = float(np.median(compiled.time(repeat=repeat)))
     order, per_run, walls = _vm_call_times(compiled, repeat)
     names = _align(order, compiled.call_sites)
-    placed, unplaced = _place(proto, list(zip(order, names)))
+    from .frontend.fold import fold_constants
+
+    folded = fold_constants(proto, {n: shape for n, shape, _ in compiled.inputs})
+    placed, unplaced = _place(folded, list(zip(order, names)))
     onnx_kinds = _onnx_kinds(proto)
     medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))
 
