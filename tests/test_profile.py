@@ -178,3 +178,22 @@ def test_dynamic_input_with_shape_dict():
     result = graphtune.profile(model, shape_dict={"input": [1, 3, 32, 32]}, repeat=2)
     assert result.rows[1].nodes == ["conv1", "relu"] and result.rows[1].ort_ms is not None
     assert result.unplaced == []
+
+
+def test_placement_rules_on_a_pre_activation_chain():
+    """conv0+relu0 fused, a pool of its own, then BN (mul, add) + relu fused without a conv."""
+    from onnx import helper
+
+    from graphtune.profiling import _place
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c0"], name="c0"),
+             helper.make_node("Relu", ["c0"], ["r0"], name="r0"),
+             helper.make_node("MaxPool", ["r0"], ["p0"], name="p0"),
+             helper.make_node("Mul", ["p0", "s"], ["bn.mul"], name="bn.mul"),
+             helper.make_node("Add", ["bn.mul", "b"], ["bn"], name="bn"),
+             helper.make_node("Relu", ["bn"], ["r1"], name="r1")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [], []))
+    sites = [("fused_gt_c0_add_relu", ["c0", "lv1", "lv2"]), ("max_pool2d", ["lv3"]),
+             ("fused_multiply_add_relu1", ["lv4", "lv5", "lv6"])]
+    placed, unplaced = _place(model, sites)
+    assert placed == [["c0", "r0"], ["p0"], ["bn.mul", "bn", "r1"]] and unplaced == []
