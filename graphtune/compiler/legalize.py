@@ -22,7 +22,6 @@ Examples
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Mapping
 
@@ -34,7 +33,7 @@ from tvm.ir.expr import Constant
 from ..errors import LayoutError
 from ..layouts import block_of
 from .rewrite import TRANSFORM_ATTR, NodePlan
-from .sites import SITES_ATTR, call_sites
+from .sites import call_sites, with_sites
 
 __all__ = ["NODE_ATTR", "OP_ATTR", "legalize", "node_of", "schedule_counts"]
 
@@ -310,7 +309,8 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     tvm.IRModule
         Relax ``main`` calling fused, scheduled PrimFuncs; a node's PrimFunc
         carries the :data:`NODE_ATTR` attribute (naming one of the nodes when
-        several identical ones share it).
+        several identical ones share it); the bindings behind each call are
+        recorded for :func:`graphtune.compiler.sites.sites_of`.
 
     Raises
     ------
@@ -354,4 +354,4 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
             scheduled = _schedule_rest(func, target)
             op = op_kinds.get(gvar.name_hint) or _op_kind(gvar.name_hint, func)
         mod[gvar] = scheduled.with_attr(OP_ATTR, op)
-    return _dedupe(mod).with_attr(SITES_ATTR, json.dumps(sites))
+    return with_sites(_dedupe(mod), sites)

@@ -23,7 +23,7 @@ import json
 import tvm
 from tvm import relax
 
-__all__ = ["SITES_ATTR", "call_sites", "sites_of"]
+__all__ = ["SITES_ATTR", "call_sites", "sites_of", "with_sites"]
 
 SITES_ATTR = "graphtune.call_sites"
 """IRModule attribute (JSON list of lists of names) set by :func:`graphtune.compiler.legalize.legalize`."""
@@ -87,6 +87,17 @@ def call_sites(unfused: relax.Function, fused: tvm.IRModule) -> list[list[str]]:
             members.append(before[output][0])
         sites.append(members)
     return sites
+
+
+def with_sites(mod: tvm.IRModule, sites: list[list[str]]) -> tvm.IRModule:
+    """``mod`` with ``sites`` (from :func:`call_sites`) recorded as its :data:`SITES_ATTR`.
+
+    Examples
+    --------
+    >>> sites_of(with_sites(tvm.IRModule({"main": relax.Function([], relax.Tuple([]))}), []))
+    []
+    """
+    return mod.with_attr(SITES_ATTR, json.dumps(sites))
 
 
 def sites_of(mod: tvm.IRModule) -> list[tuple[str, list[str]]] | None:
