@@ -93,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--records", metavar="FILE",
                         help="one records file for every model (default OUT/MODEL.records.jsonl)")
     args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
     try:
         check_positive(args.max_candidates, "--max-candidates", integer=True)
         check_positive(args.repeat, "--repeat", integer=True)
@@ -110,7 +111,6 @@ def main(argv: list[str] | None = None) -> int:
         args.image_size = args.image_size or 64
         args.max_candidates, args.repeat = 4, 5
     peers = [p for p in args.peers.split(",") if p] + (["openvino-bf16"] if args.bf16 else [])
-    os.makedirs(args.out, exist_ok=True)
 
     rows = []
     for name in names:

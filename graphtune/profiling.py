@@ -495,10 +495,12 @@ def _transform_ms(func: Any, records: Any) -> float | None:
     from .layouts import block_of
     from .measure.task import Task
 
+    from .compiler.rewrite import TRANSFORM_ATTR
+
     attrs = func.attrs or {}
-    if "graphtune.transform" not in attrs or not func.params:
+    if TRANSFORM_ATTR not in attrs or not func.params:
         return None
-    src, _, dst = str(attrs["graphtune.transform"]).partition("->")
+    src, _, dst = str(attrs[TRANSFORM_ATTR]).partition("->")
     shape = [int(d) for d in func.params[0].ty.shape]
     if len(shape) not in (4, 5):
         return None
@@ -554,10 +556,12 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     ('transform', 17)
     """
     from .compiler import compile as gt_compile
+    from .compiler.legalize import OP_ATTR
     from .config import Config
     from .models.resolve import resolve
 
     from .measure.records import Records
+    from .x86.generic import SCHEDULE_ATTR
 
     check_positive(repeat, "repeat", integer=True)
     store = Records.load(records) if records is not None else None
@@ -585,23 +589,22 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
 
     folded = fold_constants(proto, {n: shape for n, shape, _ in compiled.inputs})
     placed, unplaced = _place(folded, list(zip(order, names)))
-    onnx_kinds = _onnx_kinds(proto)
+    onnx_kinds = _onnx_kinds(folded)
     medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))
 
     rows = []
     for i, (symbol, nodes) in enumerate(zip(order, placed)):
         attrs = compiled.functions[symbol].attrs or {}
-        op = str(attrs["graphtune.op"]) if "graphtune.op" in attrs else ""
-        kind = _GT_OPS.get(op) or next((onnx_kinds[n] for n in nodes), None) \
+        op = str(attrs[OP_ATTR]) if OP_ATTR in attrs else ""
+        kind = _GT_OPS.get(op) or next((onnx_kinds[n] for n in nodes if n in onnx_kinds), None) \
             or _TVM_KINDS.get(re.sub(r"\d+$", "", op), "other")
         costs = [config.nodes[n].cost_ms for n in nodes
                  if n in config.nodes and config.nodes[n].cost_ms is not None]
         if store is not None and (cost := _transform_ms(compiled.functions[symbol], store)):
             costs.append(cost)
         rows.append(ProfileRow(i, symbol, kind, nodes,
-                               str(attrs["graphtune.schedule"]) if "graphtune.schedule" in attrs
-                               else "none", float(medians[i]),
-                               float(sum(costs)) if costs else None))
+                               str(attrs[SCHEDULE_ATTR]) if SCHEDULE_ATTR in attrs else "none",
+                               float(medians[i]), float(sum(costs)) if costs else None))
 
     predicted: dict[str, float] = {}
     for node_name, node in config.nodes.items():
