@@ -68,8 +68,9 @@ def call_sites(unfused: relax.Function, fused: tvm.IRModule) -> list[list[str]]:
     position = {name: i for i, (name, _, _) in enumerate(before)}
     taken: set[int] = set()
     sites = []
+    defined = {gvar.name_hint for gvar in fused.get_global_vars()}
     for var, callee, _ in _calls(fused["main"]):
-        func = fused[callee]
+        func = fused[callee] if callee in defined else None
         if not isinstance(func, relax.Function):  # a call_tir left unfused keeps its name
             sites.append([var])
             taken.add(position.get(var, -1))
