@@ -13,6 +13,13 @@ interleaved rounds with the same thread count:
 - ``gt-graph`` (the solver's optimum) and ``predicted`` (its objective),
 - with ``--random``, ``gt-random`` (a random candidate per node: many transforms).
 
+``--suite`` runs every zoo model at its published size (224 px; unet and SSD at
+their own) unless ``--models`` narrows it, leaves out ``gt-kernel-best``, keeps
+going when a model fails (its row then holds ``error``), and ends with the
+geomean and minimum of ORT / gt-graph over the suite. ``--records FILE`` puts
+every model's measurements in one records file (default one per model in
+``OUT``); either way a rerun resumes where the last one stopped.
+
 JSON per model: every latency, ``speedup_vs_ort`` (ort / gt-graph),
 ``speedup_vs_uniform``, ``prediction_error`` ((measured - predicted) /
 measured), ``max_abs_diff`` vs ORT, tuning wall time and solver status. The
@@ -23,12 +30,15 @@ Examples
 --------
 ``python benchmarks/e2e.py --models resnet18,resnet50,ssd_resnet50_512 --json e2e.json``
 ``python benchmarks/e2e.py --quick``  (resnet18 at 64x64, 4 candidates, few repeats: a smoke run)
+``python benchmarks/e2e.py --suite --records out/suite.records.jsonl --json out/suite.json``
+``python benchmarks/e2e.py --suite --models resnet18,mobilenet_v2 --max-candidates 2 --repeat 3``
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import sys
@@ -36,8 +46,27 @@ import time
 
 import graphtune
 from graphtune import models, x86
+from graphtune.checks import check_positive, check_writable
 from graphtune.config import Config
+from graphtune.errors import GraphtuneError
 from graphtune.report import evaluate, markdown_table
+
+
+def suite_summary(rows: list[dict]) -> dict:
+    """Geomean and minimum of ORT / gt-graph over the rows that have it, and the slowest model.
+
+    Examples
+    --------
+    >>> suite_summary([{"model": "a", "speedup_vs_ort": 2.0}, {"model": "b", "speedup_vs_ort": 0.5}])
+    {'models': 2, 'geomean_ort_over_gt': 1.0, 'min_ort_over_gt': 0.5, 'min_model': 'b', 'failed': []}
+    """
+    ratios = {row["model"]: row["speedup_vs_ort"] for row in rows if row.get("speedup_vs_ort")}
+    slowest = min(ratios, key=ratios.get) if ratios else None
+    return {"models": len(ratios),
+            "geomean_ort_over_gt": math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+            if ratios else None,
+            "min_ort_over_gt": ratios.get(slowest), "min_model": slowest,
+            "failed": [row["model"] for row in rows if "error" in row]}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,33 +87,65 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: resnet18 at 64x64, 4 candidates, 5 rounds")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--suite", action="store_true",
+                        help="every zoo model (or --models) at its published size, without "
+                             "gt-kernel-best; geomean ORT/gt over the suite")
+    parser.add_argument("--records", metavar="FILE",
+                        help="one records file for every model (default OUT/MODEL.records.jsonl)")
     args = parser.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    try:
+        check_positive(args.max_candidates, "--max-candidates", integer=True)
+        check_positive(args.repeat, "--repeat", integer=True)
+        for path, what in ((args.json, "JSON file (--json)"), (args.records, "records (--records)")):
+            if path:
+                check_writable(path, what)
+    except GraphtuneError as err:
+        parser.error(str(err))
     names = [n for n in args.models.split(",") if n]
+    if args.suite and args.models == parser.get_default("models"):
+        names = models.names()
     if args.quick:
         if args.models == parser.get_default("models"):
             names = ["resnet18"]
         args.image_size = args.image_size or 64
         args.max_candidates, args.repeat = 4, 5
     peers = [p for p in args.peers.split(",") if p] + (["openvino-bf16"] if args.bf16 else [])
-    os.makedirs(args.out, exist_ok=True)
 
     rows = []
     for name in names:
         model = models.get(name, image_size=args.image_size)
         tag = name if args.image_size is None else f"{name}@{args.image_size}"
         print(f"== {tag}: tuning", flush=True)
-        result = graphtune.tune(model, records=os.path.join(args.out, f"{tag}.records.jsonl"),
-                                max_candidates=args.max_candidates)
-        result.config.save(os.path.join(args.out, f"{tag}.graphtune.json"))
-        with open(os.path.join(args.out, f"{tag}.graph.json"), "w") as handle:
-            handle.write(result.graph.to_json())
-        print(result.summary(), flush=True)
-        extra = {"gt-random": Config.random(model, seed=0)} if args.random else {}
-        row = evaluate(model, result, tag, peers=peers, repeat=args.repeat, extra=extra)
+        records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
+        try:
+            result = graphtune.tune(model, records=records, max_candidates=args.max_candidates)
+            result.config.save(os.path.join(args.out, f"{tag}.graphtune.json"))
+            with open(os.path.join(args.out, f"{tag}.graph.json"), "w") as handle:
+                handle.write(result.graph.to_json())
+            print(result.summary(), flush=True)
+            extra = {"gt-random": Config.random(model, seed=0)} if args.random else {}
+            row = evaluate(model, result, tag, peers=peers, repeat=args.repeat, extra=extra,
+                           kernel_best=not args.suite)
+        except GraphtuneError as err:
+            if not args.suite:
+                raise
+            print(f"== {tag}: failed: {err}", flush=True)
+            rows.append({"model": tag, "error": str(err)})
+            continue
         rows.append(row)
         print(markdown_table([row]), "\n", flush=True)
 
-    print(markdown_table(rows))
+    timed = [row for row in rows if "error" not in row]
+    print(markdown_table(timed))
+    summary = suite_summary(rows)
+    if args.suite:
+        geomean = summary["geomean_ort_over_gt"]
+        print(f"suite: {summary['models']} models, geomean ORT/gt-graph "
+              f"{'-' if geomean is None else format(geomean, '.3f')}, minimum "
+              f"{'-' if geomean is None else format(summary['min_ort_over_gt'], '.3f')} "
+              f"({summary['min_model']})"
+              + (f"; failed: {', '.join(summary['failed'])}" if summary["failed"] else ""))
     if args.json:
         import tvm
 
@@ -92,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                   "python": platform.python_version(), "machine": platform.processor() or
                   platform.machine(), "repeat": args.repeat, "max_candidates": args.max_candidates,
                   "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "loadavg": os.getloadavg(), "results": rows}
+                  "loadavg": os.getloadavg(), "results": rows, "suite": args.suite,
+                  "summary": summary}
         with open(args.json, "w", encoding="utf-8") as file:
             json.dump(report, file, indent=1)
         print(f"wrote {args.json}")

@@ -6,6 +6,7 @@ import without TVM):
 - :func:`tune` -> :class:`TuneResult`: extract, measure, solve, config
 - :func:`extract` -> :class:`LayoutGraph`; :func:`solve` -> :class:`Solution`
 - :class:`Config`; :func:`compile` -> :class:`CompiledModel`
+- :func:`profile` -> :class:`ProfileResult`: per-op in-model time vs prediction vs ONNX Runtime
 - :mod:`graphtune.models` (the zoo: ``models.names()``, ``models.get(name)``)
 
 Examples
@@ -50,6 +51,8 @@ _LAZY = {
     "tune": ("graphtune.pipeline", "tune"),
     "TuneResult": ("graphtune.pipeline", "TuneResult"),
     "models": ("graphtune.models", None),
+    "profile": ("graphtune.profiling", "profile"),
+    "ProfileResult": ("graphtune.profiling", "ProfileResult"),
 }
 
 
@@ -78,12 +81,14 @@ __all__ = [
     "LayoutGraph",
     "MeasureError",
     "ModelError",
+    "ProfileResult",
     "Solution",
     "SolverError",
     "TuneResult",
     "compile",
     "extract",
     "models",
+    "profile",
     "solve",
     "tune",
 ]

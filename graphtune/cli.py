@@ -1,4 +1,4 @@
-"""``graphtune`` command line: tune, solve, compile, bench and show, on top of the Python API.
+"""``graphtune`` command line: tune, solve, compile, bench, profile and show, on top of the Python API.
 
 Every option and output path is checked before any work starts. Errors
 graphtune raises on bad input (and file-system errors) are printed as one line
@@ -14,6 +14,7 @@ Examples
     graphtune show resnet18.graphtune.json
     graphtune bench resnet18 --config resnet18.graphtune.json --vs ort,openvino
     graphtune compile resnet18 resnet18.graphtune.json -o resnet18.so
+    graphtune profile resnet18 --config resnet18.graphtune.json --json profile.json
 """
 
 from __future__ import annotations
@@ -115,6 +116,25 @@ def _bench(args: argparse.Namespace) -> None:
             json.dump(row, handle, indent=2)
 
 
+def _profile(args: argparse.Namespace) -> None:
+    from .config import Config
+    from .profiling import profile
+
+    check_positive(args.repeat, "--repeat", integer=True)
+    check_positive(args.top, "--top", integer=True)
+    if args.json:
+        check_writable(args.json, "JSON file (--json)")
+    config = Config.load(args.config) if args.config else None
+    result = profile(args.model, config, repeat=args.repeat, ort=not args.no_ort,
+                     image_size=args.image_size, shape_dict=parse_shape_dict(args.shape),
+                     records=args.records)
+    print(result.table(top=args.top))
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(result.to_dict(), handle, indent=1)
+        print(f"profile written to {args.json}")
+
+
 def _show(args: argparse.Namespace) -> None:
     from .config import Config
     from .report import config_table
@@ -183,6 +203,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
     p.add_argument("--json", help="write the result row as JSON")
     p.set_defaults(run=_bench)
+
+    p = sub.add_parser("profile", help="per-op in-model time vs predicted cost vs ONNX Runtime")
+    model_args(p)
+    shape_arg(p)
+    p.add_argument("--config", help="config to compile with (default: uniform 16c)")
+    p.add_argument("--records", help="records file the config was tuned with (transform costs)")
+    p.add_argument("--repeat", type=int, default=10, help="runs per side (medians; default 10)")
+    p.add_argument("--top", type=int, default=15, help="slowest calls listed (default 15)")
+    p.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime's profile")
+    p.add_argument("--json", help="write rows and totals as JSON")
+    p.set_defaults(run=_profile)
 
     p = sub.add_parser("show", help="print a config: per-node layouts, knobs, costs, totals")
     p.add_argument("config", help="config file")

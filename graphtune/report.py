@@ -102,7 +102,8 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
 
 
 def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", "openvino"),
-             repeat: int = 30, extra: Mapping[str, Any] | None = None) -> dict:
+             repeat: int = 30, extra: Mapping[str, Any] | None = None,
+             kernel_best: bool = True) -> dict:
     """The e2e row of a tuned model: peers, gt-uniform, gt-kernel-best, gt-graph, predicted.
 
     Parameters
@@ -119,6 +120,8 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         Timed interleaved rounds.
     extra : mapping of str to Config, optional
         More builds to time alongside (e.g. ``{"gt-random": Config.random(model)}``).
+    kernel_best : bool, default True
+        Also time ``gt-kernel-best`` (each node its fastest kernel, transforms ignored).
 
     Returns
     -------
@@ -135,13 +138,11 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
     from .config import Config
     from .pipeline import kernel_best_solution
 
-    configs = {
-        "gt-uniform": Config.uniform(model),
-        "gt-kernel-best": Config.from_solution(result.graph, kernel_best_solution(result.graph),
-                                               model_name=name),
-        "gt-graph": result.config,
-        **(extra or {}),
-    }
+    configs = {"gt-uniform": Config.uniform(model)}
+    if kernel_best:
+        configs["gt-kernel-best"] = Config.from_solution(
+            result.graph, kernel_best_solution(result.graph), model_name=name)
+    configs.update({"gt-graph": result.config, **(extra or {})})
     row = {"model": name, **compare(model, configs, peers=peers, repeat=repeat)}
     lat = row["latency_ms"]
     graph_ms = lat["gt-graph"]

@@ -20,7 +20,7 @@ def test_layout_analysis_notebook_executes(tmp_path, monkeypatch):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "predicted" in text and "optimal" in text
+    assert "predicted" in text and "optimal" in text and "| total |" in text
     assert (tmp_path / "nb.records.jsonl").exists()
     figures = [o for o in outputs if o.output_type == "display_data" and "image/png" in o.data]
-    assert len(figures) == 3
+    assert len(figures) == 4

@@ -34,6 +34,7 @@ from ..errors import CompileError, ConfigError, GraphtuneError
 from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
+from .sites import sites_of
 
 __all__ = ["compile", "plan_nodes", "plan_joins", "DEFAULT_BLOCK"]
 
@@ -207,5 +208,6 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
               for param in main.params]
     return CompiledModel(executable, inputs, _output_names(model, mod), tgt,
                          compile_seconds=time.perf_counter() - start, schedules=schedules,
+                         call_sites=sites_of(lowered),
                          functions={gvar.name_hint: func for gvar, func in lowered.functions.items()
                                     if isinstance(func, tvm.tirx.PrimFunc)})

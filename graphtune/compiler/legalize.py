@@ -33,6 +33,7 @@ from tvm.ir.expr import Constant
 from ..errors import LayoutError
 from ..layouts import block_of
 from .rewrite import TRANSFORM_ATTR, NodePlan
+from .sites import call_sites, with_sites
 
 __all__ = ["NODE_ATTR", "OP_ATTR", "legalize", "node_of", "schedule_counts"]
 
@@ -308,7 +309,8 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     tvm.IRModule
         Relax ``main`` calling fused, scheduled PrimFuncs; a node's PrimFunc
         carries the :data:`NODE_ATTR` attribute (naming one of the nodes when
-        several identical ones share it).
+        several identical ones share it); the bindings behind each call are
+        recorded for :func:`graphtune.compiler.sites.sites_of`.
 
     Raises
     ------
@@ -328,7 +330,9 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         custom = {**_fast_math_map(), **_legalize_map(anchors, target)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
         mod = relax.transform.AnnotateTIROpPattern()(mod)
+        unfused = mod["main"]
         mod = relax.transform.FuseOps()(mod)
+        sites = call_sites(unfused, mod)
         fused = {gvar.name_hint: node_of(mod, func) for gvar, func in mod.functions.items()
                  if isinstance(func, relax.Function) and func.attrs is not None
                  and "Primitive" in func.attrs}
@@ -350,4 +354,4 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
             scheduled = _schedule_rest(func, target)
             op = op_kinds.get(gvar.name_hint) or _op_kind(gvar.name_hint, func)
         mod[gvar] = scheduled.with_attr(OP_ATTR, op)
-    return _dedupe(mod)
+    return with_sites(_dedupe(mod), sites)

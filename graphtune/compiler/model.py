@@ -43,6 +43,10 @@ class CompiledModel:
     functions : dict, optional
         The scheduled TIR of every function the model runs (name -> PrimFunc),
         for inspection (e.g. :func:`graphtune.x86.generic.audit`).
+    call_sites : list of (str, list of str), optional
+        Per PrimFunc call of ``main``, in call order, the PrimFunc and the names
+        of the Relax bindings it computes (see :mod:`graphtune.compiler.sites`); used by
+        :func:`graphtune.profile` to name the ONNX nodes of each call.
 
     Examples
     --------
@@ -54,7 +58,8 @@ class CompiledModel:
                  output_names: Sequence[str], target: tvm.target.Target,
                  compile_seconds: float | None = None,
                  schedules: dict[str, dict[str, int]] | None = None,
-                 functions: dict | None = None):
+                 functions: dict | None = None,
+                 call_sites: list[tuple[str, list[str]]] | None = None):
         self.executable = executable
         self.inputs = [(name, list(shape), dtype) for name, shape, dtype in inputs]
         self.output_names = list(output_names)
@@ -62,6 +67,7 @@ class CompiledModel:
         self.compile_seconds = compile_seconds
         self.schedules = dict(schedules or {})
         self.functions = dict(functions or {})
+        self.call_sites = call_sites
         self._vm = None
 
     def __repr__(self) -> str:

@@ -1,0 +1,634 @@
+"""Where the time goes: per-op in-model times of a compiled model, its prediction, and ONNX Runtime's.
+
+:func:`profile` compiles a model with a config, runs it ``repeat`` times in
+TVM's Relax VM with an instrument (``VirtualMachine.set_instrument``) timing
+every PrimFunc call, and takes the median per call. Each call is mapped back
+to ONNX nodes:
+
+- the compiler records, per call of the fused ``main``, the Relax bindings it
+  computes (:mod:`graphtune.compiler.sites`); bindings the importer named after
+  ONNX nodes (convs, matmuls, joins) name their node directly (after
+  ``[^0-9A-Za-z_] -> _``);
+- unnamed bindings (``lv…``: bias adds, activations, pools, reductions...) are
+  matched best-effort along the ONNX graph (after folding its constant and
+  shape subgraphs, as the compiler does): a node no binding names goes to its
+  producer's call when that call has unnamed bindings and its PrimFunc name
+  holds the node's TVM op (a fused epilogue: the ``Sigmoid`` of SiLU in
+  ``fused_gt_..._tir_sigmoid_multiply``), else to the first later call made
+  only of unnamed bindings whose name holds it (``GlobalAveragePool`` ->
+  ``mean``), else to its producer's call, else to a consumer's; nodes left
+  over are listed in ``ProfileResult.unplaced``.
+
+Predicted costs come from the config: every node's ``cost_ms`` (whatever op
+it is, so new per-op costs show up), and the solution's ``transform_ms`` for
+the kind ``transform``. ONNX Runtime runs the same model configured like
+:mod:`graphtune.peers` (fp32, same threads, no spinning) with its profiler on;
+its per-node ``dur`` medians are mapped to ONNX nodes by name (``_nchwc``,
+``/…Fusion/`` and ``_kernel_time`` suffixes dropped; ``Reorder*`` nodes are
+transforms).
+
+Examples
+--------
+>>> import graphtune
+>>> result = graphtune.profile("resnet18", image_size=32, repeat=3)
+>>> sorted(result.totals())[:2]
+['conv2d', 'dense']
+>>> result.rows[1].nodes
+['conv1', 'relu']
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .checks import check_positive
+from .errors import ArgumentError
+
+__all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times"]
+
+KINDS = ("conv2d", "depthwise", "group_conv", "conv_transpose", "dense", "transform",
+         "elementwise", "pool", "concat", "reduction", "resize", "reshape", "other")
+"""Op kinds of the totals, in display order."""
+
+_GT_OPS = {"conv2d": "conv2d", "depthwise_conv2d": "depthwise", "group_conv2d": "group_conv",
+           "conv2d_transpose": "conv_transpose", "dense": "dense",
+           "layout_transform": "transform"}
+"""graphtune.op attribute of a kernel / transform PrimFunc -> kind."""
+
+_ONNX_KINDS = {
+    **dict.fromkeys(["ConvTranspose"], "conv_transpose"),
+    **dict.fromkeys(["Gemm", "MatMul", "FusedGemm", "FusedMatMul"], "dense"),
+    **dict.fromkeys(["Add", "Sub", "Mul", "Div", "Sigmoid", "Relu", "Clip", "HardSigmoid",
+                     "HardSwish", "LeakyRelu", "Tanh", "Erf", "Gelu", "PRelu", "Neg", "Exp",
+                     "BatchNormalization", "Identity", "QuickGelu", "Sqrt", "Pow"], "elementwise"),
+    **dict.fromkeys(["MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"], "pool"),
+    **dict.fromkeys(["Concat"], "concat"),
+    **dict.fromkeys(["ReduceMean", "ReduceSum", "ReduceMax", "Softmax"], "reduction"),
+    **dict.fromkeys(["Resize", "Upsample"], "resize"),
+    **dict.fromkeys(["Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze"], "reshape"),
+    **dict.fromkeys(["ReorderInput", "ReorderOutput"], "transform"),
+}
+"""ONNX (and ONNX Runtime) op type -> kind; ``Conv`` is told apart by its weight."""
+
+_TVM_KINDS = {"mean": "reduction", "sum": "reduction", "max": "reduction", "softmax": "reduction",
+              "max_pool2d": "pool", "avg_pool2d": "pool", "adaptive_avg_pool2d": "pool",
+              "concatenate": "concat", "resize2d": "resize", "reshape": "reshape",
+              "transpose": "reshape", "layout_transform": "transform",
+              **dict.fromkeys(["add", "subtract", "multiply", "divide", "sigmoid", "relu", "clip",
+                               "maximum", "minimum", "tanh", "erf", "gelu", "exp", "sqrt",
+                               "power", "tir_sigmoid"], "elementwise")}
+"""TVM op name (PrimFunc name without numbering) -> kind, for calls no ONNX node names."""
+
+_TVM_OPS = {"Sigmoid": ("sigmoid",), "Relu": ("relu",), "Clip": ("clip", "maximum", "minimum"),
+            "HardSigmoid": ("clip", "maximum", "minimum", "add", "multiply"),
+            "GlobalAveragePool": ("mean", "adaptive_avg_pool2d"),
+            "GlobalMaxPool": ("max", "adaptive_max_pool2d"), "MaxPool": ("max_pool2d",),
+            "AveragePool": ("avg_pool2d",), "Concat": ("concatenate",), "Resize": ("resize2d",),
+            "Reshape": ("reshape",), "Flatten": ("reshape",), "Transpose": ("transpose",),
+            "Add": ("add",), "Mul": ("multiply",), "Sub": ("subtract",), "Div": ("divide",),
+            "BatchNormalization": ("multiply", "add"), "ReduceMean": ("mean",),
+            "Softmax": ("softmax",), "Pad": ("pad",), "Tanh": ("tanh",), "Erf": ("erf",)}
+"""ONNX op type -> TVM op names its call's PrimFunc name may hold."""
+
+_DEFAULT = re.compile(r"^(lv|gv|tmp)\d*(_NCHW\w*)?$")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^0-9A-Za-z_]", "_", name)
+
+
+@dataclass
+class ProfileRow:
+    """One PrimFunc call of the compiled model (or an ONNX Runtime node graphtune has no call for).
+
+    Attributes
+    ----------
+    index : int
+        Call order in ``main`` (-1 for an ONNX-Runtime-only row).
+    function : str
+        The PrimFunc called ("" for ORT-only rows: ``ort:<its node name>`` in ``nodes``).
+    kind : str
+        One of :data:`KINDS`.
+    nodes : list of str
+        ONNX nodes the call computes (best effort, see the module docstring).
+    schedule : str
+        The schedule the function got (``kernel``, ``transform``, ``injective``...).
+    gt_ms, predicted_ms, ort_ms : float or None
+        Median in-model time, the config's predicted cost of ``nodes``, and
+        ONNX Runtime's median time for the same nodes.
+    """
+
+    index: int
+    function: str
+    kind: str
+    nodes: list[str]
+    schedule: str
+    gt_ms: float | None
+    predicted_ms: float | None = None
+    ort_ms: float | None = None
+
+    @property
+    def diff_ms(self) -> float | None:
+        """``gt_ms - predicted_ms`` (None without a prediction)."""
+        if self.gt_ms is None or self.predicted_ms is None:
+            return None
+        return self.gt_ms - self.predicted_ms
+
+
+@dataclass
+class ProfileResult:
+    """What :func:`profile` measured.
+
+    Attributes
+    ----------
+    model : str
+        Model name.
+    rows : list of ProfileRow
+        One per PrimFunc call, in call order, then ORT nodes no call covers.
+    vm_ms : float
+        Median latency of the whole model in the VM without instrumentation.
+    instrumented_ms : list of float
+        Wall time of each instrumented run.
+    calls_ms : list of float
+        Sum of the timed calls of each instrumented run (same order).
+    predicted : dict
+        ``{kind: ms}`` of the config's costs.
+    ort_total_ms : float or None
+        Sum of ONNX Runtime's per-node medians.
+    unplaced : list of str
+        ONNX nodes no call could be matched to.
+    repeat, threads : int
+        Runs per side and threads of both runtimes.
+    loadavg : list of float
+        The host's 1-minute load average before and after measuring (a loaded
+        host inflates TVM's statically partitioned parallel loops most).
+    """
+
+    model: str
+    rows: list[ProfileRow]
+    vm_ms: float
+    instrumented_ms: list[float]
+    calls_ms: list[float]
+    predicted: dict[str, float] = field(default_factory=dict)
+    ort_total_ms: float | None = None
+    unplaced: list[str] = field(default_factory=list)
+    repeat: int = 0
+    threads: int = 0
+    loadavg: list[float] = field(default_factory=list)
+
+    @property
+    def gt_total_ms(self) -> float:
+        """Sum of the per-call medians."""
+        return float(sum(r.gt_ms for r in self.rows if r.gt_ms is not None))
+
+    def totals(self) -> dict[str, dict[str, float | None]]:
+        """Per kind: ``gt_ms``, ``predicted_ms``, ``ort_ms``, ``calls`` (in :data:`KINDS` order).
+
+        Examples
+        --------
+        >>> result.totals()["conv2d"]["gt_ms"] > 0   # doctest: +SKIP
+        True
+        """
+        out: dict[str, dict[str, Any]] = {}
+        for row in self.rows:
+            entry = out.setdefault(row.kind, {"gt_ms": 0.0, "predicted_ms": None, "ort_ms": None,
+                                              "calls": 0})
+            if row.gt_ms is not None:
+                entry["gt_ms"] += row.gt_ms
+                entry["calls"] += 1
+            if row.ort_ms is not None:
+                entry["ort_ms"] = (entry["ort_ms"] or 0.0) + row.ort_ms
+        for kind, ms in self.predicted.items():
+            out.setdefault(kind, {"gt_ms": 0.0, "predicted_ms": None, "ort_ms": None,
+                                  "calls": 0})["predicted_ms"] = ms
+        order = {kind: i for i, kind in enumerate(KINDS)}
+        return {k: out[k] for k in sorted(out, key=lambda k: order.get(k, len(order)))}
+
+    def table(self, top: int | None = 15) -> str:
+        """Totals by kind (gt, predicted, ORT, gt/ORT), then the ``top`` slowest calls.
+
+        Examples
+        --------
+        >>> print(result.table(top=3))   # doctest: +SKIP
+        """
+        def cell(v: float | None, spec: str = ".3f") -> str:
+            return "-" if v is None else format(v, spec)
+
+        lines = [f"model {self.model}: {len([r for r in self.rows if r.index >= 0])} calls, "
+                 f"{self.threads} threads, medians of {self.repeat} runs"
+                 + (f" (load average {max(self.loadavg):.1f})" if self.loadavg else "")
+                 + f"; VM {self.vm_ms:.3f} ms, "
+                 f"sum of calls {self.gt_total_ms:.3f} ms"
+                 + (f", ORT sum of nodes {self.ort_total_ms:.3f} ms" if self.ort_total_ms else ""),
+                 "", "| kind | calls | gt ms | predicted ms | ORT ms | gt / ORT |", "|---|---|---|---|---|---|"]
+        for kind, t in self.totals().items():
+            if not (t["calls"] or t["predicted_ms"] or t["ort_ms"]):
+                continue  # e.g. joins costed 0 that Relax fused away
+            ratio = t["gt_ms"] / t["ort_ms"] if t["ort_ms"] and t["gt_ms"] else None
+            lines.append(f"| {kind} | {t['calls']} | {cell(t['gt_ms'])} | {cell(t['predicted_ms'])} | "
+                         f"{cell(t['ort_ms'])} | {cell(ratio, '.2f')} |")
+        predicted = sum(self.predicted.values()) if self.predicted else None
+        lines.append(f"| total | {sum(t['calls'] for t in self.totals().values())} | "
+                     f"{self.gt_total_ms:.3f} | {cell(predicted)} | {cell(self.ort_total_ms)} | "
+                     f"{cell(self.gt_total_ms / self.ort_total_ms if self.ort_total_ms else None, '.2f')} |")
+        if top:
+            calls = sorted((r for r in self.rows if r.gt_ms is not None), key=lambda r: -r.gt_ms)
+            lines += ["", f"slowest {min(top, len(calls))} calls:",
+                      "| # | kind | nodes | gt ms | predicted ms | diff ms | ORT ms |",
+                      "|---|---|---|---|---|---|---|"]
+            for r in calls[:top]:
+                shown = ", ".join(r.nodes[:3]) + (", ..." if len(r.nodes) > 3 else "") or r.function
+                lines.append(f"| {r.index} | {r.kind} | {shown} | {cell(r.gt_ms)} | "
+                             f"{cell(r.predicted_ms)} | {cell(r.diff_ms, '+.3f')} | {cell(r.ort_ms)} |")
+        slower = [(k, t) for k, t in self.totals().items() if t["ort_ms"] and t["gt_ms"] > t["ort_ms"]]
+        if slower:
+            lines.append("")
+            lines.append("ORT wins on: " + ", ".join(
+                f"{k} ({t['gt_ms']:.3f} vs {t['ort_ms']:.3f} ms)" for k, t in slower))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """JSON-ready dict (rows, totals, runs); :meth:`from_dict` reads it back.
+
+        Examples
+        --------
+        >>> ProfileResult.from_dict(result.to_dict()) == result   # doctest: +SKIP
+        True
+        """
+        data = asdict(self)
+        data["format"] = "graphtune.profile"
+        data["totals"] = self.totals()
+        data["gt_total_ms"] = self.gt_total_ms
+        for row, out in zip(self.rows, data["rows"]):
+            out["diff_ms"] = row.diff_ms
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ProfileResult":
+        """Inverse of :meth:`to_dict`."""
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["rows"] = [ProfileRow(**{k: v for k, v in row.items()
+                                        if k in ProfileRow.__dataclass_fields__})
+                          for row in data["rows"]]
+        return cls(**fields)
+
+
+# ------------------------------------------------------------------ ONNX side
+def _onnx_kinds(model: Any) -> dict[str, str]:
+    """Kind of every ONNX node (``Conv`` by its weight: depthwise, grouped or plain)."""
+    weights = {t.name: list(t.dims) for t in model.graph.initializer}
+    kinds = {}
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            group = next((a.i for a in node.attribute if a.name == "group"), 1)
+            shape = weights.get(node.input[1]) if len(node.input) > 1 else None
+            kinds[node.name] = ("conv2d" if group == 1 else
+                                "depthwise" if shape and shape[1] == 1 else "group_conv")
+        else:
+            kinds[node.name] = _ONNX_KINDS.get(node.op_type, "other")
+    return kinds
+
+
+def _place(model: Any, sites: list[tuple[str, list[str]]]) -> tuple[list[list[str]], list[str]]:
+    """ONNX nodes of each call site, and the nodes matched to none (see the module docstring)."""
+    graph = model.graph
+    by_safe: dict[str, str] = {}
+    for node in graph.node:
+        by_safe.setdefault(_safe(node.name), node.name)
+    placed: list[list[str]] = [[] for _ in sites]
+    row_of: dict[str, int] = {}
+    open_rows = set()
+    for i, (_, names) in enumerate(sites):
+        for name in names:
+            onnx_name = by_safe.get(_safe(name))
+            if onnx_name is not None and onnx_name not in row_of:
+                placed[i].append(onnx_name)
+                row_of[onnx_name] = i
+            elif _DEFAULT.match(name):
+                open_rows.add(i)
+    producer = {out: node.name for node in graph.node for out in node.output}
+    consumers: dict[str, list[str]] = {}
+    for node in graph.node:
+        for inp in node.input:
+            if inp in producer:
+                consumers.setdefault(producer[inp], []).append(node.name)
+    unplaced = []
+    for node in graph.node:
+        if node.name in row_of or node.op_type in ("Constant", "Identity"):
+            continue
+        before = [row_of[producer[i]] for i in node.input if producer.get(i) in row_of]
+        start = max(before, default=-1)
+        tokens = _TVM_OPS.get(node.op_type, ())
+
+        def fits(i: int) -> bool:
+            return any(t in sites[i][0] for t in tokens)
+
+        choice = start if start in open_rows and fits(start) else None
+        if choice is None:
+            choice = next((i for i in range(start + 1, len(sites)) if i in open_rows
+                           and all(_DEFAULT.match(n) for n in sites[i][1]) and fits(i)), None)
+        if choice is None and start in open_rows:
+            choice = start
+        if choice is None:
+            choice = next((row_of[c] for c in consumers.get(node.name, [])
+                           if row_of.get(c) in open_rows), None)
+        if choice is None:
+            unplaced.append(node.name)
+            continue
+        placed[choice].append(node.name)
+        row_of[node.name] = choice
+    return placed, unplaced
+
+
+# ------------------------------------------------------------------ ORT side
+def _ort_node(name: str, known: Iterable[str]) -> str | None:
+    """ONNX node an ONNX Runtime profiler node name stands for (None: ORT's own node).
+
+    ORT appends to the name of the node it keeps (``relu_nchwc``,
+    ``features.0.2/QuickGeluFusion/``, ``norm1.mul_mul_nchwc``): the longest
+    prefix ending before a ``_`` or ``/`` that names an ONNX node is it.
+
+    Examples
+    --------
+    >>> _ort_node("b.mul_mul_nchwc_kernel_time", ["b.mul", "b"])
+    'b.mul'
+    >>> _ort_node("ReorderOutput_token_3_kernel_time", ["b"]) is None
+    True
+    """
+    known = set(known)
+    base = re.sub(r"_kernel_time$", "", name)
+    cuts = [m.start() for m in re.finditer(r"[_/]", base)]
+    return next((c for c in [base, *(base[:i] for i in reversed(cuts))] if c in known), None)
+
+
+def _ort_kind(op: str, node: str | None, onnx_kinds: Mapping[str, str]) -> str:
+    """Kind of an ONNX Runtime node: a (fused) Conv takes its ONNX conv's kind, else by op type."""
+    if op in ("Conv", "FusedConv"):
+        kind = onnx_kinds.get(node or "")
+        return kind if kind in ("conv2d", "depthwise", "group_conv") else "conv2d"
+    return _ONNX_KINDS.get(op) or onnx_kinds.get(node or "") or "other"
+
+
+def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
+                   feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> list[dict]:
+    """Median per-node time of ONNX Runtime on ``model``, from its own profiler.
+
+    ONNX Runtime is configured like :mod:`graphtune.peers` (fp32, all graph
+    optimizations, ``threads`` intra-op threads) with spinning off, and run
+    once untimed, then ``repeat`` times with profiling on, on ``feeds``
+    (default: standard-normal arrays of the inputs' static shapes, ``seed``).
+
+    Returns
+    -------
+    list of dict
+        ``{"name", "op", "node" (ONNX node or None), "ms"}`` per ORT node, in run order.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> rows = ort_node_times(models.get("resnet18", image_size=32), repeat=2, threads=2)
+    >>> rows[0]["node"], rows[0]["op"]   # ORT fused conv1 + relu into one Conv named after relu
+    ('relu', 'Conv')
+    """
+    import onnxruntime as ort
+
+    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if feeds is None:
+        rng = np.random.default_rng(seed)
+        feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
+                 .astype("float32") for i in model.graph.input}
+    warm = ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+    warm.run(None, feeds)
+    with tempfile.TemporaryDirectory() as folder:
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(folder, "ort")
+        session = ort.InferenceSession(model.SerializeToString(), options,
+                                       providers=["CPUExecutionProvider"])
+        session.run(None, feeds)  # the first run of a session allocates; not counted
+        for _ in range(repeat):
+            session.run(None, feeds)
+        path = session.end_profiling()
+        with open(path) as handle:
+            events = json.load(handle)
+    runs: dict[str, list[float]] = {}
+    ops: dict[str, str] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time"):
+            continue
+        runs.setdefault(event["name"], []).append(event["dur"] / 1e3)
+        ops[event["name"]] = event.get("args", {}).get("op_name", "")
+    known = [n.name for n in model.graph.node]
+    # the first run's events belong to the untimed run: keep the last ``repeat``
+    return [{"name": name, "op": ops[name], "node": _ort_node(name, known),
+             "ms": float(np.median(times[-repeat:]))} for name, times in runs.items()]
+
+
+# ------------------------------------------------------------------ graphtune side
+def _vm_call_times(compiled: Any, repeat: int) -> tuple[list[str], np.ndarray, list[float]]:
+    """PrimFunc called per call and its time (ms) per run, via the VM instrument; run wall times."""
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(compiled.executable, tvm.cpu(0))
+    args = compiled._tensors(compiled.random_inputs())
+    main = vm["main"]
+    main(*args)
+    calls: list[tuple[str, float]] = []
+    state = {"t": 0.0}
+    prims = set(compiled.functions)
+
+    def instrument(func, symbol, before, ret, *rest):
+        now = time.perf_counter()
+        if symbol in prims:
+            if before:
+                state["t"] = time.perf_counter()
+            else:
+                calls.append((symbol, (now - state["t"]) * 1e3))
+        return 0
+
+    vm.set_instrument(instrument)
+    per_run, walls, order = [], [], None
+    for _ in range(repeat):
+        calls.clear()
+        start = time.perf_counter()
+        main(*args)
+        walls.append((time.perf_counter() - start) * 1e3)
+        order = [s for s, _ in calls]
+        per_run.append([ms for _, ms in calls])
+    return order or [], np.asarray(per_run, dtype=float), walls
+
+
+def _align(order: list[str], sites: list[tuple[str, list[str]]] | None) -> list[list[str]]:
+    """Binding names per VM call: the next call site with the same PrimFunc (sites the VM
+    skipped, e.g. a transform it turned into a view, are passed over)."""
+    if not sites:
+        return [[] for _ in order]
+    out, j = [], 0
+    for symbol in order:
+        k = next((k for k in range(j, len(sites)) if sites[k][0] == symbol), None)
+        if k is None:
+            out.append([])
+            continue
+        out.append(sites[k][1])
+        j = k + 1
+    return out
+
+
+def _transform_ms(func: Any, records: Any) -> float | None:
+    """Measured cost of a ``layout_transform`` PrimFunc in ``records`` (None if not there)."""
+    from .layouts import block_of
+    from .measure.task import Task
+
+    from .compiler.rewrite import TRANSFORM_ATTR
+
+    attrs = func.attrs or {}
+    if TRANSFORM_ATTR not in attrs or not func.params:
+        return None
+    src, _, dst = str(attrs[TRANSFORM_ATTR]).partition("->")
+    shape = [int(d) for d in func.params[0].ty.shape]
+    if len(shape) not in (4, 5):
+        return None
+    logical = shape[:4] if len(shape) == 4 else [shape[0], shape[1] * shape[4], shape[2], shape[3]]
+    if len(shape) == 5 and block_of(src) != shape[4]:
+        return None
+    record = records.get(Task("transform", {"shape": logical, "src": src, "dst": dst,
+                                            "dtype": "float32"}))
+    return record.median_ms if record is not None and record.ok else None
+
+
+def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = True,
+            threads: int | None = None, image_size: int | None = None,
+            shape_dict: Mapping[str, list[int]] | None = None,
+            records: str | os.PathLike | None = None) -> ProfileResult:
+    """Per-op in-model time of ``model`` compiled with ``config``, beside its prediction and ORT's.
+
+    Parameters
+    ----------
+    model : str, path, onnx.ModelProto
+        Zoo name, ``.onnx`` path or model.
+    config : Config or path, optional
+        The config to compile with (default :meth:`graphtune.Config.uniform`).
+    repeat : int, default 10
+        Instrumented runs (medians per call), uninstrumented timed runs, and ORT profiled runs.
+    ort : bool, default True
+        Also profile ONNX Runtime on the same model.
+    threads : int, optional
+        ORT intra-op threads (default ``TVM_NUM_THREADS``: graphtune's).
+    image_size : int, optional
+        Input size of a zoo model (default its published size).
+    shape_dict : mapping, optional
+        Static shapes of dynamic ONNX inputs.
+    records : path, optional
+        Records file of the tuning run: each layout transform's measured time
+        there is its predicted cost (the config holds only their total).
+
+    Returns
+    -------
+    ProfileResult
+
+    Raises
+    ------
+    ArgumentError
+        ``repeat`` not a positive integer; ModelError / ConfigError as in
+        :func:`graphtune.compile`.
+
+    Examples
+    --------
+    >>> import graphtune
+    >>> r = graphtune.profile("mobilenet_v2", image_size=32, repeat=2, ort=False)
+    >>> r.rows[0].kind, r.totals()["depthwise"]["calls"]
+    ('transform', 17)
+    """
+    from .compiler import compile as gt_compile
+    from .compiler.legalize import OP_ATTR
+    from .config import Config
+    from .models.resolve import resolve
+
+    from .measure.records import Records
+    from .x86.generic import SCHEDULE_ATTR
+
+    check_positive(repeat, "repeat", integer=True)
+    store = Records.load(records) if records is not None else None
+    if not isinstance(ort, bool):
+        raise ArgumentError(f"ort: expected True or False, got {ort!r}")
+    proto, name = resolve(model, image_size=image_size)
+    if not hasattr(proto, "graph"):
+        raise ArgumentError("profile needs an ONNX model (zoo name, .onnx path or ModelProto), "
+                            f"got {type(proto).__name__}")
+    if config is None:
+        from .frontend import import_model
+
+        config = Config.uniform(import_model(proto, shape_dict=shape_dict) if shape_dict else proto)
+    elif not isinstance(config, Config):
+        config = Config.load(config)
+    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        compiled = gt_compile(proto, config, shape_dict=shape_dict)
+    load_before = os.getloadavg()[0]
+    vm_ms = float(np.median(compiled.time(repeat=repeat)))
+    order, per_run, walls = _vm_call_times(compiled, repeat)
+    names = _align(order, compiled.call_sites)
+    from .frontend.fold import fold_constants
+
+    folded = fold_constants(proto, {n: shape for n, shape, _ in compiled.inputs})
+    placed, unplaced = _place(folded, list(zip(order, names)))
+    onnx_kinds = _onnx_kinds(folded)
+    medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))
+
+    rows = []
+    for i, (symbol, nodes) in enumerate(zip(order, placed)):
+        attrs = compiled.functions[symbol].attrs or {}
+        op = str(attrs[OP_ATTR]) if OP_ATTR in attrs else ""
+        kind = _GT_OPS.get(op) or next((onnx_kinds[n] for n in nodes if n in onnx_kinds), None) \
+            or _TVM_KINDS.get(re.sub(r"\d+$", "", op), "other")
+        costs = [config.nodes[n].cost_ms for n in nodes
+                 if n in config.nodes and config.nodes[n].cost_ms is not None]
+        if store is not None and (cost := _transform_ms(compiled.functions[symbol], store)):
+            costs.append(cost)
+        rows.append(ProfileRow(i, symbol, kind, nodes,
+                               str(attrs[SCHEDULE_ATTR]) if SCHEDULE_ATTR in attrs else "none",
+                               float(medians[i]), float(sum(costs)) if costs else None))
+
+    predicted: dict[str, float] = {}
+    for node_name, node in config.nodes.items():
+        if node.cost_ms is not None:
+            kind = onnx_kinds.get(node_name) or _GT_OPS.get(node.op, "other")
+            predicted[kind] = predicted.get(kind, 0.0) + float(node.cost_ms)
+    transform_ms = (config.solution or {}).get("transform_ms")
+    if isinstance(transform_ms, (int, float)):
+        predicted["transform"] = predicted.get("transform", 0.0) + float(transform_ms)
+
+    ort_total = None
+    if ort:
+        row_of = {n: row for row in rows for n in row.nodes}
+        ort_total = 0.0
+        feeds = dict(zip(compiled.input_names, compiled.random_inputs()))
+        for entry in ort_node_times(proto, repeat=repeat, threads=threads, feeds=feeds):
+            ort_total += entry["ms"]
+            row = row_of.get(entry["node"])
+            if row is not None:
+                row.ort_ms = (row.ort_ms or 0.0) + entry["ms"]
+                continue
+            rows.append(ProfileRow(-1, "", _ort_kind(entry["op"], entry["node"], onnx_kinds),
+                                   [f"ort:{entry['name'][:-len('_kernel_time')]}"], "ort", None,
+                                   None, entry["ms"]))
+    return ProfileResult(name, rows, vm_ms, walls, [float(sum(r)) for r in per_run],
+                         predicted, ort_total, unplaced, repeat, threads,
+                         [load_before, os.getloadavg()[0]])

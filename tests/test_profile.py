@@ -1,0 +1,199 @@
+"""graphtune.profile / ``graphtune profile``: per-call VM times mapped to ONNX nodes, vs config and ORT."""
+
+import json
+
+import pytest
+import tvm
+from tvm import relax
+
+import graphtune
+from graphtune import models
+from graphtune.cli import main
+from graphtune.config import Config
+from graphtune.profiling import KINDS, ProfileResult
+
+MODEL = "efficientnet_b0"  # SiLU, squeeze-excitation, global pools, a dense head
+
+
+@pytest.fixture(scope="module")
+def model():
+    return models.get(MODEL, image_size=32)
+
+
+@pytest.fixture(scope="module")
+def config(model):
+    """Uniform config with a made-up cost on every node (predictions are config data)."""
+    cfg = Config.uniform(model)
+    for k, node in enumerate(cfg.nodes.values()):
+        node.cost_ms = 0.001 * (k + 1)
+    cfg.solution = {**(cfg.solution or {}), "transform_ms": 0.5}
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def result(model, config):
+    return graphtune.profile(model, config, repeat=3)
+
+
+def _called_primfuncs(model, config):
+    """PrimFunc calls of one run, counted by an instrument of our own."""
+    compiled = graphtune.compile(model, config)
+    vm = relax.VirtualMachine(compiled.executable, tvm.cpu(0))
+    called = []
+
+    def instrument(func, symbol, before, ret, *args):
+        if before and symbol in compiled.functions:
+            called.append(symbol)
+        return 0
+
+    vm.set_instrument(instrument)
+    vm["main"](*compiled._tensors(compiled.random_inputs()))
+    return called
+
+
+def test_rows_cover_every_called_primfunc(model, config, result):
+    rows = [r for r in result.rows if r.index >= 0]
+    assert [r.function for r in rows] == _called_primfuncs(model, config)
+    assert [r.index for r in rows] == list(range(len(rows)))
+    assert all(r.kind in KINDS and r.gt_ms is not None and r.gt_ms >= 0 for r in rows)
+
+
+def test_every_onnx_node_is_placed_once(model, result):
+    rows = [r for r in result.rows if r.index >= 0]
+    placed = [n for r in rows for n in r.nodes]
+    assert len(placed) == len(set(placed))
+    assert result.unplaced == []
+    convs = {n.name for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
+    assert convs <= set(placed)
+    by_node = {n: r for r in rows for n in r.nodes}
+    # SiLU's sigmoid fused with its conv; the squeeze-excitation pool is a call of its own
+    assert by_node["features.0.2.sigmoid"] is by_node["features.0.0"]
+    pool = by_node["features.1.0.block.1.avgpool"]
+    assert pool.kind == "pool" and pool.nodes == ["features.1.0.block.1.avgpool"]
+    assert by_node["features.1.0.block.1.fc1"].kind == "conv2d"
+    assert by_node["features.1.0.block.0.0"].kind == "depthwise"
+    assert by_node["classifier.1"].kind == "dense"
+
+
+def test_totals_agree_with_the_runs(result):
+    # each run's timed calls are part of that run's wall time
+    assert len(result.calls_ms) == len(result.instrumented_ms) == 3
+    assert all(0 < c <= w for c, w in zip(result.calls_ms, result.instrumented_ms))
+    totals = result.totals()
+    assert sum(t["gt_ms"] for t in totals.values()) == pytest.approx(result.gt_total_ms)
+    assert sum(t["calls"] for t in totals.values()) == len([r for r in result.rows if r.index >= 0])
+    # the rows' total is made of the same runs: with 3 runs a call's median is at most half
+    # its three times' sum, so the sum of medians is at most 1.5x the slowest run's calls
+    assert 0 < result.gt_total_ms <= 1.5 * max(result.calls_ms)
+    assert result.vm_ms > 0
+
+
+def test_predictions_come_from_the_config(config, result):
+    for row in result.rows:
+        costs = [config.nodes[n].cost_ms for n in row.nodes if n in config.nodes]
+        if costs:
+            assert row.predicted_ms == pytest.approx(sum(costs))
+            assert row.diff_ms == pytest.approx(row.gt_ms - row.predicted_ms)
+        else:
+            assert row.predicted_ms is None and row.diff_ms is None
+    total = sum(node.cost_ms for node in config.nodes.values()) + 0.5
+    assert sum(result.predicted.values()) == pytest.approx(total)
+    assert result.totals()["transform"]["predicted_ms"] >= 0.5
+
+
+def test_ort_rows_name_real_onnx_nodes(model, result):
+    names = {n.name for n in model.graph.node}
+    gt = [r for r in result.rows if r.index >= 0]
+    ort_only = [r for r in result.rows if r.index < 0]
+    assert any(r.ort_ms for r in gt)
+    assert all(set(r.nodes) <= names for r in gt)
+    assert all(len(r.nodes) == 1 and r.nodes[0].startswith("ort:") and r.gt_ms is None
+               for r in ort_only)
+    assert sum(r.ort_ms or 0 for r in result.rows) == pytest.approx(result.ort_total_ms)
+    assert "| total |" in result.table()
+
+
+def test_json_round_trip(result):
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["format"] == "graphtune.profile" and set(data["totals"]) <= set(KINDS)
+    assert ProfileResult.from_dict(data) == result
+
+
+def test_bad_arguments_raise_before_work():
+    with pytest.raises(graphtune.ArgumentError, match="repeat"):
+        graphtune.profile("resnet18", repeat=0)
+    with pytest.raises(graphtune.ModelError, match="unknown model"):
+        graphtune.profile("resnet-18")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--repeat", "0"], "--repeat must be a positive integer"),
+    (["--top", "-1"], "--top must be a positive integer"),
+    (["--json", "/nonexistent/p.json"], "does not exist"),
+    (["--config", "/nonexistent/c.json"], "no such config file"),
+])
+def test_cli_bad_input_is_one_line_exit_2(capsys, argv, words):
+    assert main(["profile", "resnet18", "--image-size", "32", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("graphtune: error:") and words in err and err.count("\n") == 1
+
+
+def test_cli_unknown_model_and_mismatched_config(tmp_path, capsys):
+    assert main(["profile", "resnet-18"]) == 2
+    assert "unknown model" in capsys.readouterr().err
+    other = tmp_path / "m.json"
+    Config.uniform(models.get("mobilenet_v2", image_size=32)).save(other)
+    assert main(["profile", "resnet18", "--image-size", "32", "--config", str(other)]) == 2
+    assert capsys.readouterr().err.startswith("graphtune: error:")
+
+
+def test_cli_writes_json(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["profile", "resnet18", "--image-size", "32", "--repeat", "2", "--no-ort",
+                 "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| conv2d |" in text and str(out) in text
+    data = json.loads(out.read_text())
+    assert data["model"] == "resnet18" and data["ort_total_ms"] is None
+    assert {"conv1", "layer4.1.conv2", "fc"} <= {n for r in data["rows"] for n in r["nodes"]}
+
+
+def test_transform_predictions_come_from_the_records(tmp_path):
+    records = tmp_path / "r18.records.jsonl"
+    tuned = graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
+                           min_repeat_ms=1, repeat=1, progress=False)
+    result = graphtune.profile("resnet18", tuned.config, image_size=32, repeat=2, ort=False,
+                               records=records)
+    transforms = [r for r in result.rows if r.kind == "transform"]
+    assert transforms and all(r.predicted_ms is not None and r.predicted_ms > 0
+                              for r in transforms if not r.nodes)
+    assert result.predicted["transform"] == pytest.approx(tuned.transform_ms)
+    with pytest.raises(graphtune.MeasureError, match="does not exist"):
+        graphtune.profile("resnet18", image_size=32, records=tmp_path / "none.jsonl")
+
+
+def test_dynamic_input_with_shape_dict():
+    model = models.get("resnet18", image_size=32)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    result = graphtune.profile(model, shape_dict={"input": [1, 3, 32, 32]}, repeat=2)
+    assert result.rows[1].nodes == ["conv1", "relu"] and result.rows[1].ort_ms is not None
+    assert result.unplaced == []
+
+
+def test_placement_rules_on_a_pre_activation_chain():
+    """conv0+relu0 fused, a pool of its own, then BN (mul, add) + relu fused without a conv."""
+    from onnx import helper
+
+    from graphtune.profiling import _place
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c0"], name="c0"),
+             helper.make_node("Relu", ["c0"], ["r0"], name="r0"),
+             helper.make_node("MaxPool", ["r0"], ["p0"], name="p0"),
+             helper.make_node("Mul", ["p0", "s"], ["bn.mul"], name="bn.mul"),
+             helper.make_node("Add", ["bn.mul", "b"], ["bn"], name="bn"),
+             helper.make_node("Relu", ["bn"], ["r1"], name="r1")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [], []))
+    sites = [("fused_gt_c0_add_relu", ["c0", "lv1", "lv2"]), ("max_pool2d", ["lv3"]),
+             ("fused_multiply_add_relu1", ["lv4", "lv5", "lv6"])]
+    placed, unplaced = _place(model, sites)
+    assert placed == [["c0", "r0"], ["p0"], ["bn.mul", "bn", "r1"]] and unplaced == []
