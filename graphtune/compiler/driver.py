@@ -30,7 +30,8 @@ import tvm
 from tvm import relax
 
 from ..config import Config
-from ..errors import CompileError, ConfigError, GraphtuneError
+from ..errors import CompileError, ConfigError, ConfigMismatchError, GraphtuneError
+from ..frontend.roles import Role
 from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
@@ -84,20 +85,41 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
     return plans
 
 
-def plan_joins(config: Config) -> dict:
-    """Configured joins keyed by the names of the nodes feeding them (see ``rewrite``).
+def plan_joins(config: Config, steps: Sequence | None = None) -> dict[str, str]:
+    """Configured joins: each join's name (its walk ``Step.name``) to its common layout.
+
+    Parameters
+    ----------
+    config : Config
+        The config; its ``join`` nodes are keyed by the join's own name. Config
+        files that also list a join's ``workload.inputs`` (written before joins
+        were keyed by name) load and compile the same: the names are the walk's.
+    steps : sequence of Step, optional
+        ``walk`` of the model: when given, a join the model does not have is
+        an error.
+
+    Raises
+    ------
+    ConfigMismatchError
+        A configured join is not a join of the model (``steps`` given).
 
     Examples
     --------
     >>> from graphtune.config import NodeConfig
     >>> node = NodeConfig("join", {"inputs": ["a", "b"]}, "NCHW8c", "NCHW8c", {})
-    >>> joins = plan_joins(Config({"add_0": node}))
-    >>> joins[frozenset({"a", "b"})]
-    ('add_0', 'NCHW8c')
+    >>> plan_joins(Config({"add_0": node}))
+    {'add_0': 'NCHW8c'}
     """
-    return {frozenset(node.workload["inputs"]): (name, node.out_layout)
-            for name, node in config.nodes.items()
-            if node.op == "join" and isinstance(node.workload, dict) and "inputs" in node.workload}
+    joins = {name: node.out_layout for name, node in config.nodes.items() if node.op == "join"}
+    if steps is not None:
+        known = [s.name for s in steps if s.role is Role.JOIN]
+        unknown = sorted(set(joins) - set(known))
+        if unknown:
+            shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "") or "none"
+            raise ConfigMismatchError(
+                f"nodes.{unknown[0]}: the model has no join of that name (its joins are {shown}); "
+                "the config was made for another model — re-tune it for this one")
+    return joins
 
 
 def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:
@@ -193,10 +215,11 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
                       "not be the fastest here — re-tune on this machine", UserWarning,
                       stacklevel=2)
     mod = frontend.import_model(model, shape_dict=shape_dict)
-    ops = frontend.layout_ops(mod)
+    steps = frontend.walk(mod)
+    ops = [step.layout_op for step in steps if step.role is Role.LAYOUT]
     config.check(ops)
     plans = plan_nodes(ops, config, tgt)
-    new_mod, anchors = rewrite(mod, plans, plan_joins(config))
+    new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
     names = [op.name for op in ops]
     lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)
