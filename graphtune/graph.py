@@ -218,6 +218,7 @@ class LayoutGraph:
         v: str,
         cost: np.ndarray | Sequence[Sequence[float]] | TransformFn | None = None,
         shape: Sequence[int] | None = None,
+        tensors: Sequence[str] = (),
     ) -> None:
         """Add the edge ``u -> v`` (a tensor produced by ``u`` and read by ``v``).
 
@@ -232,6 +233,9 @@ class LayoutGraph:
             fill later with :meth:`fill_edge_costs`.
         shape : sequence of int, optional
             Logical NCHW shape of the tensor (needed by callables).
+        tensors : sequence of str, optional
+            Names of the tensors ``v`` reads along the edge (the Relax variables
+            a layout transform would convert; :func:`graphtune.extract` sets them).
 
         Raises
         ------
@@ -259,7 +263,7 @@ class LayoutGraph:
             fn = cost
         elif cost is not None:
             matrix = self._check_matrix(u, v, cost)
-        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn)
+        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn, tensors=list(tensors))
 
     def _check_matrix(self, u: str, v: str, cost: Any) -> np.ndarray:
         try:
