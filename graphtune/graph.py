@@ -601,6 +601,48 @@ class LayoutGraph:
             total += float(self.edge_cost(u, v)[assignment[u], assignment[v]])
         return total
 
+    def transforms(self, assignment: Mapping[str, int]) -> dict[tuple[str, str, str, str], float]:
+        """The layout transforms an assignment runs, as the compiler emits them.
+
+        One transform per (tensor, destination layout): consumers of one tensor
+        that need the same other layout share it (:mod:`graphtune.compiler.rewrite`),
+        and an edge carrying two tensors needs two. :meth:`energy` charges one
+        per edge instead, an upper bound on these.
+
+        Parameters
+        ----------
+        assignment : dict
+            Node name -> candidate index, for every node.
+
+        Returns
+        -------
+        dict of (str, str, str, str) to float
+            ``(producer, tensor, src layout, dst layout)`` -> ms (NaN while the
+            edge has no cost). The tensor is the edge's ``tensors`` entry
+            (``"u->v"`` for edges added without names).
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", [Candidate({}, "NCHW", "NCHW8c", 1.0)])
+        >>> for n in ("b", "c"):
+        ...     g.add_node(n, [Candidate({}, "NCHW4c", "NCHW4c", 1.0)])
+        ...     g.add_edge("a", n, cost=[[0.5]], tensors=["x"])
+        >>> g.transforms({"a": 0, "b": 0, "c": 0}), g.energy({"a": 0, "b": 0, "c": 0})
+        ({('a', 'x', 'NCHW8c', 'NCHW4c'): 0.5}, 4.0)
+        """
+        runs: dict[tuple[str, str, str, str], float] = {}
+        for u, v, data in self._g.edges(data=True):
+            src = self.candidates(u)[assignment[u]].out_layout
+            dst = self.candidates(v)[assignment[v]].in_layout
+            if src == dst:
+                continue
+            costed = data["cost"] is not None or data["fn"] is not None
+            ms = float(self.edge_cost(u, v)[assignment[u], assignment[v]]) if costed else math.nan
+            for tensor in data.get("tensors") or [f"{u}->{v}"]:
+                runs.setdefault((u, tensor, src, dst), ms)
+        return runs
+
     def fingerprint(self) -> str:
         """sha256 of the structure: names, ops, workloads and edges (with shapes), not costs.
 

@@ -36,7 +36,7 @@ from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
 
-__all__ = ["compile", "plan_nodes", "plan_joins", "DEFAULT_BLOCK"]
+__all__ = ["compile", "rewrite_model", "plan_nodes", "plan_joins", "DEFAULT_BLOCK"]
 
 DEFAULT_BLOCK = 16
 """Channel block of the default candidate given to nodes a config does not mention."""
@@ -120,6 +120,39 @@ def plan_joins(config: Config, steps: Sequence | None = None) -> dict[str, str]:
                 f"nodes.{unknown[0]}: the model has no join of that name (its joins are {shown}); "
                 "the config was made for another model — re-tune it for this one")
     return joins
+
+
+def rewrite_model(mod: tvm.IRModule, config: Config,
+                  target: tvm.target.Target) -> tuple[tvm.IRModule, dict, list[str]]:
+    """The rewrite :func:`compile` legalizes and builds: check, plan, rewrite.
+
+    Returns
+    -------
+    tvm.IRModule
+        ``mod`` rewritten to the config's layouts (its layout transforms are
+        the ones the compiled model runs, fused or not).
+    dict of Constant to NodePlan
+        The anchors for :func:`~graphtune.compiler.legalize.legalize`.
+    list of str
+        The layout nodes' names, in model order.
+
+    Examples
+    --------
+    >>> from graphtune import models, x86
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> new_mod, anchors, names = rewrite_model(mod, Config.uniform(mod), x86.host_target())
+    >>> len(anchors), names[0]
+    (21, 'conv1')
+    """
+    from .. import frontend
+
+    steps = frontend.walk(mod)
+    ops = [step.layout_op for step in steps if step.role is Role.LAYOUT]
+    config.check(ops)
+    plans = plan_nodes(ops, config, target)
+    new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
+    return new_mod, anchors, [op.name for op in ops]
 
 
 def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:
@@ -215,12 +248,7 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
                       "not be the fastest here — re-tune on this machine", UserWarning,
                       stacklevel=2)
     mod = frontend.import_model(model, shape_dict=shape_dict)
-    steps = frontend.walk(mod)
-    ops = [step.layout_op for step in steps if step.role is Role.LAYOUT]
-    config.check(ops)
-    plans = plan_nodes(ops, config, tgt)
-    new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
-    names = [op.name for op in ops]
+    new_mod, anchors, names = rewrite_model(mod, config, tgt)
     lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)
     _warn_generic(schedules)
