@@ -16,8 +16,8 @@ a blocked ``NCHW{x}c`` layout. The op tables live in
     static rank-2 to rank-4 tensor by a constant 2-D weight): a
     :class:`LayoutOp` whose layout graphtune chooses.
 ``pass``
-    Layout-agnostic: unary elementwise ops (relu, relu6, clip, sigmoid, erf,
-    rsqrt, square...; ``x * x``), max/avg pools and adaptive average pools in
+    Layout-agnostic: unary elementwise ops (relu, clip (relu6), sigmoid, erf,
+    rsqrt, square, log...; ``x * x``), max/avg pools and adaptive average pools in
     ``NCHW``, spatial keepdims means (global average pool), binary elementwise
     ops (add, multiply, power...) with a scalar or per-channel (``[C,1,1]``,
     ``[1,C,1,1]``) constant operand (bias add, folded BN scale), and aliases
