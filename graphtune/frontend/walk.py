@@ -295,7 +295,6 @@ class _Walker:
 
     def __init__(self) -> None:
         self.consts: set = set()
-        self.roles: dict = {}
         self.tuples: dict = {}
         self.skipped: dict[str, list[str]] = {}
         self.unknown: Counter = Counter()
@@ -341,7 +340,6 @@ class _Walker:
                 role, data = Role.LAYOUT, [value.args[0]]
             else:
                 role, form = self._role(var, value, name, data)
-        self.roles[var] = role
         return Step(var, value, role, tuple(data), layout, name, form=form)
 
     def _role(self, var, value, name, data) -> tuple[Role, Form | None]:
