@@ -218,7 +218,7 @@ class LayoutGraph:
         v: str,
         cost: np.ndarray | Sequence[Sequence[float]] | TransformFn | None = None,
         shape: Sequence[int] | None = None,
-        tensors: Sequence[str] = (),
+        tensors: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         """Add the edge ``u -> v`` (a tensor produced by ``u`` and read by ``v``).
 
@@ -233,9 +233,12 @@ class LayoutGraph:
             fill later with :meth:`fill_edge_costs`.
         shape : sequence of int, optional
             Logical NCHW shape of the tensor (needed by callables).
-        tensors : sequence of str, optional
-            Names of the tensors ``v`` reads along the edge (the Relax variables
-            a layout transform would convert; :func:`graphtune.extract` sets them).
+        tensors : mapping of str to shape, optional
+            The tensors ``v`` reads along the edge, by name (the Relax variables
+            a layout transform would convert; :func:`graphtune.extract` sets
+            them). When given, a callable cost is charged once per tensor (a
+            join reading ``x`` and ``sigmoid(x)`` needs two transforms); default:
+            one tensor of ``shape``.
 
         Raises
         ------
@@ -263,7 +266,9 @@ class LayoutGraph:
             fn = cost
         elif cost is not None:
             matrix = self._check_matrix(u, v, cost)
-        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn, tensors=list(tensors))
+        tensors = {str(t): None if ts is None else [int(d) for d in ts]
+                   for t, ts in (tensors or {}).items()}
+        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn, tensors=tensors)
 
     def _check_matrix(self, u: str, v: str, cost: Any) -> np.ndarray:
         try:
@@ -478,7 +483,7 @@ class LayoutGraph:
                     continue
                 if (a, b) not in cache:
                     try:
-                        cache[a, b] = float(data["fn"](data["shape"], a, b))
+                        cache[a, b] = sum(float(data["fn"](shape, a, b)) for shape in _shapes(data))
                     except (TypeError, ValueError, LookupError) as err:
                         raise GraphError(
                             f"edge {u} -> {v}: transform cost {a} -> {b} for shape {data['shape']} "
@@ -520,7 +525,7 @@ class LayoutGraph:
             for a in {c.out_layout for c in self.candidates(u)}:
                 for b in {c.in_layout for c in self.candidates(v)}:
                     if a != b:
-                        pairs.add((tuple(data["shape"]), a, b))
+                        pairs.update((tuple(shape), a, b) for shape in _shapes(data))
         return sorted(pairs)
 
     def validate(self) -> None:
@@ -627,7 +632,7 @@ class LayoutGraph:
         >>> g.add_node("a", [Candidate({}, "NCHW", "NCHW8c", 1.0)])
         >>> for n in ("b", "c"):
         ...     g.add_node(n, [Candidate({}, "NCHW4c", "NCHW4c", 1.0)])
-        ...     g.add_edge("a", n, cost=[[0.5]], tensors=["x"])
+        ...     g.add_edge("a", n, cost=[[0.5]], tensors={"x": [1, 8, 4, 4]})
         >>> g.transforms({"a": 0, "b": 0, "c": 0}), g.energy({"a": 0, "b": 0, "c": 0})
         ({('a', 'x', 'NCHW8c', 'NCHW4c'): 0.5}, 4.0)
         """
@@ -639,8 +644,9 @@ class LayoutGraph:
                 continue
             costed = data["cost"] is not None or data["fn"] is not None
             ms = float(self.edge_cost(u, v)[assignment[u], assignment[v]]) if costed else math.nan
-            for tensor in data.get("tensors") or [f"{u}->{v}"]:
-                runs.setdefault((u, tensor, src, dst), ms)
+            tensors = data.get("tensors") or {f"{u}->{v}": data["shape"]}
+            for tensor in tensors:  # the edge's cost covers all its tensors: split it evenly
+                runs.setdefault((u, tensor, src, dst), ms / len(tensors))
         return runs
 
     def fingerprint(self) -> str:
@@ -750,3 +756,9 @@ class LayoutGraph:
     def _touching(self, name: str) -> Iterable[tuple[str, str, dict]]:
         yield from self._g.out_edges(name, data=True)
         yield from self._g.in_edges(name, data=True)
+
+
+def _shapes(data: dict) -> list:
+    """Shapes of the tensors an edge carries (its ``shape`` when it names none)."""
+    tensors = data.get("tensors")
+    return list(tensors.values()) if tensors else [data["shape"]]

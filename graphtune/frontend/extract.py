@@ -217,7 +217,7 @@ class _Builder:
                 continue
             if src in self.free or node in self.free:
                 self.graph.add_edge(src, node, shape=static_shape(tensors[0]),
-                                    tensors=[v.name for v in tensors])
+                                    tensors={v.name: static_shape(v) for v in tensors})
 
     def _name(self, own: str, kind: str) -> str:
         """``own`` if it is a readable free name, else ``{kind}_{k}``."""
