@@ -81,7 +81,7 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
         shown = ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else "")
         warnings.warn(f"config does not mention {len(missing)} layout node(s), which get the "
                       f"default candidate (block {DEFAULT_BLOCK}): {shown}", UserWarning,
-                      stacklevel=3)
+                      stacklevel=4)  # plan_nodes < rewrite_model < compile < the caller
     return plans
 
 

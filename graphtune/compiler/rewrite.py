@@ -207,6 +207,7 @@ class _Rewriter:
 
     # ---------------------------------------------------------------- forms
     def alias(self, step: Step, blk: int) -> None:
+        """``y = x``: the same tensor, in its block."""
         self.bind(step.var, self.get(step.value, blk), blk)
 
     def unary(self, step: Step, blk: int) -> None:
@@ -281,8 +282,7 @@ class _Rewriter:
     def pool(self, step: Step, blk: int) -> None:
         """A 2-D max / avg pool in the blocked layout of its input."""
         attrs, layout = step.value.attrs, data_layout(blk)
-        make = {"relax.nn.max_pool2d": relax.op.nn.max_pool2d,
-                "relax.nn.avg_pool2d": relax.op.nn.avg_pool2d}[step.op_name]
+        make = getattr(relax.op.nn, step.op_name.rsplit(".", 1)[-1])  # max_pool2d / avg_pool2d
         pooled = make(self.get(step.inputs[0], blk),
                       pool_size=[int(v) for v in attrs.pool_size],
                       strides=[int(v) for v in attrs.strides],
