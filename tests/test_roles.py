@@ -130,3 +130,18 @@ def test_relax_only_unary_ops_and_adaptive_pool_run_blocked_and_match_stock_tvm(
     config = with_blocks(Config.uniform(mod), {"conv2d_0": (8, 16), "conv2d_1": (16, 16)})
     assert sorted(transforms_in(_rewritten(mod, config))) == BOUNDARIES
     np.testing.assert_allclose(compile(mod, config)(data), expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v3_large", "shufflenet_v2", "inception_v3"])
+def test_every_pass_and_join_step_says_how_it_is_re_emitted(name):
+    from graphtune import models
+
+    size = models.info(name).min_image_size
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        steps = walk(import_model(models.get(name, image_size=size)))
+    joins = {Form.BINARY_JOIN, Form.CONCAT_JOIN}
+    for s in steps:
+        assert (s.form is not None) == (s.role in (Role.PASS, Role.JOIN)), (s.var.name, s.role)
+        assert (s.form in joins) == (s.role is Role.JOIN), (s.var.name, s.form)
+        assert (s.name is not None) == (s.role in (Role.LAYOUT, Role.JOIN))
