@@ -67,8 +67,9 @@ class NodeConfig:
         One of :data:`NODE_OPS`.
     workload : dict or None
         The node's workload (shared contract format). For a join,
-        ``{"inputs": [names of the nodes feeding it]}`` (how the compiler finds
-        it in the model) or ``None`` (the compiler then picks its layout).
+        ``{"inputs": [names of the nodes feeding it]}`` (checked against a
+        layout graph's edges) or ``None``; the compiler finds a join by its
+        name either way.
     in_layout, out_layout : str
         Data layouts the node reads and writes (``NCHW``, ``NCHW{x}c`` or ``NC``).
     knobs : dict
@@ -578,7 +579,7 @@ class Config:
 def _graph_workload(graph: Any, name: str) -> dict | None:
     """A node's workload; for a join, ``{"inputs": [the nodes feeding it, sorted]}``.
 
-    The compiler recognises a configured join by the nodes its inputs come from.
+    The inputs make the config check see a join rewired; the compiler finds it by name.
     """
     if graph.op(name) == "join":
         return {"inputs": sorted(graph.nx.predecessors(name))}

@@ -218,6 +218,7 @@ class LayoutGraph:
         v: str,
         cost: np.ndarray | Sequence[Sequence[float]] | TransformFn | None = None,
         shape: Sequence[int] | None = None,
+        tensors: Mapping[str, Sequence[int]] | None = None,
     ) -> None:
         """Add the edge ``u -> v`` (a tensor produced by ``u`` and read by ``v``).
 
@@ -232,6 +233,12 @@ class LayoutGraph:
             fill later with :meth:`fill_edge_costs`.
         shape : sequence of int, optional
             Logical NCHW shape of the tensor (needed by callables).
+        tensors : mapping of str to shape, optional
+            The tensors ``v`` reads along the edge, by name (the Relax variables
+            a layout transform would convert; :func:`graphtune.extract` sets
+            them). When given, a callable cost is charged once per tensor (a
+            join reading ``x`` and ``sigmoid(x)`` needs two transforms); default:
+            one tensor of ``shape``.
 
         Raises
         ------
@@ -259,7 +266,9 @@ class LayoutGraph:
             fn = cost
         elif cost is not None:
             matrix = self._check_matrix(u, v, cost)
-        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn)
+        tensors = {str(t): None if ts is None else [int(d) for d in ts]
+                   for t, ts in (tensors or {}).items()}
+        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn, tensors=tensors)
 
     def _check_matrix(self, u: str, v: str, cost: Any) -> np.ndarray:
         try:
@@ -474,7 +483,7 @@ class LayoutGraph:
                     continue
                 if (a, b) not in cache:
                     try:
-                        cache[a, b] = float(data["fn"](data["shape"], a, b))
+                        cache[a, b] = sum(float(data["fn"](shape, a, b)) for shape in _shapes(data))
                     except (TypeError, ValueError, LookupError) as err:
                         raise GraphError(
                             f"edge {u} -> {v}: transform cost {a} -> {b} for shape {data['shape']} "
@@ -516,7 +525,7 @@ class LayoutGraph:
             for a in {c.out_layout for c in self.candidates(u)}:
                 for b in {c.in_layout for c in self.candidates(v)}:
                     if a != b:
-                        pairs.add((tuple(data["shape"]), a, b))
+                        pairs.update((tuple(shape), a, b) for shape in _shapes(data))
         return sorted(pairs)
 
     def validate(self) -> None:
@@ -596,6 +605,49 @@ class LayoutGraph:
         for u, v in self._g.edges:
             total += float(self.edge_cost(u, v)[assignment[u], assignment[v]])
         return total
+
+    def transforms(self, assignment: Mapping[str, int]) -> dict[tuple[str, str, str, str], float]:
+        """The layout transforms an assignment runs, as the compiler emits them.
+
+        One transform per (tensor, destination layout): consumers of one tensor
+        that need the same other layout share it (:mod:`graphtune.compiler.rewrite`),
+        and an edge carrying two tensors needs two. :meth:`energy` charges one
+        per edge instead, an upper bound on these.
+
+        Parameters
+        ----------
+        assignment : dict
+            Node name -> candidate index, for every node.
+
+        Returns
+        -------
+        dict of (str, str, str, str) to float
+            ``(producer, tensor, src layout, dst layout)`` -> ms (NaN while the
+            edge has no cost). The tensor is the edge's ``tensors`` entry
+            (``"u->v"`` for edges added without names).
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", [Candidate({}, "NCHW", "NCHW8c", 1.0)])
+        >>> for n in ("b", "c"):
+        ...     g.add_node(n, [Candidate({}, "NCHW4c", "NCHW4c", 1.0)])
+        ...     g.add_edge("a", n, cost=[[0.5]], tensors={"x": [1, 8, 4, 4]})
+        >>> g.transforms({"a": 0, "b": 0, "c": 0}), g.energy({"a": 0, "b": 0, "c": 0})
+        ({('a', 'x', 'NCHW8c', 'NCHW4c'): 0.5}, 4.0)
+        """
+        runs: dict[tuple[str, str, str, str], float] = {}
+        for u, v, data in self._g.edges(data=True):
+            src = self.candidates(u)[assignment[u]].out_layout
+            dst = self.candidates(v)[assignment[v]].in_layout
+            if src == dst:
+                continue
+            costed = data["cost"] is not None or data["fn"] is not None
+            ms = float(self.edge_cost(u, v)[assignment[u], assignment[v]]) if costed else math.nan
+            tensors = data.get("tensors") or {f"{u}->{v}": data["shape"]}
+            for tensor in tensors:  # the edge's cost covers all its tensors: split it evenly
+                runs.setdefault((u, tensor, src, dst), ms / len(tensors))
+        return runs
 
     def fingerprint(self) -> str:
         """sha256 of the structure: names, ops, workloads and edges (with shapes), not costs.
@@ -704,3 +756,9 @@ class LayoutGraph:
     def _touching(self, name: str) -> Iterable[tuple[str, str, dict]]:
         yield from self._g.out_edges(name, data=True)
         yield from self._g.in_edges(name, data=True)
+
+
+def _shapes(data: dict) -> list:
+    """Shapes of the tensors an edge carries (its ``shape`` when it names none)."""
+    tensors = data.get("tensors")
+    return list(tensors.values()) if tensors else [data["shape"]]

@@ -88,3 +88,54 @@ def token_mlp(act: str = "Relu") -> onnx.ModelProto:
     mixed = b.node("MatMul", [tokens, b.const("mix.w", (49, 24))], "token_mix")
     flat = b.node("Flatten", [mixed], "flat", axis=1)
     return b.model("token_mlp", [1, 8, 7, 7], b.node("Gemm", [flat, b.const("head.w", (10, 384)), b.const("head.b", (10,))], "head", transB=1))
+
+
+def _scalar(b: Builder, name: str, value: float) -> str:
+    b.inits.append(numpy_helper.from_array(np.array(value, np.float32), name))
+    return name
+
+
+# layout-agnostic op chains between two convs: name -> (opset, chain builder on x)
+CHAINS = {
+    "erf": (13, lambda b, x: b.node("Erf", [x], "erf")),
+    "abs_sqrt": (13, lambda b, x: b.node("Sqrt", [b.node("Abs", [x], "abs")], "sqrt")),
+    "square": (13, lambda b, x: b.node("Mul", [x, x], "square")),
+    "pow_scalar": (13, lambda b, x: b.node("Pow", [x, _scalar(b, "two", 2.0)], "pow")),
+    "pow_per_channel": (13, lambda b, x: b.node(
+        "Pow", [b.node("Sigmoid", [x], "sig"), b.const("exponent", (16, 1, 1), 1.0)], "pow")),
+    "reciprocal": (13, lambda b, x: b.node("Reciprocal", [b.node("Sigmoid", [x], "sig")], "recip")),
+    "log": (13, lambda b, x: b.node("Log", [b.node("Sigmoid", [x], "sig")], "log")),
+    "gelu_tanh": (20, lambda b, x: b.node("Gelu", [x], "gelu", approximate="tanh")),
+    "hardswish": (14, lambda b, x: b.node("HardSwish", [x], "hswish")),
+    "x_times_mean": (13, lambda b, x: b.node(
+        "Mul", [x, b.node("ReduceMean", [x], "mean", axes=[2, 3], keepdims=1)], "gate")),
+}
+
+
+def elementwise_chain(kind: str) -> onnx.ModelProto:
+    """conv (8 -> 16) -> the chain ``CHAINS[kind]`` -> conv (16 -> 16): the chain runs in the
+    blocked layout between the convs."""
+    opset, chain = CHAINS[kind]
+    b = Builder(4)
+    x = b.conv("a", "input", 8, 16)
+    return b.model(f"chain_{kind}", [1, 8, 8, 8], b.conv("b", chain(b, x), 16, 16), opset=opset)
+
+
+def squeeze_excite() -> onnx.ModelProto:
+    """conv -> SE (GlobalAveragePool -> conv -> Relu -> conv -> HardSigmoid) gating mul -> conv."""
+    b = Builder(5)
+    x = b.node("Relu", [b.conv("stem", "input", 8, 32)], "stem.relu")
+    s = b.node("GlobalAveragePool", [x], "se.pool")
+    s = b.node("Relu", [b.conv("se.fc1", s, 32, 8, k=(1, 1))], "se.relu")
+    s = b.node("HardSigmoid", [b.conv("se.fc2", s, 8, 32, k=(1, 1))], "se.gate", alpha=1 / 6, beta=0.5)
+    y = b.node("Mul", [x, s], "se.mul")
+    return b.model("squeeze_excite", [1, 8, 8, 8], b.conv("proj", y, 32, 16, k=(1, 1)))
+
+
+def shared_producer_joins() -> onnx.ModelProto:
+    """Two joins reading the same two convs (an Add and a Mul of a and b), joined again."""
+    b = Builder(6)
+    a = b.conv("a", "input", 8, 16)
+    c = b.conv("c", "input", 8, 16)
+    y = b.node("Add", [b.node("Add", [a, c], "sum"), b.node("Mul", [a, c], "prod")], "both")
+    return b.model("shared_producer_joins", [1, 8, 8, 8], b.conv("head", y, 16, 8))

@@ -266,3 +266,18 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(module))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_edge_with_two_tensors_charges_two_transforms():
+    """A join reading x and mean(x) of one producer needs both moved: its edge costs two."""
+    g = LayoutGraph()
+    g.add_node("conv", [Candidate({}, "NCHW", "NCHW16c", 1.0)])
+    g.add_node("mul", [Candidate({}, lay, lay, 0.0) for lay in ("NCHW16c", "NCHW8c")])
+    g.add_edge("conv", "mul", shape=[1, 16, 4, 4],
+               tensors={"x": [1, 16, 4, 4], "mean": [1, 16, 1, 1]})
+    g.fill_edge_costs(lambda shape, src, dst: float(np.prod(shape)))
+    assert g.edge_cost("conv", "mul").tolist() == [[0.0, 272.0]]
+    assert sorted(g.transform_pairs(missing_only=False)) == [
+        ((1, 16, 1, 1), "NCHW16c", "NCHW8c"), ((1, 16, 4, 4), "NCHW16c", "NCHW8c")]
+    runs = g.transforms({"conv": 0, "mul": 1})
+    assert sorted(t for _, t, _, _ in runs) == ["mean", "x"] and sum(runs.values()) == 272.0

@@ -30,13 +30,14 @@ import tvm
 from tvm import relax
 
 from ..config import Config
-from ..errors import CompileError, ConfigError, GraphtuneError
+from ..errors import CompileError, ConfigError, ConfigMismatchError, GraphtuneError
+from ..frontend.roles import Role
 from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .rewrite import NodePlan, rewrite
 from .sites import sites_of
 
-__all__ = ["compile", "plan_nodes", "plan_joins", "DEFAULT_BLOCK"]
+__all__ = ["compile", "rewrite_model", "plan_nodes", "plan_joins", "DEFAULT_BLOCK"]
 
 DEFAULT_BLOCK = 16
 """Channel block of the default candidate given to nodes a config does not mention."""
@@ -81,24 +82,78 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
         shown = ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else "")
         warnings.warn(f"config does not mention {len(missing)} layout node(s), which get the "
                       f"default candidate (block {DEFAULT_BLOCK}): {shown}", UserWarning,
-                      stacklevel=3)
+                      stacklevel=4)  # plan_nodes < rewrite_model < compile < the caller
     return plans
 
 
-def plan_joins(config: Config) -> dict:
-    """Configured joins keyed by the names of the nodes feeding them (see ``rewrite``).
+def plan_joins(config: Config, steps: Sequence | None = None) -> dict[str, str]:
+    """Configured joins: each join's name (its walk ``Step.name``) to its common layout.
+
+    Parameters
+    ----------
+    config : Config
+        The config; its ``join`` nodes are keyed by the join's own name. Config
+        files that also list a join's ``workload.inputs`` (written before joins
+        were keyed by name) load and compile the same: the names are the walk's.
+    steps : sequence of Step, optional
+        ``walk`` of the model: when given, a join the model does not have is
+        an error.
+
+    Raises
+    ------
+    ConfigMismatchError
+        A configured join is not a join of the model (``steps`` given).
 
     Examples
     --------
     >>> from graphtune.config import NodeConfig
     >>> node = NodeConfig("join", {"inputs": ["a", "b"]}, "NCHW8c", "NCHW8c", {})
-    >>> joins = plan_joins(Config({"add_0": node}))
-    >>> joins[frozenset({"a", "b"})]
-    ('add_0', 'NCHW8c')
+    >>> plan_joins(Config({"add_0": node}))
+    {'add_0': 'NCHW8c'}
     """
-    return {frozenset(node.workload["inputs"]): (name, node.out_layout)
-            for name, node in config.nodes.items()
-            if node.op == "join" and isinstance(node.workload, dict) and "inputs" in node.workload}
+    joins = {name: node.out_layout for name, node in config.nodes.items() if node.op == "join"}
+    if steps is not None:
+        known = [s.name for s in steps if s.role is Role.JOIN]
+        unknown = sorted(set(joins) - set(known))
+        if unknown:
+            shown = ", ".join(known[:5]) + (", ..." if len(known) > 5 else "") or "none"
+            raise ConfigMismatchError(
+                f"nodes.{unknown[0]}: the model has no join of that name (its joins are {shown}); "
+                "the config was made for another model — re-tune it for this one")
+    return joins
+
+
+def rewrite_model(mod: tvm.IRModule, config: Config,
+                  target: tvm.target.Target) -> tuple[tvm.IRModule, dict, list[str]]:
+    """The rewrite :func:`compile` legalizes and builds: check, plan, rewrite.
+
+    Returns
+    -------
+    tvm.IRModule
+        ``mod`` rewritten to the config's layouts (its layout transforms are
+        the ones the compiled model runs, fused or not).
+    dict of Constant to NodePlan
+        The anchors for :func:`~graphtune.compiler.legalize.legalize`.
+    list of str
+        The layout nodes' names, in model order.
+
+    Examples
+    --------
+    >>> from graphtune import models, x86
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> new_mod, anchors, names = rewrite_model(mod, Config.uniform(mod), x86.host_target())
+    >>> len(anchors), names[0]
+    (21, 'conv1')
+    """
+    from .. import frontend
+
+    steps = frontend.walk(mod)
+    ops = [step.layout_op for step in steps if step.role is Role.LAYOUT]
+    config.check(ops)
+    plans = plan_nodes(ops, config, target)
+    new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
+    return new_mod, anchors, [op.name for op in ops]
 
 
 def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:
@@ -194,11 +249,7 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
                       "not be the fastest here — re-tune on this machine", UserWarning,
                       stacklevel=2)
     mod = frontend.import_model(model, shape_dict=shape_dict)
-    ops = frontend.layout_ops(mod)
-    config.check(ops)
-    plans = plan_nodes(ops, config, tgt)
-    new_mod, anchors = rewrite(mod, plans, plan_joins(config))
-    names = [op.name for op in ops]
+    new_mod, anchors, names = rewrite_model(mod, config, tgt)
     lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)
     _warn_generic(schedules)

@@ -13,16 +13,25 @@ spatial means) run in the blocked layout they receive; joins (add of two activat
 to one common layout; every other op (reshape, flatten, transpose, softmax,
 matmul...) and the function's outputs get plain ``NCHW``.
 
+Every binding is re-emitted as its :func:`graphtune.frontend.walk` step
+says: the role and form decided there (the op tables live in
+:mod:`graphtune.frontend.roles`), configured joins found by their step name.
+
 Examples
 --------
->>> from graphtune.compiler.rewrite import NodePlan, rewrite
->>> new_mod, anchors = rewrite(mod, {op.var: plan})   # doctest: +SKIP
+>>> from graphtune import models
+>>> from graphtune.config import Config
+>>> from graphtune.frontend import import_model
+>>> mod = import_model(models.get("resnet18", image_size=32))
+>>> new_mod, _ = rewrite(mod, {})  # no layout node planned: nothing is blocked
+>>> "layout_transform" in new_mod.script()
+False
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import tvm
@@ -30,7 +39,8 @@ from tvm import relax
 from tvm.ir.expr import Constant
 
 from ..errors import CompileError, ConfigError, GraphtuneError, LayoutError
-from ..frontend.walk import _DEFAULT_NAME, op_name
+from ..frontend.roles import Form, Role
+from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout, kernel_layout
 from .consts import eval_const
@@ -60,18 +70,6 @@ class NodePlan:
     out_layout: str
 
 
-_UNARY = {
-    "relax." + name for name in (
-        "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.gelu_tanh",
-        "nn.leakyrelu", "exp", "sqrt", "rsqrt", "negative", "abs", "square", "erf")
-}
-_BINARY = {
-    "relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum",
-    "relax.minimum",
-}
-_POOLS = {"relax.nn.max_pool2d", "relax.nn.avg_pool2d", "relax.nn.adaptive_avg_pool2d"}
-
-
 def _kernel_array(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, str]:
     """Weight OIHW packed for the node's x86 kernel, and the kernel layout name."""
     from .. import x86
@@ -96,7 +94,7 @@ class _Rewriter:
     """State of one rewrite: emitted tensors, their blocks and the transform cache."""
 
     def __init__(self, bb: relax.BlockBuilder, plans: Mapping[relax.Var, NodePlan],
-                 joins: Mapping[frozenset, tuple[str, str]]):
+                 joins: Mapping[str, str]):
         self.bb = bb
         self.plans = plans
         self.joins = joins
@@ -105,14 +103,21 @@ class _Rewriter:
         self.cache: dict[tuple[relax.Var, int], relax.Expr] = {}
         self.anchors: dict[Constant, NodePlan] = {}
         self.consts: dict[relax.Var, np.ndarray] = {}  # constant-only bindings, evaluated
+        self.tuples: dict[relax.Var, relax.Tuple] = {}  # tuple bindings, emitted where read
         self.errors: list[Exception] = []  # config errors found while rewriting
-        self.source: dict[relax.Var, str | None] = {}  # layout node / join a tensor comes from
+        self.roles = {Role.CONST: self.constant, Role.LAYOUT: self.layout, Role.PASS: self.passed,
+                      Role.JOIN: self.join, Role.FIXED: self.fixed, Role.TUPLE: self.tuple_binding}
+        self.forms = {Form.ALIAS: self.alias, Form.UNARY: self.unary, Form.POOL: self.pool,
+                      Form.ADAPTIVE_POOL: self.adaptive_pool, Form.MEAN: self.unary,
+                      Form.CHANNEL_CONST: self.channel_binary}
 
     # ------------------------------------------------------------ tensors
     def get(self, expr: relax.Expr, block: int) -> relax.Expr:
         """``expr`` (an old expression) in channel block ``block``, transforming once if needed."""
+        if isinstance(expr, relax.Var) and expr in self.tuples:
+            expr = self.tuples[expr]
         if isinstance(expr, relax.Tuple):
-            return relax.Tuple([self.get(field, 0) for field in expr.fields])
+            return relax.Tuple([self.get(field, block) for field in expr.fields])
         if isinstance(expr, relax.Var) and expr in self.consts:
             return relax.const(self.consts[expr])
         if not isinstance(expr, relax.Var) or expr not in self.value:
@@ -151,57 +156,65 @@ class _Rewriter:
         self.value[var] = self.bb.emit(expr, name_hint=var.name)
         self.block[var] = block
 
-    # ---------------------------------------------------------------- ops
-    def visit(self, var: relax.Var, value: relax.Expr) -> None:
-        """Re-emit one binding ``var = value`` and record which node its tensor comes from."""
-        self.emit(var, value)
-        if var not in self.source:
-            self.source[var] = self.source_of(var, value)
+    # ---------------------------------------------------------------- roles
+    def visit(self, step: Step) -> None:
+        """Re-emit one binding in the layouts the plans ask for, as its role and form say."""
+        self.roles[step.role](step)
 
-    def source_of(self, var: relax.Var, value: relax.Expr) -> str | None:
-        """Layout node a tensor carries the layout of (through pass-through ops), else None."""
-        if var in self.plans:
-            return self.plans[var].name
-        if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
-            return None
-        data = [arg for arg in value.args if isinstance(arg, relax.Var) and arg in self.value]
-        if value.op.name in _UNARY | _POOLS or (value.op.name in _BINARY and len(data) == 1):
-            return self.source.get(data[0]) if data else None
-        return None
-
-    def emit(self, var: relax.Var, value: relax.Expr) -> None:
-        """Re-emit one binding in the layouts the plans ask for."""
-        if var in self.plans:
-            self.layout_node(var, value, self.plans[var])
-            return
-        if isinstance(value, relax.Call) and all(
-                self.array(arg) is not None or not isinstance(arg, (relax.Var, Constant))
-                for arg in value.args):
+    def constant(self, step: Step) -> None:
+        """A constant-only binding: evaluated in numpy when it can be, else emitted as is."""
+        value = step.value
+        if isinstance(value, relax.Call):
             folded = eval_const(value, [self.array(arg) for arg in value.args])
             if folded is not None:
-                self.consts[var] = folded
+                self.consts[step.var] = folded
                 return
-        if not isinstance(value, relax.Call) or not isinstance(value.op, tvm.ir.Op):
-            self.bind(var, self.plain_args(value), 0)
-            return
-        name = value.op.name
-        shape = _shape(var)
-        four_d = shape is not None and len(shape) == 4
-        if name in _UNARY and four_d and self.blocked(value.args[0]):
-            blk = self.blocked(value.args[0])
-            args = [self.get(value.args[0], blk)] + list(value.args[1:])  # clip's bounds
-            self.bind(var, self.with_args(value, args), blk)
-        elif name in _POOLS and four_d and self.blocked(value.args[0]):
-            self.pool(var, value)
-        elif name == "relax.mean" and self.blocked(value.args[0]) and self.spatial_mean(value):
-            blk = self.blocked(value.args[0])
-            self.bind(var, self.with_args(value, [self.get(value.args[0], blk)]), blk)
-        elif name in _BINARY and four_d:
-            self.binary(var, value)
-        elif name == "relax.concat" and four_d and int(value.attrs.axis) in (1, -3):
-            self.concat(var, value)
+        self.fixed(step)
+
+    def fixed(self, step: Step) -> None:
+        """An op that needs plain layouts: every argument in NCHW (NC)."""
+        self.bind(step.var, self.plain_args(step.value), 0)
+
+    def tuple_binding(self, step: Step) -> None:
+        """A tuple: its readers take its fields in the layout they need."""
+        value = step.value
+        self.tuples[step.var] = self.tuples.get(value, value)
+
+    def layout(self, step: Step) -> None:
+        """A layout node: in its planned layouts, or plain if the x86 kernels cannot run it."""
+        if step.var in self.plans:
+            self.layout_node(step.var, step.value, self.plans[step.var])
         else:
-            self.bind(var, self.plain_args(value), 0)
+            self.fixed(step)
+
+    def passed(self, step: Step) -> None:
+        """A layout-agnostic op: in the block of its data input."""
+        blk = self.blocked(step.inputs[0])
+        if not blk:
+            self.fixed(step)
+            return
+        self.forms[step.form](step, blk)
+
+    def join(self, step: Step) -> None:
+        """Add / concat of activations: every input brought to the join's block."""
+        blk = self.join_block(step)
+        value = step.value
+        if step.form is Form.CONCAT_JOIN:
+            fields = self.get(value.args[0], blk)
+            self.bind(step.var, self.with_args(value, [fields]), blk)
+        else:
+            self.bind(step.var, self.with_args(value, [self.get(a, blk) for a in value.args]), blk)
+
+    # ---------------------------------------------------------------- forms
+    def alias(self, step: Step, blk: int) -> None:
+        """``y = x``: the same tensor, in its block."""
+        self.bind(step.var, self.get(step.value, blk), blk)
+
+    def unary(self, step: Step, blk: int) -> None:
+        """Elementwise op (or spatial mean) of the data input; other arguments (clip's bounds) kept."""
+        x = step.inputs[0]
+        args = [self.get(a, blk) if a.same_as(x) else a for a in step.value.args]
+        self.bind(step.var, self.with_args(step.value, args), blk)
 
     def plain_args(self, value: relax.Expr) -> relax.Expr:
         """``value`` with every argument in plain layout."""
@@ -266,19 +279,11 @@ class _Rewriter:
         )
         self.bind(var, conv, out_blk)
 
-    def pool(self, var: relax.Var, call: relax.Call) -> None:
-        """A 2-D pool in the blocked layout of its input."""
-        blk = self.blocked(call.args[0])
-        attrs = call.attrs
-        layout = data_layout(blk)
-        if call.op.name == "relax.nn.adaptive_avg_pool2d":
-            size = None if attrs.output_size is None else [int(v) for v in attrs.output_size]
-            self.bind(var, relax.op.nn.adaptive_avg_pool2d(
-                self.get(call.args[0], blk), size, layout=layout, out_layout=layout), blk)
-            return
-        make = relax.op.nn.max_pool2d if call.op.name == "relax.nn.max_pool2d" \
-            else relax.op.nn.avg_pool2d
-        pooled = make(self.get(call.args[0], blk),
+    def pool(self, step: Step, blk: int) -> None:
+        """A 2-D max / avg pool in the blocked layout of its input."""
+        attrs, layout = step.value.attrs, data_layout(blk)
+        make = getattr(relax.op.nn, step.op_name.rsplit(".", 1)[-1])  # max_pool2d / avg_pool2d
+        pooled = make(self.get(step.inputs[0], blk),
                       pool_size=[int(v) for v in attrs.pool_size],
                       strides=[int(v) for v in attrs.strides],
                       padding=[int(v) for v in attrs.padding],
@@ -286,40 +291,25 @@ class _Rewriter:
                       ceil_mode=bool(attrs.ceil_mode),
                       count_include_pad=bool(attrs.count_include_pad),
                       layout=layout, out_layout=layout)
-        self.bind(var, pooled, blk)
+        self.bind(step.var, pooled, blk)
 
-    @staticmethod
-    def spatial_mean(call: relax.Call) -> bool:
-        """True for a keepdims mean over H and W only (global average pool)."""
-        axes = sorted(int(a) % 4 for a in call.attrs.axis) if call.attrs.axis is not None else []
-        return axes == [2, 3] and bool(call.attrs.keepdims)
+    def adaptive_pool(self, step: Step, blk: int) -> None:
+        """An adaptive average pool in the blocked layout of its input."""
+        attrs, layout = step.value.attrs, data_layout(blk)
+        size = None if attrs.output_size is None else [int(v) for v in attrs.output_size]
+        self.bind(step.var, relax.op.nn.adaptive_avg_pool2d(
+            self.get(step.inputs[0], blk), size, layout=layout, out_layout=layout), blk)
 
-    def binary(self, var: relax.Var, call: relax.Call) -> None:
-        """Elementwise op: with a per-channel constant, or a join of two activations."""
-        lhs, rhs = call.args
-        shape = _shape(var)
-        tensors = [arg for arg in (lhs, rhs) if isinstance(arg, relax.Var) and arg in self.value]
-        if not tensors:
-            self.bind(var, self.plain_args(call), 0)
+    def channel_binary(self, step: Step, blk: int) -> None:
+        """Binary op of the data input and a scalar / per-channel constant packed to the block."""
+        x, call = step.inputs[0], step.value
+        const = next(a for a in call.args if not a.same_as(x))
+        moved = self.channel_const(const, blk, _shape(step.var)[1])
+        if moved is None:  # a constant the rewrite could not evaluate: run it plain
+            self.fixed(step)
             return
-        if len(tensors) == 1:
-            const = rhs if tensors[0].same_as(lhs) else lhs
-            blk = self.blocked(tensors[0])
-            moved = self.channel_const(const, blk, shape[1]) if blk else None
-            if moved is None:
-                self.bind(var, self.plain_args(call), 0)
-                return
-            args = [self.get(lhs, blk), moved] if tensors[0].same_as(lhs) \
-                else [moved, self.get(rhs, blk)]
-            self.bind(var, self.with_args(call, args), blk)
-            return
-        shapes = [_shape(arg) for arg in tensors]
-        if len(tensors) == 2 and all(s is not None and len(s) == 4 and s[:2] == shape[:2]
-                                     for s in shapes):
-            blk = self.join_block(var, tensors, shape[1])
-            self.bind(var, self.with_args(call, [self.get(arg, blk) for arg in (lhs, rhs)]), blk)
-            return
-        self.bind(var, self.plain_args(call), 0)
+        args = [self.get(a, blk) if a.same_as(x) else moved for a in call.args]
+        self.bind(step.var, self.with_args(call, args), blk)
 
     def channel_const(self, const: relax.Expr, blk: int, channels: int) -> relax.Expr | None:
         """A broadcast constant moved to block ``blk``, or None if it cannot be."""
@@ -337,41 +327,27 @@ class _Rewriter:
 
         return relax.const(x86.pack_data(array, blk))
 
-    def join_block(self, var: relax.Var, inputs: list[relax.Var], channels: int) -> int:
-        """Common block of a join: configured, else its first blocked input's block.
-
-        A configured join is recognised by the nodes its inputs come from.
-        """
-        key = frozenset(self.source.get(arg) for arg in inputs)
-        if key in self.joins:
-            name, layout = self.joins[key]
-            self.source[var] = name
+    def join_block(self, step: Step) -> int:
+        """Common block of a join: configured (by the join's name), else its first blocked
+        input's block when it divides every input's channels, else plain."""
+        inputs = step.inputs
+        channels_in = [_shape(arg)[1] for arg in inputs]
+        if step.name in self.joins:
+            layout = self.joins[step.name]
             blk = block_of(layout)
-            channels_in = [_shape(arg)[1] for arg in inputs]
             if blk and any(c % blk for c in channels_in):
                 # raised once the function is closed (raising inside leaves TVM printing a warning)
                 self.errors.append(ConfigError(
-                    f"nodes.{name}.out_layout: {layout} does not divide the channels "
+                    f"nodes.{step.name}.out_layout: {layout} does not divide the channels "
                     f"{channels_in} of the join's inputs; give it a block that divides them, "
                     "or NCHW"))
                 return 0
             return blk
         for arg in inputs:
             blk = self.blocked(arg)
-            if blk and channels % blk == 0 and all(_shape(a)[1] % blk == 0 for a in inputs):
+            if blk and all(c % blk == 0 for c in channels_in):
                 return blk
         return 0
-
-    def concat(self, var: relax.Var, call: relax.Call) -> None:
-        """Channel concat, blocked when one block divides every input's channels."""
-        fields = list(call.args[0].fields)
-        tensors = [f for f in fields if isinstance(f, relax.Var) and f in self.value]
-        if len(tensors) != len(fields):
-            self.bind(var, self.plain_args(call), 0)
-            return
-        blk = self.join_block(var, tensors, _shape(var)[1])
-        moved = relax.Tuple([self.get(f, blk) for f in fields])
-        self.bind(var, relax.op.concat(moved, axis=1), blk)
 
 
 def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> str:
@@ -388,9 +364,12 @@ def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> s
 
 
 def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
-            joins: Mapping[frozenset, tuple[str, str]] | None = None,
-            func_name: str = "main") -> tuple[tvm.IRModule, dict]:
-    """Rewrite ``mod[func_name]`` so that each planned node runs in its configured layouts.
+            joins: Mapping[str, str] | None = None,
+            steps: Sequence[Step] | None = None) -> tuple[tvm.IRModule, dict]:
+    """Rewrite ``mod["main"]`` so that each planned node runs in its configured layouts.
+
+    Every binding is re-emitted as its :func:`~graphtune.frontend.walk` step
+    says (role and form): the rewrite owns no op tables.
 
     Parameters
     ----------
@@ -399,13 +378,13 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
         as constants (:func:`graphtune.frontend.import_model`).
     plans : mapping of relax.Var to NodePlan
         The binding variable of each layout node (``LayoutOp.var``) and its plan.
-    joins : mapping of frozenset to (str, str), optional
-        Configured joins (residual add, channel concat): the names of the nodes
-        feeding a join (layout nodes, other joins, or the graph input) map to the
-        join's name and common layout. Joins not found here take their first
-        blocked input's layout.
-    func_name : str, default "main"
-        The function to rewrite.
+    joins : mapping of str to str, optional
+        Configured joins (residual add, channel concat): the join's name (its
+        walk ``Step.name``, the config's node name) to its common layout. Joins
+        not listed take their first blocked input's block when it divides every
+        input's channels, else ``NCHW``.
+    steps : sequence of Step, optional
+        ``walk(mod)``, if the caller has it already.
 
     Returns
     -------
@@ -422,40 +401,47 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
 
     Examples
     --------
-    >>> new_mod, anchors = rewrite(mod, {op.var: plan})   # doctest: +SKIP
+    >>> from graphtune import models, x86
+    >>> from graphtune.config import Config
+    >>> from graphtune.frontend import import_model, layout_ops
+    >>> from graphtune.compiler.driver import plan_nodes
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> plans = plan_nodes(layout_ops(mod), Config.uniform(mod), x86.host_target())
+    >>> new_mod, anchors = rewrite(mod, plans)
+    >>> len(anchors), new_mod["main"].params[0].name
+    (21, 'input')
     """
-    func = mod[func_name]
+    func = mod["main"]
     body = func.body
     if not isinstance(body, relax.SeqExpr):
-        raise LayoutError(f"function {func_name}: expected a body of binding blocks")
+        raise LayoutError("function main: expected a body of binding blocks")
+    steps = walk(mod) if steps is None else steps
     bb = relax.BlockBuilder()
     state = _Rewriter(bb, plans, joins or {})
     attrs = {str(k): v for k, v in func.attrs.items()} if func.attrs is not None else {}
-    with bb.function(func_name, list(func.params), attrs=attrs):
+    with bb.function("main", list(func.params), attrs=attrs):
         with bb.dataflow():
             for param in func.params:
                 state.value[param], state.block[param] = param, 0
-                state.source[param] = param.name
             last = None  # the last binding named after an ONNX node
-            for block in body.blocks:
-                for binding in block.bindings:
-                    if not isinstance(binding, relax.VarBinding):
-                        raise LayoutError(f"binding {binding.var.name}: match_cast is not "
-                                          "supported; import with static shapes")
-                    try:
-                        state.visit(binding.var, binding.value)
-                    except GraphtuneError:
-                        raise
-                    except Exception as err:  # TVM raises TypeError/TVMError from deep inside
-                        raise CompileError(_failed_at(binding, last, err)) from None
-                    if not _DEFAULT_NAME.match(binding.var.name):
-                        last = binding.var.name
+            for binding, step in zip(bindings(func), steps, strict=True):
+                if not isinstance(binding, relax.VarBinding):
+                    raise LayoutError(f"binding {binding.var.name}: match_cast is not "
+                                      "supported; import with static shapes")
+                try:
+                    state.visit(step)
+                except GraphtuneError:
+                    raise
+                except Exception as err:  # TVM raises TypeError/TVMError from deep inside
+                    raise CompileError(_failed_at(binding, last, err)) from None
+                if not _DEFAULT_NAME.match(binding.var.name):
+                    last = binding.var.name
             output = bb.emit_output(state.plain_args(body.body))
         bb.emit_func_output(output)
     if state.errors:
         raise state.errors[0]
     new_mod = bb.get()
     for gvar, other in mod.functions.items():
-        if gvar.name_hint != func_name:
+        if gvar.name_hint != "main":
             new_mod[gvar] = other
     return new_mod, state.anchors

@@ -17,6 +17,10 @@ Examples
 from .extract import extract
 from .fold import fold_constants
 from .importer import import_model
+from .roles import Form, Role
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
-__all__ = ["extract", "fold_constants", "import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES"]
+__all__ = [
+    "extract", "fold_constants", "import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES",
+    "Role", "Form",
+]

@@ -208,12 +208,16 @@ class _Builder:
             self.source[var] = name
 
     def _connect(self, inputs, node: str) -> None:
+        """One edge per producer of ``inputs``, naming every tensor ``node`` reads from it."""
+        by_source: dict = {}
         for v in inputs:
-            src = self.source[v]
+            by_source.setdefault(self.source[v], []).append(v)
+        for src, tensors in by_source.items():
             if src == node or self.graph.nx.has_edge(src, node):
                 continue
             if src in self.free or node in self.free:
-                self.graph.add_edge(src, node, shape=static_shape(v))
+                self.graph.add_edge(src, node, shape=static_shape(tensors[0]),
+                                    tensors={v.name: static_shape(v) for v in tensors})
 
     def _name(self, own: str, kind: str) -> str:
         """``own`` if it is a readable free name, else ``{kind}_{k}``."""

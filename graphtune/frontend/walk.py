@@ -4,7 +4,11 @@ One walk serves both ends of graphtune: :func:`graphtune.extract` builds the
 layout graph from it and :mod:`graphtune.compiler` rewrites the same bindings,
 so node names and op roles agree by construction.
 
-Every binding of ``main`` gets a *role*:
+Every binding of ``main`` gets a *role* (:class:`~graphtune.frontend.roles.Role`),
+and ``pass`` / ``join`` bindings a *form*
+(:class:`~graphtune.frontend.roles.Form`): how the compiler re-emits them in
+a blocked ``NCHW{x}c`` layout. The op tables live in
+:mod:`graphtune.frontend.roles`; nothing else in graphtune classifies ops.
 
 ``layout``
     A conv2d (``NCHW``/``OIHW``, static shapes, constant weight), a
@@ -12,11 +16,12 @@ Every binding of ``main`` gets a *role*:
     static rank-2 to rank-4 tensor by a constant 2-D weight): a
     :class:`LayoutOp` whose layout graphtune chooses.
 ``pass``
-    Layout-agnostic: unary elementwise ops (relu, clip, sigmoid...), max/avg
-    pools, spatial keepdims means (global average pool), and binary elementwise
-    ops with a scalar or per-channel (``[C,1,1]``, ``[1,C,1,1]``) constant
-    operand (bias add, folded BN scale, relu6 bounds). The output carries the
-    layout of its data input.
+    Layout-agnostic: unary elementwise ops (relu, clip (relu6), sigmoid, erf,
+    rsqrt, square, log...; ``x * x``), max/avg pools and adaptive average pools in
+    ``NCHW``, spatial keepdims means (global average pool), binary elementwise
+    ops (add, multiply, power...) with a scalar or per-channel (``[C,1,1]``,
+    ``[1,C,1,1]``) constant operand (bias add, folded BN scale), and aliases
+    ``y = x``. The output carries the layout of its data input.
 ``join``
     Binary elementwise ops (add, multiply...) of two non-constant rank-4
     tensors with the output's batch and channels (residual add, SE scaling by
@@ -37,8 +42,10 @@ Examples
 >>> from graphtune import models
 >>> from graphtune.frontend import import_model
 >>> mod = import_model(models.get("resnet18", image_size=32))
->>> [(s.var.name, s.role) for s in walk(mod)][:4]
+>>> [(s.var.name, s.role.value) for s in walk(mod)][:4]
 [('conv1', 'layout'), ('lv1', 'const'), ('lv2', 'pass'), ('lv3', 'pass')]
+>>> sorted({(s.role.value, s.form.value) for s in walk(mod) if s.form})
+[('join', 'binary_join'), ('pass', 'channel_const'), ('pass', 'mean'), ('pass', 'pool'), ('pass', 'unary')]
 """
 
 from __future__ import annotations
@@ -52,34 +59,18 @@ from typing import Any
 
 import tvm
 from tvm import relax
+from tvm.ir.expr import Constant
 
-__all__ = ["LayoutOp", "Step", "ROLES", "layout_ops", "walk", "bindings", "op_name", "static_shape"]
+from .roles import BINARY, KNOWN_FIXED, Form, Role
 
-ROLES = ("layout", "pass", "join", "fixed", "tuple", "const")
-"""Roles a binding of ``main`` can have (see the module docstring)."""
+__all__ = [
+    "LayoutOp", "Step", "Role", "Form", "ROLES", "layout_ops", "walk", "bindings", "op_name",
+    "static_shape",
+]
 
-_UNARY = frozenset(
-    "relax." + n
-    for n in (
-        "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.leakyrelu", "exp", "sqrt",
-        "negative", "abs", "nn.relu6", "nn.prelu_scalar",
-    )
-)
-_POOLS = frozenset({"relax.nn.max_pool2d", "relax.nn.avg_pool2d"})
-_BINARY = frozenset(
-    "relax." + n for n in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
-)
-_KNOWN_FIXED = frozenset(
-    "relax." + n
-    for n in (
-        "reshape", "permute_dims", "flatten", "nn.softmax", "nn.log_softmax", "mean", "sum", "max",
-        "min", "squeeze", "expand_dims", "strided_slice", "split", "take", "concat", "matmul",
-        "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv2d_transpose", "image.resize2d", "nn.pad",
-        "astype", "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
-        "nn.adaptive_avg_pool2d", "where", "isnan", "rsqrt", "square", "erf",
-        "nn.layer_norm", "nn.group_norm", "nn.instance_norm",
-    )
-)
+ROLES = tuple(Role)
+"""Roles a binding of ``main`` can have (see the module docstring and :class:`Role`)."""
+
 _UNTUNED_CONVS = {
     "relax.nn.conv1d": "conv1d (graphtune tunes 2-D convolutions only; compiled by TVM as is)",
     "relax.nn.conv3d": "conv3d (graphtune tunes 2-D convolutions only; compiled by TVM as is)",
@@ -131,8 +122,8 @@ class Step:
         The bound variable.
     value : tvm.relax.Expr
         The bound expression.
-    role : str
-        One of :data:`ROLES`.
+    role : Role
+        The binding's role (str-valued: ``step.role == "pass"`` works).
     inputs : tuple of tvm.relax.Var
         Non-constant variables the value reads, in argument order, each once
         (for a ``layout`` step: the data input only).
@@ -143,24 +134,29 @@ class Step:
     name : str or None
         Stable node name of ``layout`` and ``join`` steps: the variable's name
         if it is not a default one (``lv3``), else ``{op}_{k}`` (``add_4``,
-        ``concat_0``; ``k`` counts that kind); None for other roles.
+        ``concat_0``; ``k`` counts that kind); None for other roles. The
+        compiler finds a configured join by this name.
+    form : Form or None
+        For ``pass`` and ``join`` steps: how the op is re-emitted in a blocked
+        layout (:class:`~graphtune.frontend.roles.Form`); None for other roles.
 
     Examples
     --------
     >>> from graphtune import models
     >>> from graphtune.frontend import import_model
     >>> mod = import_model(models.get("resnet18", image_size=32))
-    >>> sorted(Counter(s.role for s in walk(mod)).items())
+    >>> sorted(Counter(s.role.value for s in walk(mod)).items())
     [('const', 21), ('fixed', 1), ('join', 8), ('layout', 21), ('pass', 40)]
     """
 
     var: Any
     value: Any
-    role: str
+    role: Role
     inputs: tuple
     layout_op: LayoutOp | None = None
     op_name: str | None = None
     name: str | None = None
+    form: Form | None = None
 
 
 def layout_ops(mod: tvm.IRModule) -> list[LayoutOp]:
@@ -188,7 +184,7 @@ def layout_ops(mod: tvm.IRModule) -> list[LayoutOp]:
     >>> len(ops), ops[-1].name, ops[-1].op, ops[-1].workload["weight"]
     (54, 'fc', 'dense', [1000, 2048])
     """
-    return [s.layout_op for s in walk(mod) if s.role == "layout"]
+    return [s.layout_op for s in walk(mod) if s.role is Role.LAYOUT]
 
 
 def walk(mod: tvm.IRModule) -> list[Step]:
@@ -219,8 +215,8 @@ def _named(steps: list[Step]) -> list[Step]:
     used: set = set()
     named = []
     for s in steps:
-        if s.role in ("layout", "join"):
-            kind = s.layout_op.op if s.role == "layout" else s.op_name.rsplit(".", 1)[-1]
+        if s.role in (Role.LAYOUT, Role.JOIN):
+            kind = s.layout_op.op if s.role is Role.LAYOUT else s.op_name.rsplit(".", 1)[-1]
             name = s.var.name
             if _DEFAULT_NAME.match(name) or name in used:
                 name, k = f"{kind}_{counts[kind]}", 1
@@ -299,7 +295,6 @@ class _Walker:
 
     def __init__(self) -> None:
         self.consts: set = set()
-        self.roles: dict = {}
         self.tuples: dict = {}
         self.skipped: dict[str, list[str]] = {}
         self.unknown: Counter = Counter()
@@ -329,71 +324,87 @@ class _Walker:
     # ----------------------------------------------------------------- steps
     def step(self, binding) -> Step:
         var, value = binding.var, binding.value
-        if isinstance(value, relax.Tuple):
+        if isinstance(value, relax.Var) and value in self.tuples:
+            self.tuples[var] = self.tuples[value]  # an alias of a tuple is that tuple
+        elif isinstance(value, relax.Tuple):
             self.tuples[var] = value
         data = list(dict.fromkeys(self._data(value)))
         name = op_name(value)
+        form = None
         if not data:
             self.consts.add(var)
-            role, layout = "const", None
+            role, layout = Role.CONST, None
         else:
             layout = self._layout_op(var, value, name)
-            role = "layout" if layout is not None else self._role(value, name, data)
             if layout is not None:
-                data = [value.args[0]]
-        self.roles[var] = role
-        return Step(var, value, role, tuple(data), layout, name)
+                role, data = Role.LAYOUT, [value.args[0]]
+            else:
+                role, form = self._role(var, value, name, data)
+        return Step(var, value, role, tuple(data), layout, name, form=form)
 
-    def _role(self, value, name, data) -> str:
+    def _role(self, var, value, name, data) -> tuple[Role, Form | None]:
         if isinstance(value, relax.Var):
-            return "pass"
+            return (Role.TUPLE, None) if var in self.tuples else (Role.PASS, Form.ALIAS)
         if isinstance(value, relax.Tuple):
-            return "tuple"
+            return Role.TUPLE, None
         if not isinstance(value, relax.Call):
-            return "fixed"
-        four_d = len(static_shape(value) or []) == 4
-        if name in _UNARY and len(data) == 1:
-            return "pass"
-        if name in _POOLS and four_d and str(value.attrs.layout) == "NCHW":
-            return "pass"
-        if name == "relax.mean" and four_d and _spatial_mean(value):
-            return "pass"
-        if name in _BINARY:
+            return Role.FIXED, None
+        form = Form.of(name)
+        if name in BINARY:
             return self._binary_role(value, data)
+        if form is not None and len(data) == 1 and self._blockable(value, form, data[0]):
+            return Role.PASS, form
         if name == "relax.concat":
             return self._concat_role(value, data)
-        if name not in _KNOWN_FIXED:
+        if form is None and name not in KNOWN_FIXED:
             self.unknown[name or type(value).__name__] += 1
-        return "fixed"
+        return Role.FIXED, None
 
-    def _binary_role(self, call, data) -> str:
+    @staticmethod
+    def _blockable(call, form: Form, x) -> bool:
+        """Whether a one-tensor op of ``form`` on ``x`` runs in ``x``'s blocked layout."""
+        if form is Form.UNARY:
+            return call.args[0].same_as(x)
+        if len(static_shape(call) or []) != 4 or len(static_shape(x) or []) != 4:
+            return False
+        if form is Form.MEAN:
+            return _spatial_mean(call)
+        # pools and adaptive pools: Relax re-makes them with NCHW{x}c layout attrs
+        return str(call.attrs.layout) == "NCHW" and str(call.attrs.out_layout) == "NCHW"
+
+    def _binary_role(self, call, data) -> tuple[Role, Form | None]:
         out = static_shape(call)
+        fixed = (Role.FIXED, None)
         if len(data) == 2:
             shapes = [static_shape(v) for v in data]
             if out and len(out) == 4 and all(s and len(s) == 4 and s[:2] == out[:2] for s in shapes):
-                return "join"
-            return "fixed"
+                return Role.JOIN, Form.BINARY_JOIN
+            return fixed
         x = data[0]
         shape = static_shape(x)
+        if all(arg.same_as(x) for arg in call.args):  # x * x: elementwise on one tensor
+            return (Role.PASS, Form.UNARY) if shape is not None and out == shape else fixed
         other = call.args[1] if call.args[0].same_as(x) else call.args[0]
         cshape = static_shape(other)
-        if shape is None or out != shape or cshape is None:
-            return "fixed"
+        if shape is None or out != shape or cshape is None or not isinstance(other, (relax.Var, Constant)):
+            return fixed
         if len(shape) != 4 or math.prod(cshape) == 1:
-            return "pass"  # 2-D tensors have one layout; scalars broadcast in any layout
+            # 2-D tensors have one layout; scalars broadcast in any layout
+            return Role.PASS, Form.CHANNEL_CONST
         per_channel = cshape in ([shape[1], 1, 1], [1, shape[1], 1, 1])
-        return "pass" if per_channel else "fixed"
+        return (Role.PASS, Form.CHANNEL_CONST) if per_channel else fixed
 
-    def _concat_role(self, call, data) -> str:
+    def _concat_role(self, call, data) -> tuple[Role, Form | None]:
         fields = call.args[0]
         if isinstance(fields, relax.Var):
             fields = self.tuples.get(fields)
+        fixed = (Role.FIXED, None)
         if not isinstance(fields, relax.Tuple) or call.attrs.axis is None:
-            return "fixed"
+            return fixed
         shapes = [static_shape(f) for f in fields.fields]
         if any(self._is_const(f) for f in fields.fields) or not all(s and len(s) == 4 for s in shapes):
-            return "fixed"
-        return "join" if int(call.attrs.axis) in (1, -3) else "fixed"
+            return fixed
+        return (Role.JOIN, Form.CONCAT_JOIN) if int(call.attrs.axis) in (1, -3) else fixed
 
     # ------------------------------------------------------------ layout ops
     def _layout_op(self, var, call, name) -> LayoutOp | None:
