@@ -420,16 +420,18 @@ class ChildPool:
         Waits up to ``wait`` seconds for the first one if none has finished
         yet (a call that outlives its time-out finishes as a failure).
         """
-        if wait > 0 and self._running:
+        until = time.monotonic() + wait
+        while True:
+            done = []
+            for child in list(self._running):
+                reply = child.collect(block=False)  # also consumes a child's start-up message
+                if reply is not None:
+                    done.append((self._running.pop(child), reply))
+            left = until - time.monotonic()
+            if done or not self._running or left <= 0:
+                return done
             soonest = min(c._deadline for c in self._running) - time.monotonic()
-            connection_wait([c._conn for c in self._running],
-                            timeout=max(0.0, min(wait, soonest)))
-        done = []
-        for child in list(self._running):
-            reply = child.collect(block=False)
-            if reply is not None:
-                done.append((self._running.pop(child), reply))
-        return done
+            connection_wait([c._conn for c in self._running], timeout=max(0.0, min(left, soonest)))
 
     def map(self, fn: Callable, arglist: Sequence[tuple], timeout: float, *,
             stage: enum.Enum | None = None) -> list[tuple[bool, Any]]:
