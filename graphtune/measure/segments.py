@@ -1,0 +1,444 @@
+"""Costs of what a compiled model runs besides bare kernels and layout transforms.
+
+A kernel candidate is measured bare (:func:`graphtune.x86.kernel_func`), but
+inside a model Relax fuses epilogues into the kernel's PrimFunc (bias, SiLU,
+the squeeze-excitation multiply, a residual add...), and other ops run in
+PrimFuncs of their own (pools, global means, unfused joins, the head). This
+module prices all of them *as graphtune's compiler builds them*:
+
+1. :func:`probe_choices` picks a few *probes*: one candidate per layout node
+   and join, all in one channel block where possible, so that together they
+   cover every (node, out_layout) pair of the graph.
+2. :func:`probe_groups` rewrites, legalizes, fuses and schedules the model
+   with :mod:`graphtune.compiler` for one probe and follows the tensors
+   through the lowered ``main``: every ``call_tir`` that is not a layout
+   transform becomes an :class:`OpGroup` owned by the node whose layout it
+   runs in (a fused kernel: its node; a pool or unfused elementwise chain:
+   the node it reads from; an op of two activations: their join), or by no
+   node when it runs in plain layout after a boundary (flatten, softmax...).
+   Each is a ``segment`` :class:`~graphtune.measure.task.Task` keyed by the
+   content hash of its scheduled PrimFunc: measured once, kept in the
+   records, and re-measured automatically when the compiler builds it
+   differently.
+3. :func:`op_costs` measures the groups; a fused kernel's group costs its
+   time minus the bare kernel's (the epilogue). Per (node, layout) the sum is
+   the node's *op cost* in that layout; plain groups are a constant.
+   :func:`apply_op_costs` adds them to the graph's candidates (and the
+   constant to the graph output's boundary), so the solver trades them
+   against layouts and its objective predicts the whole model.
+
+Examples
+--------
+>>> from graphtune import extract, models
+>>> g = extract(models.get("resnet18", image_size=32), max_candidates=2)
+>>> choices = probe_choices(g)
+>>> len(choices) >= 1 and all(set(c) == set(choices[0]) for c in choices)
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import networkx as nx
+
+from ..errors import MeasureError
+from ..graph import Candidate, LayoutGraph
+from ..layouts import DENSE, PLAIN, block_of
+from .build import arg_specs
+from .task import Task
+
+__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task", "segment_func",
+           "op_costs", "apply_op_costs"]
+
+_TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)(?![0-9a-z])")
+_KERNEL_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """One PrimFunc of a compiled probe and who pays for it.
+
+    Attributes
+    ----------
+    node : str or None
+        Graph node whose layout the function runs in; None for plain-layout ops
+        after a boundary (a constant cost).
+    layout : str
+        The layout it runs in (``NCHW`` for plain ones).
+    label : str
+        The function's name in the compiled module (its fused ops).
+    task : Task
+        The ``segment`` task measuring it.
+    bare_ms : float
+        For a fused kernel: the bare kernel's measured time, subtracted from
+        the function's; 0 otherwise.
+    """
+
+    node: str | None
+    layout: str
+    label: str
+    task: Task
+    bare_ms: float = 0.0
+
+
+@dataclass
+class OpCosts:
+    """Measured op costs of a graph: per (node, layout), and constant plain ones.
+
+    Attributes
+    ----------
+    per_layout : dict
+        ``{(node, layout): ms}`` of the ops that run in ``node``'s layout.
+    groups : list of dict
+        Every measured group: ``{"node", "layout", "label", "ms"}``
+        (``node`` None for plain ones).
+    estimated : set
+        (node, layout) pairs no probe could give (priced as the node's
+        costliest measured layout).
+    tasks : int
+        Distinct segment tasks of the probes.
+    """
+
+    per_layout: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)
+    estimated: set = field(default_factory=set)
+    tasks: int = 0
+
+    @property
+    def fixed_ms(self) -> float:
+        """Sum of the plain-layout groups (ms), a constant of every solution."""
+        return sum(g["ms"] for g in self.groups if g["node"] is None)
+
+    def chosen(self, layouts: dict) -> list[dict]:
+        """The groups a solution runs: plain ones and those in each node's chosen layout.
+
+        Parameters
+        ----------
+        layouts : dict
+            ``{node: chosen out_layout}``.
+        """
+        rows = [g for g in self.groups if g["node"] is None or layouts.get(g["node"]) == g["layout"]]
+        rows += [{"node": n, "layout": lay, "label": "(estimated)", "ms": self.per_layout[(n, lay)]}
+                 for n, lay in sorted(self.estimated) if layouts.get(n) == lay]
+        return rows
+
+    def total(self, layouts: dict) -> float:
+        """Op cost of a solution (ms): its chosen groups' sum."""
+        return sum(g["ms"] for g in self.chosen(layouts))
+
+
+def _free(graph: LayoutGraph) -> list[str]:
+    return [n for n in graph.nodes if graph.op(n) != "boundary"]
+
+
+def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
+    """Candidate indices per layout node and join, one dict per probe, covering every out layout.
+
+    Probe ``b`` gives each node a candidate writing ``NCHW{b}c`` (reading it too
+    when it can, so that probes hold few transforms), else one whose out layout
+    no probe has covered yet, else the block nearest ``b``. Probes are added in
+    order of how common their block is, until every (node, out_layout) pair is
+    covered.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("b", op="join", costs=[0.0, 0.0], layouts=["NCHW", "NCHW16c"])
+    >>> g.add_edge("a", "b", shape=[1, 16, 4, 4])
+    >>> probe_choices(g)
+    [{'a': 1, 'b': 1}, {'a': 0, 'b': 0}]
+    """
+    free = _free(graph)
+    todo = {(n, c.out_layout) for n in free for c in graph.candidates(n)}
+    blocks = Counter(block_of(c.out_layout) for n in free for c in graph.candidates(n))
+    order = [b for b, _ in sorted(blocks.items(), key=lambda kv: (-kv[1], -kv[0]))]
+    probes: list[dict[str, int]] = []
+    for b in order + [-1] * max((len(graph.candidates(n)) for n in free), default=0):
+        if not todo:
+            break
+        choice = {}
+        for n in free:
+            cands = graph.candidates(n)
+
+            def rank(i: int, n: str = n, cands: Sequence[Candidate] = cands) -> tuple:
+                c = cands[i]
+                return (block_of(c.out_layout) != b, (n, c.out_layout) not in todo,
+                        block_of(c.in_layout) != b, abs(block_of(c.out_layout) - b),
+                        c.cost if not math.isnan(c.cost) else math.inf)
+
+            choice[n] = min(range(len(cands)), key=rank)
+        new = {(n, graph.candidates(n)[i].out_layout) for n, i in choice.items()} & todo
+        if new:
+            todo -= new
+            probes.append(choice)
+    return probes
+
+
+def _strip(func):
+    """``func`` without the attributes naming where it came from (they do not change the code)."""
+    from ..compiler.legalize import NODE_ATTR, OP_ATTR
+
+    for key in (NODE_ATTR, OP_ATTR, "global_symbol"):
+        if func.attrs is not None and key in func.attrs:
+            func = func.without_attr(key)
+    return func
+
+
+def segment_task(func, ops: str) -> Task:
+    """The ``segment`` task measuring a scheduled PrimFunc of a compiled model.
+
+    Its key holds the op kind, the argument shapes and a content hash of the
+    function (names of nodes stripped): the same code is measured once in
+    every model, and new code (another fusion or schedule) is measured anew.
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> x = te.placeholder((1, 2, 4, 4, 8), name="x")
+    >>> f = te.create_prim_func([x, te.compute(x.shape, lambda *i: x(*i) * 2.0)])
+    >>> t = segment_task(f, "multiply")
+    >>> t.kind, t.workload["args"][0], len(t.workload["sha"])
+    ('segment', [[1, 2, 4, 4, 8], 'float32'], 16)
+    """
+    import tvm
+
+    bare = _strip(func)
+    text = tvm.ir.save_json(bare)
+    sha = hashlib.sha1(text.encode()).hexdigest()[:16]
+    return Task("segment", {"ops": ops, "args": arg_specs(bare), "sha": sha}, payload=text)
+
+
+def segment_func(task: Task):
+    """The PrimFunc a ``segment`` task carries (what a build worker compiles).
+
+    Raises
+    ------
+    MeasureError
+        If the task has no PrimFunc (a task rebuilt from a record: segments
+        are made by :func:`probe_groups`).
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> x = te.placeholder((4,), name="x")
+    >>> t = segment_task(te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)]), "add")
+    >>> len(segment_func(t).params)
+    2
+    """
+    import tvm
+
+    if not task.payload:
+        raise MeasureError(f"segment task {task.workload['ops']} (sha {task.workload['sha']}) "
+                           "carries no PrimFunc; segments come from graphtune.tune's probes")
+    return tvm.ir.load_json(task.payload)
+
+
+def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
+    """``mod`` rewritten, legalized, fused and scheduled by graphtune's compiler for one probe."""
+    from ..compiler.legalize import legalize
+    from ..compiler.rewrite import NodePlan, rewrite
+    from ..frontend.walk import layout_ops
+
+    plans = {}
+    for op in layout_ops(mod):
+        if op.name in choice and graph.op(op.name) in _KERNEL_OPS:
+            c = graph.candidates(op.name)[choice[op.name]]
+            plans[op.var] = NodePlan(op.name, op.op, op.workload, c.knobs, c.in_layout, c.out_layout)
+    joins = {frozenset(graph.nx.predecessors(n)): (n, graph.candidates(n)[i].out_layout)
+             for n, i in choice.items() if graph.op(n) == "join"}
+    new_mod, anchors = rewrite(mod, plans, joins)
+    return legalize(new_mod, anchors, target), anchors
+
+
+def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> list[OpGroup]:
+    """Every non-transform PrimFunc call of ``mod`` compiled for one probe, with its owner.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The imported model (:func:`graphtune.frontend.import_model`).
+    graph : LayoutGraph
+        Its layout graph, kernel candidates measured (bare kernel costs).
+    choice : dict
+        One probe of :func:`probe_choices`.
+    target : tvm.target.Target
+
+    Returns
+    -------
+    list of OpGroup
+        In call order; a PrimFunc called twice gives two groups (same task).
+
+    Examples
+    --------
+    >>> from graphtune import extract, models, x86
+    >>> from graphtune.frontend import import_model
+    >>> model = models.get("resnet18", image_size=32)
+    >>> g = extract(model, max_candidates=1)
+    >>> groups = probe_groups(import_model(model), g, probe_choices(g)[0], x86.host_target())
+    >>> sorted({grp.task.workload["ops"] for grp in groups if grp.node is None})
+    ['reshape']
+    """
+    import tvm
+    from tvm import relax
+
+    from ..compiler.legalize import NODE_ATTR, OP_ATTR
+    from ..compiler.rewrite import TRANSFORM_ATTR
+
+    lowered, anchors = _probe_module(mod, graph, choice, target)
+    by_name = {plan.name: plan for plan in anchors.values()}
+    joins = {frozenset(graph.nx.predecessors(n)): n for n in choice if graph.op(n) == "join"}
+    layout = {n: graph.candidates(n)[i].out_layout for n, i in choice.items()}
+    state: dict = {p: (p.name, True) for p in lowered["main"].params}  # var -> (owner, plain)
+    groups: list[OpGroup] = []
+
+    def owner_of(nodes: list[str], kernel: str | None = None) -> str:
+        found = set(nodes) | ({kernel} if kernel else set())
+        return joins.get(frozenset(found), kernel or nodes[0]) if len(found) > 1 else next(iter(found))
+
+    for block in lowered["main"].body.blocks:
+        for binding in block.bindings:
+            var, value = binding.var, binding.value
+            is_call = isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
+            if not is_call:
+                inner = value.tuple_value if isinstance(value, relax.TupleGetItem) else value
+                fields = inner.fields if isinstance(inner, relax.Tuple) else [inner]
+                acts = [f for f in fields if isinstance(f, relax.Var) and f in state]
+                if acts:
+                    state[var] = state[acts[0]]
+                continue
+            func = lowered[value.args[0]]
+            attrs = func.attrs if func.attrs is not None else {}
+            args = list(value.args[1].fields)
+            acts = [a for a in args if isinstance(a, relax.Var) and a in state]
+            label = value.args[0].name_hint.removeprefix("fused_")
+            moved = _TRANSFORM.search(label)
+            if TRANSFORM_ATTR in attrs or moved:  # fused ones too: the edge prices the transform
+                dst = str(attrs[TRANSFORM_ATTR]).split("->")[1] if TRANSFORM_ATTR in attrs \
+                    else moved.group(2)
+                state[var] = (state[acts[0]][0] if acts else None, dst in (PLAIN, DENSE))
+                continue
+            ops = str(attrs[OP_ATTR]) if OP_ATTR in attrs else value.args[0].name_hint
+            task = segment_task(func, ops)
+            plan = next((anchors[a] for a in args if isinstance(a, tvm.ir.expr.Constant)
+                         and a in anchors), None)
+            if plan is None and NODE_ATTR in attrs:
+                plan = by_name.get(str(attrs[NODE_ATTR]))
+            if plan is not None and plan.name in choice:
+                bare = graph.candidates(plan.name)[choice[plan.name]].cost
+                groups.append(OpGroup(plan.name, plan.out_layout, label, task, bare))
+                others = [state[a][0] for a in acts[1:] if not state[a][1]]
+                state[var] = (owner_of(others, plan.name), False)
+                continue
+            live = [state[a][0] for a in acts if not state[a][1]]
+            owner = owner_of(live) if live else None
+            if owner not in layout:  # plain: after a boundary, or on the graph input
+                groups.append(OpGroup(None, PLAIN, label, task))
+                state[var] = (owner or (state[acts[0]][0] if acts else None), True)
+                continue
+            groups.append(OpGroup(owner, layout[owner], label, task))
+            state[var] = (owner, False)
+    return groups
+
+
+def op_costs(mod, graph: LayoutGraph, target,
+             run: Callable[[list[Task]], list]) -> OpCosts:
+    """Measure the op groups of every probe and price each (node, layout) pair.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The imported model.
+    graph : LayoutGraph
+        Its layout graph with measured (bare) kernel candidates.
+    target : tvm.target.Target
+    run : callable
+        ``run(tasks) -> records`` (e.g. :func:`graphtune.measure.measure` with
+        a records file): one record per task, in order.
+
+    Returns
+    -------
+    OpCosts
+
+    Raises
+    ------
+    MeasureError
+        If a group failed to build or run.
+
+    Examples
+    --------
+    >>> result = graphtune.tune("efficientnet_b0", image_size=32, records=None)  # doctest: +SKIP
+    >>> costs = op_costs(import_model(model), result.graph, x86.host_target(),
+    ...                  lambda tasks: measure(tasks, progress=False))  # doctest: +SKIP
+    """
+    covered: dict[tuple[str, str], int] = {}
+    probes = probe_choices(graph)
+    per_probe = []
+    for index, choice in enumerate(probes):
+        for n, i in choice.items():
+            covered.setdefault((n, graph.candidates(n)[i].out_layout), index)
+        per_probe.append(probe_groups(mod, graph, choice, target))
+    flat = [g for groups in per_probe for g in groups]
+    records = dict(zip([g.task for g in flat], run([g.task for g in flat])))
+    costs = OpCosts(tasks=len(records))
+    for index, groups in enumerate(per_probe):
+        for g in groups:
+            if (g.node is None and index > 0) or (g.node is not None and covered[(g.node, g.layout)] != index):
+                continue
+            record = records[g.task]
+            if not record.ok:
+                raise MeasureError(f"op group {g.label} ({'node ' + repr(g.node) if g.node else 'plain'}, "
+                                   f"{g.layout}) failed: {record.error}")
+            ms = max(0.0, float(record.median_ms) - g.bare_ms)
+            costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
+    for pair in covered:
+        costs.per_layout[pair] = 0.0
+    for g in costs.groups:
+        if g["node"] is not None:
+            costs.per_layout[(g["node"], g["layout"])] += g["ms"]
+    for n in _free(graph):
+        known = [costs.per_layout[(n, c.out_layout)] for c in graph.candidates(n)
+                 if (n, c.out_layout) in costs.per_layout]
+        for c in graph.candidates(n):
+            if (n, c.out_layout) not in costs.per_layout:
+                costs.per_layout[(n, c.out_layout)] = max(known, default=0.0)
+                costs.estimated.add((n, c.out_layout))
+    return costs
+
+
+def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
+    """Add op costs to the candidates of ``graph`` (in place; before edge costs are filled).
+
+    Each layout node's and join's candidate gains the op cost of its out
+    layout; the plain (constant) cost goes to the last graph-output boundary,
+    so that the solver's objective is the whole model's predicted latency.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0, 2.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("out", op="boundary", costs=[0.0], layouts=["NCHW"])
+    >>> g.add_edge("a", "out", shape=[1, 16, 4, 4])
+    >>> apply_op_costs(g, OpCosts({("a", "NCHW8c"): 0.5, ("a", "NCHW16c"): 0.1},
+    ...                           [{"node": None, "layout": "NCHW", "label": "softmax", "ms": 0.2}]))
+    >>> [c.cost for c in g.candidates("a")], g.candidates("out")[0].cost
+    ([1.5, 2.1], 0.2)
+    """
+    for n in _free(graph):
+        graph.set_candidates(n, [Candidate(c.knobs, c.in_layout, c.out_layout,
+                                           c.cost + costs.per_layout.get((n, c.out_layout), 0.0))
+                                 for c in graph.candidates(n)])
+    sinks = [n for n in nx.topological_sort(graph.nx)
+             if graph.op(n) == "boundary" and graph.nx.out_degree(n) == 0]
+    if sinks and costs.fixed_ms:
+        [c] = graph.candidates(sinks[-1])
+        graph.set_candidates(sinks[-1], [Candidate(c.knobs, c.in_layout, c.out_layout,
+                                                   c.cost + costs.fixed_ms)])
