@@ -283,8 +283,8 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
     >>> model = models.get("resnet18", image_size=32)
     >>> g = extract(model, max_candidates=1)
     >>> groups = probe_groups(import_model(model), g, probe_choices(g)[0], x86.host_target())
-    >>> sorted({grp.task.workload["ops"] for grp in groups if grp.node is None})
-    ['reshape']
+    >>> [(grp.node, grp.label) for grp in groups if grp.task.workload["ops"] == "mean"]
+    [('layer4.1.add', 'mean')]
     """
     import tvm
     from tvm import relax
@@ -299,9 +299,21 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
     state: dict = {p: (p.name, True) for p in lowered["main"].params}  # var -> (owner, plain)
     groups: list[OpGroup] = []
 
-    def owner_of(nodes: list[str], kernel: str | None = None) -> str:
-        found = set(nodes) | ({kernel} if kernel else set())
-        return joins.get(frozenset(found), kernel or nodes[0]) if len(found) > 1 else next(iter(found))
+    consumers = {s: [j for j in joins.values() if s in graph.nx.predecessors(j)] for s in graph.nodes}
+
+    def owner_of(nodes: list[str]) -> str:
+        """The join reading exactly these sources (one of them possibly through another
+        join), else the first source."""
+        found = set(nodes)
+        if len(found) == 1:
+            return nodes[0]
+        if frozenset(found) in joins:
+            return joins[frozenset(found)]
+        for s in found:
+            for j in consumers[s]:
+                if frozenset(found - {s} | {j}) in joins:
+                    return joins[frozenset(found - {s} | {j})]
+        return nodes[0]
 
     for block in lowered["main"].body.blocks:
         for binding in block.bindings:
@@ -334,8 +346,12 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
             if plan is not None and plan.name in choice:
                 bare = graph.candidates(plan.name)[choice[plan.name]].cost
                 groups.append(OpGroup(plan.name, plan.out_layout, label, task, bare))
-                others = [state[a][0] for a in acts[1:] if not state[a][1]]
-                state[var] = (owner_of(others, plan.name), False)
+                # a join fused into the kernel (SE scale, residual add) reads its other input;
+                # Relax passes a tensor read twice once, so the data input may be that one
+                srcs = [state[a][0] for a in acts if not state[a][1]]
+                fused = [frozenset({plan.name, *srcs[1:]}), frozenset({plan.name, *srcs})]
+                state[var] = (next((joins[f] for f in fused if len(f) > 1 and f in joins),
+                                   plan.name), False)
                 continue
             live = [state[a][0] for a in acts if not state[a][1]]
             owner = owner_of(live) if live else None
