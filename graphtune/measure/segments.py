@@ -21,7 +21,8 @@ module prices all of them *as graphtune's compiler builds them*:
    records, and re-measured automatically when the compiler builds it
    differently.
 3. :func:`op_costs` measures the groups; a fused kernel's group costs its
-   time minus the bare kernel's (the epilogue). Per (node, layout) the sum is
+   time minus that of the same kernel without epilogue, timed right before it
+   (the epilogue's cost). Per (node, layout) the sum is
    the node's *op cost* in that layout; plain groups are a constant.
    :func:`apply_op_costs` adds them to the graph's candidates (and the
    constant to the graph output's boundary), so the solver trades them
@@ -75,16 +76,17 @@ class OpGroup:
         The function's name in the compiled module (its fused ops).
     task : Task
         The ``segment`` task measuring it.
-    bare_ms : float
-        For a fused kernel: the bare kernel's measured time, subtracted from
-        the function's; 0 otherwise.
+    bare : Task or None
+        For a fused kernel: a ``segment`` task of the same kernel without its
+        epilogue (:func:`graphtune.x86.kernel_func`, same knobs), measured
+        right before it and subtracted from it; None otherwise.
     """
 
     node: str | None
     layout: str
     label: str
     task: Task
-    bare_ms: float = 0.0
+    bare: Task | None = None
 
 
 @dataclass
@@ -289,6 +291,7 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
     import tvm
     from tvm import relax
 
+    from .. import x86
     from ..compiler.legalize import NODE_ATTR, OP_ATTR
     from ..compiler.rewrite import TRANSFORM_ATTR
 
@@ -344,7 +347,7 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
             if plan is None and NODE_ATTR in attrs:
                 plan = by_name.get(str(attrs[NODE_ATTR]))
             if plan is not None and plan.name in choice:
-                bare = graph.candidates(plan.name)[choice[plan.name]].cost
+                bare = segment_task(x86.kernel_func(plan.workload, plan.knobs, target), plan.op)
                 groups.append(OpGroup(plan.name, plan.out_layout, label, task, bare))
                 # a join fused into the kernel (SE scale, residual add) reads its other input;
                 # Relax passes a tensor read twice once, so the data input may be that one
@@ -401,18 +404,20 @@ def op_costs(mod, graph: LayoutGraph, target,
         for n, i in choice.items():
             covered.setdefault((n, graph.candidates(n)[i].out_layout), index)
         per_probe.append(probe_groups(mod, graph, choice, target))
-    flat = [g for groups in per_probe for g in groups]
-    records = dict(zip([g.task for g in flat], run([g.task for g in flat])))
+    # a fused kernel right after its bare twin: both timed under the same conditions
+    tasks = [t for groups in per_probe for g in groups for t in (g.bare, g.task) if t is not None]
+    records = dict(zip(tasks, run(tasks)))
     costs = OpCosts(tasks=len(records))
     for index, groups in enumerate(per_probe):
         for g in groups:
             if (g.node is None and index > 0) or (g.node is not None and covered[(g.node, g.layout)] != index):
                 continue
-            record = records[g.task]
-            if not record.ok:
+            pair = [records[t] for t in (g.task, g.bare) if t is not None]
+            failed = next((r for r in pair if not r.ok), None)
+            if failed is not None:
                 raise MeasureError(f"op group {g.label} ({'node ' + repr(g.node) if g.node else 'plain'}, "
-                                   f"{g.layout}) failed: {record.error}")
-            ms = max(0.0, float(record.median_ms) - g.bare_ms)
+                                   f"{g.layout}) failed: {failed.error}")
+            ms = max(0.0, float(pair[0].median_ms) - (float(pair[1].median_ms) if g.bare else 0.0))
             costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
     for pair in covered:
         costs.per_layout[pair] = 0.0
