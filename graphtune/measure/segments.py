@@ -22,7 +22,8 @@ module prices all of them *as graphtune's compiler builds them*:
    differently.
 3. :func:`op_costs` measures the groups; a fused kernel's group costs its
    time minus that of the same kernel without epilogue, timed right before it
-   (the epilogue's cost). Per (node, layout) the sum is
+   (the epilogue's cost; fastest repeat minus fastest repeat, as a difference
+   of two medians is mostly noise on a loaded host). Per (node, layout) the sum is
    the node's *op cost* in that layout; plain groups are a constant.
    :func:`apply_op_costs` adds them to the graph's candidates (and the
    constant to the graph output's boundary), so the solver trades them
@@ -288,83 +289,121 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
     >>> [(grp.node, grp.label) for grp in groups if grp.task.workload["ops"] == "mean"]
     [('layer4.1.add', 'mean')]
     """
-    import tvm
     from tvm import relax
 
-    from .. import x86
-    from ..compiler.legalize import NODE_ATTR, OP_ATTR
-    from ..compiler.rewrite import TRANSFORM_ATTR
-
     lowered, anchors = _probe_module(mod, graph, choice, target)
-    by_name = {plan.name: plan for plan in anchors.values()}
-    joins = {frozenset(graph.nx.predecessors(n)): n for n in choice if graph.op(n) == "join"}
-    layout = {n: graph.candidates(n)[i].out_layout for n, i in choice.items()}
-    state: dict = {p: (p.name, True) for p in lowered["main"].params}  # var -> (owner, plain)
-    groups: list[OpGroup] = []
+    tracer = _Tracer(graph, choice, lowered, anchors, target)
+    for param in lowered["main"].params:
+        tracer.state[param] = (param.name, True)
+    groups = [tracer.visit(b.var, b.value) for block in lowered["main"].body.blocks
+              for b in block.bindings if isinstance(b, relax.VarBinding)]
+    return [g for g in groups if g is not None]
 
-    consumers = {s: [j for j in joins.values() if s in graph.nx.predecessors(j)] for s in graph.nodes}
 
-    def owner_of(nodes: list[str]) -> str:
-        """The join reading exactly these sources (one of them possibly through another
-        join), else the first source."""
-        found = set(nodes)
+class _Tracer:
+    """Follows tensors through a lowered ``main``: which node owns each call, in which layout.
+
+    ``state`` maps each variable to ``(owner, plain)``: the graph node whose
+    layout the tensor carries, and whether it is in plain layout after a
+    boundary (then the ops reading it are constants of the model).
+    """
+
+    def __init__(self, graph: LayoutGraph, choice: dict[str, int], lowered, anchors, target):
+        self.graph, self.lowered, self.anchors, self.target = graph, lowered, anchors, target
+        self.by_name = {plan.name: plan for plan in anchors.values()}
+        self.choice = choice
+        self.layout = {n: graph.candidates(n)[i].out_layout for n, i in choice.items()}
+        self.joins = {frozenset(graph.nx.predecessors(n)): n for n in choice if graph.op(n) == "join"}
+        self.readers = {s: [j for j in self.joins.values() if s in graph.nx.predecessors(j)]
+                        for s in graph.nodes}
+        self.state: dict = {}
+
+    def join_of(self, sources: list[str]) -> str:
+        """The join reading exactly these sources (one possibly through a join fused into a
+        kernel: a residual add), else the first source."""
+        found = set(sources)
         if len(found) == 1:
-            return nodes[0]
-        if frozenset(found) in joins:
-            return joins[frozenset(found)]
+            return sources[0]
+        if frozenset(found) in self.joins:
+            return self.joins[frozenset(found)]
         for s in found:
-            for j in consumers[s]:
-                if frozenset(found - {s} | {j}) in joins:
-                    return joins[frozenset(found - {s} | {j})]
-        return nodes[0]
+            for j in self.readers[s]:
+                if frozenset(found - {s} | {j}) in self.joins:
+                    return self.joins[frozenset(found - {s} | {j})]
+        return sources[0]
 
-    for block in lowered["main"].body.blocks:
-        for binding in block.bindings:
-            var, value = binding.var, binding.value
-            is_call = isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"
-            if not is_call:
-                inner = value.tuple_value if isinstance(value, relax.TupleGetItem) else value
-                fields = inner.fields if isinstance(inner, relax.Tuple) else [inner]
-                acts = [f for f in fields if isinstance(f, relax.Var) and f in state]
-                if acts:
-                    state[var] = state[acts[0]]
-                continue
-            func = lowered[value.args[0]]
-            attrs = func.attrs if func.attrs is not None else {}
-            args = list(value.args[1].fields)
-            acts = [a for a in args if isinstance(a, relax.Var) and a in state]
-            label = value.args[0].name_hint.removeprefix("fused_")
-            moved = _TRANSFORM.search(label)
-            if TRANSFORM_ATTR in attrs or moved:  # fused ones too: the edge prices the transform
-                dst = str(attrs[TRANSFORM_ATTR]).split("->")[1] if TRANSFORM_ATTR in attrs \
-                    else moved.group(2)
-                state[var] = (state[acts[0]][0] if acts else None, dst in (PLAIN, DENSE))
-                continue
-            ops = str(attrs[OP_ATTR]) if OP_ATTR in attrs else value.args[0].name_hint
-            task = segment_task(func, ops)
-            plan = next((anchors[a] for a in args if isinstance(a, tvm.ir.expr.Constant)
-                         and a in anchors), None)
-            if plan is None and NODE_ATTR in attrs:
-                plan = by_name.get(str(attrs[NODE_ATTR]))
-            if plan is not None and plan.name in choice:
-                bare = segment_task(x86.kernel_func(plan.workload, plan.knobs, target), plan.op)
-                groups.append(OpGroup(plan.name, plan.out_layout, label, task, bare))
-                # a join fused into the kernel (SE scale, residual add) reads its other input;
-                # Relax passes a tensor read twice once, so the data input may be that one
-                srcs = [state[a][0] for a in acts if not state[a][1]]
-                fused = [frozenset({plan.name, *srcs[1:]}), frozenset({plan.name, *srcs})]
-                state[var] = (next((joins[f] for f in fused if len(f) > 1 and f in joins),
-                                   plan.name), False)
-                continue
-            live = [state[a][0] for a in acts if not state[a][1]]
-            owner = owner_of(live) if live else None
-            if owner not in layout:  # plain: after a boundary, or on the graph input
-                groups.append(OpGroup(None, PLAIN, label, task))
-                state[var] = (owner or (state[acts[0]][0] if acts else None), True)
-                continue
-            groups.append(OpGroup(owner, layout[owner], label, task))
-            state[var] = (owner, False)
-    return groups
+    def visit(self, var, value) -> OpGroup | None:
+        """Record ``var``'s owner; the op group of a call that is not a transform, else None."""
+        from tvm import relax
+
+        if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"):
+            inner = value.tuple_value if isinstance(value, relax.TupleGetItem) else value
+            fields = inner.fields if isinstance(inner, relax.Tuple) else [inner]
+            acts = [f for f in fields if isinstance(f, relax.Var) and f in self.state]
+            if acts:
+                self.state[var] = self.state[acts[0]]
+            return None
+        func = self.lowered[value.args[0]]
+        args = list(value.args[1].fields)
+        acts = [a for a in args if isinstance(a, relax.Var) and a in self.state]
+        label = value.args[0].name_hint.removeprefix("fused_")
+        dst = self.transform_dst(func, label)
+        if dst is not None:  # fused ones too: the edge prices the transform
+            self.state[var] = (self.state[acts[0]][0] if acts else None, dst in (PLAIN, DENSE))
+            return None
+        plan = self.plan_of(func, args)
+        if plan is not None:
+            return self.kernel(var, func, label, plan, acts)
+        return self.rest(var, func, label, acts)
+
+    @staticmethod
+    def transform_dst(func, label: str) -> str | None:
+        """Destination layout of a layout transform (alone or fused with injective ops)."""
+        from ..compiler.rewrite import TRANSFORM_ATTR
+
+        if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
+            return str(func.attrs[TRANSFORM_ATTR]).split("->")[1]
+        moved = _TRANSFORM.search(label)
+        return moved.group(2) if moved else None
+
+    def plan_of(self, func, args):
+        """The plan of the node whose kernel ``func`` computes (by its weight), else None."""
+        import tvm
+
+        from ..compiler.legalize import NODE_ATTR
+
+        plan = next((self.anchors[a] for a in args if isinstance(a, tvm.ir.expr.Constant)
+                     and a in self.anchors), None)
+        if plan is None and func.attrs is not None and NODE_ATTR in func.attrs:
+            plan = self.by_name.get(str(func.attrs[NODE_ATTR]))
+        return plan if plan is not None and plan.name in self.choice else None
+
+    def kernel(self, var, func, label: str, plan, acts: list) -> OpGroup:
+        """A node's kernel with its fused epilogue, paired with the bare kernel."""
+        from .. import x86
+
+        bare = segment_task(x86.kernel_func(plan.workload, plan.knobs, self.target), plan.op)
+        # a join fused into the kernel (SE scale, residual add) reads its other input;
+        # Relax passes a tensor read twice once, so the data input may be that one
+        srcs = [self.state[a][0] for a in acts if not self.state[a][1]]
+        fused = [frozenset({plan.name, *srcs[1:]}), frozenset({plan.name, *srcs})]
+        self.state[var] = (next((self.joins[f] for f in fused if len(f) > 1 and f in self.joins),
+                                plan.name), False)
+        return OpGroup(plan.name, plan.out_layout, label, segment_task(func, plan.op), bare)
+
+    def rest(self, var, func, label: str, acts: list) -> OpGroup:
+        """Any other function: owned by the node (or join) it reads, or plain."""
+        from ..compiler.legalize import OP_ATTR
+
+        ops = str(func.attrs[OP_ATTR]) if func.attrs is not None and OP_ATTR in func.attrs else label
+        task = segment_task(func, ops)
+        live = [self.state[a][0] for a in acts if not self.state[a][1]]
+        owner = self.join_of(live) if live else None
+        if owner not in self.layout:  # plain: after a boundary, or on the graph input
+            self.state[var] = (owner or (self.state[acts[0]][0] if acts else None), True)
+            return OpGroup(None, PLAIN, label, task)
+        self.state[var] = (owner, False)
+        return OpGroup(owner, self.layout[owner], label, task)
 
 
 def op_costs(mod, graph: LayoutGraph, target,
@@ -417,7 +456,10 @@ def op_costs(mod, graph: LayoutGraph, target,
             if failed is not None:
                 raise MeasureError(f"op group {g.label} ({'node ' + repr(g.node) if g.node else 'plain'}, "
                                    f"{g.layout}) failed: {failed.error}")
-            ms = max(0.0, float(pair[0].median_ms) - (float(pair[1].median_ms) if g.bare else 0.0))
+            if g.bare is None:
+                ms = float(pair[0].median_ms)
+            else:  # fastest repeats: a difference of medians is noise on a loaded host
+                ms = max(0.0, min(pair[0].ms) - min(pair[1].ms))
             costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
     for pair in covered:
         costs.per_layout[pair] = 0.0
