@@ -141,6 +141,10 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          progress: bool = True) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
+    The objective is the whole model: bare kernels, the op groups the compiled
+    model runs around them in each layout (fused epilogues, pools, joins, the
+    head; :mod:`graphtune.measure.segments`) and layout transforms.
+
     Parameters
     ----------
     model : str, path, onnx.ModelProto or tvm.IRModule
