@@ -39,7 +39,7 @@ from .frontend.extract import extract
 from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
 from .measure import LocalRunner, Records, Runner, Task, measure
-from .measure.segments import OpCosts, apply_op_costs, op_costs
+from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_self_joins
 from .models.resolve import resolve
 from .solve import METHODS, Solution, solve
 
@@ -252,6 +252,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                                    f"{rec.error}; {_retry_hint(store, [rec.task], key)}")
             transform_ms[(shape, src, dst)] = rec.median_ms
         graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
+        tie_self_joins(graph)
         lap("transforms")
 
     solution = solve(graph, method=solver, time_limit=time_limit)

@@ -102,6 +102,12 @@ def test_tune_charges_op_groups_per_layout_and_predicts_the_whole_model(tuned):
     assert "ops" in result.summary()
 
 
+def test_silu_join_keeps_its_conv_layout_so_it_stays_fused(tuned):
+    result = tuned[0]
+    cand = {n: result.graph.candidates(n)[i] for n, i in result.solution.assignment.items()}
+    assert cand["stem.act"].in_layout == cand["stem"].out_layout
+
+
 def test_solver_stays_exact_with_op_costs(tuned):
     graph = tuned[0].graph
     brute = solve(graph, method="brute")
