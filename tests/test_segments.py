@@ -12,7 +12,7 @@ from graphtune import extract, solve, x86
 from graphtune.frontend import import_model
 from graphtune.measure import Records, measure
 from graphtune.measure.build import build_task, prim_func_of
-from graphtune.measure.segments import probe_choices, probe_groups, segment_task
+from graphtune.measure.segments import probe_choices, probe_groups
 from graphtune.models.builder import GraphBuilder
 from graphtune.report import config_table
 
