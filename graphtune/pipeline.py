@@ -4,8 +4,11 @@
 file: extract the :class:`~graphtune.graph.LayoutGraph`, measure every kernel
 candidate of every distinct workload, keep the fastest candidate per
 (in_layout, out_layout) pair of each node (edge costs depend on layouts
-only, so no other candidate can be in an optimal solution), measure every
-layout transform the edges can need, solve, and write the
+only, so no other candidate can be in an optimal solution), measure what
+the compiled model runs around the kernels in each layout (fused epilogues,
+pools, unfused joins, the head: :mod:`graphtune.measure.segments`) and add
+it to the candidates, measure every layout transform the edges can need,
+solve, and write the
 :class:`~graphtune.config.Config`.
 
 Examples
@@ -33,8 +36,10 @@ from .config import Config
 from .checks import check_choice, check_positive
 from .errors import MeasureError
 from .frontend.extract import extract
+from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
 from .measure import LocalRunner, Records, Runner, Task, measure
+from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_self_joins
 from .models.resolve import resolve
 from .solve import METHODS, Solution, solve
 
@@ -63,7 +68,10 @@ class TuneResult:
     phase_seconds : dict
         Wall time of each phase (extract, kernels, transforms, solve).
     measured : dict
-        Number of kernel and transform tasks in the records for this run.
+        Number of kernel, op-group and transform tasks in the records for this run.
+    ops : OpCosts or None
+        Measured costs of the ops around the kernels (per node and layout,
+        and constant plain ones), already included in the graph's candidates.
     """
 
     graph: LayoutGraph
@@ -73,21 +81,36 @@ class TuneResult:
     records: str | None
     phase_seconds: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
+    ops: OpCosts | None = None
 
     @property
     def predicted_ms(self) -> float:
-        """The solver's objective: predicted latency of the layout-dependent part (ms)."""
+        """The solver's objective: predicted latency of the whole model (ms)."""
         return float(self.solution.energy)
+
+    def _layouts(self) -> dict:
+        return {n: self.graph.candidates(n)[i].out_layout for n, i in self.solution.assignment.items()}
+
+    @property
+    def op_groups(self) -> list[dict]:
+        """The op groups the chosen layouts run, with their measured cost (see ``OpCosts``)."""
+        return [] if self.ops is None else self.ops.chosen(self._layouts())
+
+    @property
+    def ops_ms(self) -> float:
+        """Sum of the chosen layouts' op groups (ms): everything but bare kernels and transforms."""
+        return 0.0 if self.ops is None else self.ops.total(self._layouts())
 
     @property
     def kernel_ms(self) -> float:
-        """Sum of the chosen kernels' measured times (ms)."""
-        return sum(self.graph.candidates(n)[i].cost for n, i in self.solution.assignment.items())
+        """Sum of the chosen kernels' measured (bare) times (ms)."""
+        nodes = sum(self.graph.candidates(n)[i].cost for n, i in self.solution.assignment.items())
+        return nodes - self.ops_ms
 
     @property
     def transform_ms(self) -> float:
         """Sum of the layout transforms the chosen layouts need (ms)."""
-        return self.predicted_ms - self.kernel_ms
+        return self.predicted_ms - self.kernel_ms - self.ops_ms
 
     @property
     def tune_seconds(self) -> float:
@@ -100,11 +123,12 @@ class TuneResult:
         Examples
         --------
         >>> print(result.summary())  # doctest: +SKIP
-        predicted 21.30 ms = kernels 20.10 ms + transforms 1.20 ms (cpsat, optimal)
+        predicted 21.30 ms = kernels 19.10 ms + ops 1.00 ms (41 groups) + transforms 1.20 ms (cpsat, optimal)
         """
         status = "optimal" if self.solution.optimal else f"gap {self.solution.relative_gap:.2%}"
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phase_seconds.items())
         return (f"predicted {self.predicted_ms:.2f} ms = kernels {self.kernel_ms:.2f} ms + "
+                f"ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups) + "
                 f"transforms {self.transform_ms:.2f} ms ({self.solution.method}, {status})\n"
                 f"phases: {phases}")
 
@@ -116,6 +140,10 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
          progress: bool = True) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
+
+    The objective is the whole model: bare kernels, the op groups the compiled
+    model runs around them in each layout (fused epilogues, pools, joins, the
+    head; :mod:`graphtune.measure.segments`) and layout transforms.
 
     Parameters
     ----------
@@ -207,6 +235,12 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
             graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key))
         lap("kernels")
 
+        module = import_model(onnx_model, shape_dict=shape_dict)
+        ops = op_costs(module, graph, tgt, lambda tasks: measure(tasks, tgt, store, desc="ops",
+                                                                 **timing))
+        apply_op_costs(graph, ops)
+        lap("ops")
+
         pairs = graph.transform_pairs()
         transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
                                               "dtype": "float32"}) for shape, src, dst in pairs]
@@ -218,15 +252,21 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                                    f"{rec.error}; {_retry_hint(store, [rec.task], key)}")
             transform_ms[(shape, src, dst)] = rec.median_ms
         graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
+        tie_self_joins(graph)
         lap("transforms")
 
     solution = solve(graph, method=solver, time_limit=time_limit)
     config = Config.from_solution(graph, solution, model_name=name)
     config.target = key
     lap("solve")
-    return TuneResult(graph, solution, config, key,
-                      None if records is None else os.fspath(records), phases,
-                      {"kernels": len(set(flat)), "transforms": len(transform_tasks)})
+    result = TuneResult(graph, solution, config, key,
+                        None if records is None else os.fspath(records), phases,
+                        {"kernels": len(set(flat)), "ops": ops.tasks,
+                         "transforms": len(transform_tasks)}, ops)
+    config.solution.update(kernel_ms=result.kernel_ms, ops_ms=result.ops_ms,
+                           op_groups=[[g["node"], g["layout"], g["label"], g["ms"]]
+                                      for g in result.op_groups])
+    return result
 
 
 def _retry_hint(store: Records, tasks: list[Task], key: dict) -> str:

@@ -219,6 +219,11 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
 def config_table(config: Any) -> str:
     """Per-node table of a config (layouts, knobs, cost) with totals and solver status.
 
+    A tuned config also lists its op groups: every PrimFunc the compiled model
+    runs around the bare kernels (fused epilogues, pools, joins, the head), the
+    node whose layout it runs in (``(plain)``: a constant cost) and its measured
+    ms. A node's ``cost_ms`` is its kernel plus its op groups.
+
     Examples
     --------
     >>> from graphtune.config import Config, NodeConfig
@@ -242,9 +247,17 @@ def config_table(config: Any) -> str:
     model = (config.model or {}).get("name") or "?"
     lines = [f"model {model}: {len(config.nodes)} nodes", *body, f"kernels {total:.4f} ms"]
     sol = config.solution or {}
+    groups = sol.get("op_groups") or []
+    if groups:
+        rows = [("op groups", "node", "layout", "ms")] + [
+            (label, node or "(plain)", layout, _fmt(ms, ".4f")) for node, layout, label, ms in groups]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        lines.append(f"ops {sum(g[3] for g in groups):.4f} ms")
     if "predicted_ms" in sol:
         status = "proven optimal" if sol.get("optimal") else f"gap {sol.get('gap', 0):.2%}"
-        lines.append(f"predicted {sol['predicted_ms']:.4f} ms (kernels {sol['kernel_ms']:.4f} + "
+        ops = f" + ops {sol['ops_ms']:.4f}" if "ops_ms" in sol else ""
+        lines.append(f"predicted {sol['predicted_ms']:.4f} ms (kernels {sol['kernel_ms']:.4f}{ops} + "
                      f"transforms {sol['transform_ms']:.4f}); {sol['method']}, {status}, "
                      f"solved in {sol['solve_s']:.3f} s")
     return "\n".join(lines)

@@ -29,7 +29,8 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
     """The scheduled PrimFunc graphtune.x86 defines for ``task`` on ``target``.
 
     Kernels come from :func:`graphtune.x86.kernel_func` (whose op must match
-    ``task.kind``), transforms from :func:`graphtune.x86.transform_func`.
+    ``task.kind``), transforms from :func:`graphtune.x86.transform_func`, segments
+    from their payload (:func:`graphtune.measure.segments.segment_func`).
 
     Raises
     ------
@@ -49,6 +50,10 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
     from .. import x86
     from ..errors import ModelError
 
+    if task.kind == "segment":
+        from .segments import segment_func
+
+        return segment_func(task)
     if task.kind == "transform":
         w = task.workload
         return x86.transform_func(w["shape"], w["src"], w["dst"], w["dtype"], target)

@@ -26,8 +26,11 @@ from ..errors import MeasureError
 
 __all__ = ["KINDS", "TIMING", "Task", "canonical_json", "record_key", "tvm_version"]
 
-KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "transform")
-"""Task kinds: the kernel ops graphtune schedules, and layout transforms."""
+KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "transform",
+         "segment")
+"""Task kinds: the kernel ops graphtune schedules, layout transforms, and ``segment``: one
+PrimFunc of a compiled model holding the ops around the kernels (a kernel with its fused
+epilogue, a pool, a join...), see :mod:`graphtune.measure.segments`."""
 
 _REQUIRED = {
     "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
@@ -36,6 +39,7 @@ _REQUIRED = {
     "conv2d_transpose": ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
     "dense": ("data", "weight", "dtype"),
     "transform": ("shape", "src", "dst", "dtype"),
+    "segment": ("ops", "args", "sha"),
 }
 
 
@@ -74,6 +78,9 @@ class Task:
         transform (``shape`` is the logical NCHW shape).
     knobs : dict, optional
         Schedule knobs of the candidate; empty for transforms.
+    payload : str, optional
+        Not part of the key: for a ``segment``, the scheduled PrimFunc
+        (``tvm.ir.save_json``) whose content hash is the workload's ``sha``.
 
     Examples
     --------
@@ -86,6 +93,7 @@ class Task:
     kind: str
     workload: dict
     knobs: dict = field(default_factory=dict)
+    payload: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:

@@ -1,0 +1,548 @@
+"""Costs of what a compiled model runs besides bare kernels and layout transforms.
+
+A kernel candidate is measured bare (:func:`graphtune.x86.kernel_func`), but
+inside a model Relax fuses epilogues into the kernel's PrimFunc (bias, SiLU,
+the squeeze-excitation multiply, a residual add...), and other ops run in
+PrimFuncs of their own (pools, global means, unfused joins, the head). This
+module prices all of them *as graphtune's compiler builds them*:
+
+1. :func:`probe_choices` picks a few *probes*: one candidate per layout node
+   and join, all in one channel block where possible, so that together they
+   cover every (node, out_layout) pair of the graph.
+2. :func:`probe_groups` rewrites, legalizes, fuses and schedules the model
+   with :mod:`graphtune.compiler` for one probe and follows the tensors
+   through the lowered ``main``: every ``call_tir`` that is not a layout
+   transform becomes an :class:`OpGroup` owned by the node whose layout it
+   runs in (a fused kernel: its node; a pool or unfused elementwise chain:
+   the node it reads from; an op of two activations: their join), or by no
+   node when it runs in plain layout after a boundary (flatten, softmax...).
+   Each is a ``segment`` :class:`~graphtune.measure.task.Task` keyed by the
+   content hash of its scheduled PrimFunc: measured once, kept in the
+   records, and re-measured automatically when the compiler builds it
+   differently.
+3. :func:`op_costs` measures the groups; a fused kernel's group costs its
+   time minus that of the same kernel without epilogue, timed right before it
+   (the epilogue's cost; fastest repeat minus fastest repeat, as a difference
+   of two medians is mostly noise on a loaded host). Per (node, layout) the sum is
+   the node's *op cost* in that layout; plain groups are a constant.
+   :func:`apply_op_costs` adds them to the graph's candidates (and the
+   constant to the graph output's boundary), so the solver trades them
+   against layouts and its objective predicts the whole model.
+
+Examples
+--------
+>>> from graphtune import extract, models
+>>> g = extract(models.get("resnet18", image_size=32), max_candidates=2)
+>>> choices = probe_choices(g)
+>>> len(choices) >= 1 and all(set(c) == set(choices[0]) for c in choices)
+True
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import networkx as nx
+
+from ..errors import MeasureError
+from ..graph import Candidate, LayoutGraph
+from ..layouts import DENSE, PLAIN, block_of
+from .build import arg_specs
+from .task import Task
+
+__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task", "segment_func",
+           "op_costs", "apply_op_costs", "tie_self_joins"]
+
+_TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)(?![0-9a-z])")
+_KERNEL_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
+
+
+@dataclass(frozen=True)
+class OpGroup:
+    """One PrimFunc of a compiled probe and who pays for it.
+
+    Attributes
+    ----------
+    node : str or None
+        Graph node whose layout the function runs in; None for plain-layout ops
+        after a boundary (a constant cost).
+    layout : str
+        The layout it runs in (``NCHW`` for plain ones).
+    label : str
+        The function's name in the compiled module (its fused ops).
+    task : Task
+        The ``segment`` task measuring it.
+    bare : Task or None
+        For a fused kernel: a ``segment`` task of the same kernel without its
+        epilogue (:func:`graphtune.x86.kernel_func`, same knobs), measured
+        right before it and subtracted from it; None otherwise.
+    """
+
+    node: str | None
+    layout: str
+    label: str
+    task: Task
+    bare: Task | None = None
+
+
+@dataclass
+class OpCosts:
+    """Measured op costs of a graph: per (node, layout), and constant plain ones.
+
+    Attributes
+    ----------
+    per_layout : dict
+        ``{(node, layout): ms}`` of the ops that run in ``node``'s layout.
+    groups : list of dict
+        Every measured group: ``{"node", "layout", "label", "ms"}``
+        (``node`` None for plain ones).
+    estimated : set
+        (node, layout) pairs no probe could give (priced as the node's
+        costliest measured layout).
+    tasks : int
+        Distinct segment tasks of the probes.
+    """
+
+    per_layout: dict = field(default_factory=dict)
+    groups: list = field(default_factory=list)
+    estimated: set = field(default_factory=set)
+    tasks: int = 0
+
+    @property
+    def fixed_ms(self) -> float:
+        """Sum of the plain-layout groups (ms), a constant of every solution."""
+        return sum(g["ms"] for g in self.groups if g["node"] is None)
+
+    def chosen(self, layouts: dict) -> list[dict]:
+        """The groups a solution runs: plain ones and those in each node's chosen layout.
+
+        Parameters
+        ----------
+        layouts : dict
+            ``{node: chosen out_layout}``.
+        """
+        rows = [g for g in self.groups if g["node"] is None or layouts.get(g["node"]) == g["layout"]]
+        rows += [{"node": n, "layout": lay, "label": "(estimated)", "ms": self.per_layout[(n, lay)]}
+                 for n, lay in sorted(self.estimated) if layouts.get(n) == lay]
+        return rows
+
+    def total(self, layouts: dict) -> float:
+        """Op cost of a solution (ms): its chosen groups' sum."""
+        return sum(g["ms"] for g in self.chosen(layouts))
+
+
+def _free(graph: LayoutGraph) -> list[str]:
+    return [n for n in graph.nodes if graph.op(n) != "boundary"]
+
+
+def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
+    """Candidate indices per layout node and join, one dict per probe, covering every out layout.
+
+    Probe ``b`` gives each node a candidate writing ``NCHW{b}c`` (reading it too
+    when it can, so that probes hold few transforms), else one whose out layout
+    no probe has covered yet, else the block nearest ``b``. Probes are added in
+    order of how common their block is, until every (node, out_layout) pair is
+    covered.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("b", op="join", costs=[0.0, 0.0], layouts=["NCHW", "NCHW16c"])
+    >>> g.add_edge("a", "b", shape=[1, 16, 4, 4])
+    >>> probe_choices(g)
+    [{'a': 1, 'b': 1}, {'a': 0, 'b': 0}]
+    """
+    free = _free(graph)
+    todo = {(n, c.out_layout) for n in free for c in graph.candidates(n)}
+    blocks = Counter(block_of(c.out_layout) for n in free for c in graph.candidates(n))
+    order = [b for b, _ in sorted(blocks.items(), key=lambda kv: (-kv[1], -kv[0]))]
+    probes: list[dict[str, int]] = []
+    for b in order + [-1] * max((len(graph.candidates(n)) for n in free), default=0):
+        if not todo:
+            break
+        choice = {}
+        for n in free:
+            cands = graph.candidates(n)
+
+            def rank(i: int, n: str = n, cands: Sequence[Candidate] = cands) -> tuple:
+                c = cands[i]
+                return (block_of(c.out_layout) != b, (n, c.out_layout) not in todo,
+                        block_of(c.in_layout) != b, abs(block_of(c.out_layout) - b),
+                        c.cost if not math.isnan(c.cost) else math.inf)
+
+            choice[n] = min(range(len(cands)), key=rank)
+        new = {(n, graph.candidates(n)[i].out_layout) for n, i in choice.items()} & todo
+        if new:
+            todo -= new
+            probes.append(choice)
+    return probes
+
+
+def _strip(func):
+    """``func`` without the attributes naming where it came from (they do not change the code)."""
+    from ..compiler.legalize import NODE_ATTR, OP_ATTR
+
+    for key in (NODE_ATTR, OP_ATTR, "global_symbol"):
+        if func.attrs is not None and key in func.attrs:
+            func = func.without_attr(key)
+    return func
+
+
+def segment_task(func, ops: str) -> Task:
+    """The ``segment`` task measuring a scheduled PrimFunc of a compiled model.
+
+    Its key holds the op kind, the argument shapes and a content hash of the
+    function (names of nodes stripped): the same code is measured once in
+    every model, and new code (another fusion or schedule) is measured anew.
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> x = te.placeholder((1, 2, 4, 4, 8), name="x")
+    >>> f = te.create_prim_func([x, te.compute(x.shape, lambda *i: x(*i) * 2.0)])
+    >>> t = segment_task(f, "multiply")
+    >>> t.kind, t.workload["args"][0], len(t.workload["sha"])
+    ('segment', [[1, 2, 4, 4, 8], 'float32'], 16)
+    """
+    import tvm
+
+    bare = _strip(func)
+    text = tvm.ir.save_json(bare)
+    sha = hashlib.sha1(text.encode()).hexdigest()[:16]
+    return Task("segment", {"ops": ops, "args": arg_specs(bare), "sha": sha}, payload=text)
+
+
+def segment_func(task: Task):
+    """The PrimFunc a ``segment`` task carries (what a build worker compiles).
+
+    Raises
+    ------
+    MeasureError
+        If the task has no PrimFunc (a task rebuilt from a record: segments
+        are made by :func:`probe_groups`).
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> x = te.placeholder((4,), name="x")
+    >>> t = segment_task(te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)]), "add")
+    >>> len(segment_func(t).params)
+    2
+    """
+    import tvm
+
+    if not task.payload:
+        raise MeasureError(f"segment task {task.workload['ops']} (sha {task.workload['sha']}) "
+                           "carries no PrimFunc; segments come from graphtune.tune's probes")
+    return tvm.ir.load_json(task.payload)
+
+
+def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
+    """``mod`` rewritten, legalized, fused and scheduled by graphtune's compiler for one probe."""
+    from ..compiler.legalize import legalize
+    from ..compiler.rewrite import NodePlan, rewrite
+    from ..frontend.walk import layout_ops
+
+    plans = {}
+    for op in layout_ops(mod):
+        if op.name in choice and graph.op(op.name) in _KERNEL_OPS:
+            c = graph.candidates(op.name)[choice[op.name]]
+            plans[op.var] = NodePlan(op.name, op.op, op.workload, c.knobs, c.in_layout, c.out_layout)
+    joins = {frozenset(graph.nx.predecessors(n)): (n, graph.candidates(n)[i].out_layout)
+             for n, i in choice.items() if graph.op(n) == "join"}
+    new_mod, anchors = rewrite(mod, plans, joins)
+    return legalize(new_mod, anchors, target), anchors
+
+
+def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> list[OpGroup]:
+    """Every non-transform PrimFunc call of ``mod`` compiled for one probe, with its owner.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The imported model (:func:`graphtune.frontend.import_model`).
+    graph : LayoutGraph
+        Its layout graph, kernel candidates measured (bare kernel costs).
+    choice : dict
+        One probe of :func:`probe_choices`.
+    target : tvm.target.Target
+
+    Returns
+    -------
+    list of OpGroup
+        In call order; a PrimFunc called twice gives two groups (same task).
+
+    Examples
+    --------
+    >>> from graphtune import extract, models, x86
+    >>> from graphtune.frontend import import_model
+    >>> model = models.get("resnet18", image_size=32)
+    >>> g = extract(model, max_candidates=1)
+    >>> groups = probe_groups(import_model(model), g, probe_choices(g)[0], x86.host_target())
+    >>> [(grp.node, grp.label) for grp in groups if grp.task.workload["ops"] == "mean"]
+    [('layer4.1.add', 'mean')]
+    """
+    from tvm import relax
+
+    lowered, anchors = _probe_module(mod, graph, choice, target)
+    tracer = _Tracer(graph, choice, lowered, anchors, target)
+    for param in lowered["main"].params:
+        tracer.state[param] = (param.name, True)
+    groups = [tracer.visit(b.var, b.value) for block in lowered["main"].body.blocks
+              for b in block.bindings if isinstance(b, relax.VarBinding)]
+    return [g for g in groups if g is not None]
+
+
+class _Tracer:
+    """Follows tensors through a lowered ``main``: which node owns each call, in which layout.
+
+    ``state`` maps each variable to ``(owner, plain)``: the graph node whose
+    layout the tensor carries, and whether it is in plain layout after a
+    boundary (then the ops reading it are constants of the model).
+    """
+
+    def __init__(self, graph: LayoutGraph, choice: dict[str, int], lowered, anchors, target):
+        self.graph, self.lowered, self.anchors, self.target = graph, lowered, anchors, target
+        self.by_name = {plan.name: plan for plan in anchors.values()}
+        self.choice = choice
+        self.layout = {n: graph.candidates(n)[i].out_layout for n, i in choice.items()}
+        self.joins = {frozenset(graph.nx.predecessors(n)): n for n in choice if graph.op(n) == "join"}
+        self.readers = {s: [j for j in self.joins.values() if s in graph.nx.predecessors(j)]
+                        for s in graph.nodes}
+        self.state: dict = {}
+
+    def join_of(self, sources: list[str]) -> str:
+        """The join reading exactly these sources (one possibly through a join fused into a
+        kernel: a residual add), else the first source."""
+        found = set(sources)
+        if len(found) == 1:
+            return sources[0]
+        if frozenset(found) in self.joins:
+            return self.joins[frozenset(found)]
+        for s in found:
+            for j in self.readers[s]:
+                if frozenset(found - {s} | {j}) in self.joins:
+                    return self.joins[frozenset(found - {s} | {j})]
+        return sources[0]
+
+    def visit(self, var, value) -> OpGroup | None:
+        """Record ``var``'s owner; the op group of a call that is not a transform, else None."""
+        from tvm import relax
+
+        if not (isinstance(value, relax.Call) and getattr(value.op, "name", "") == "relax.call_tir"):
+            inner = value.tuple_value if isinstance(value, relax.TupleGetItem) else value
+            fields = inner.fields if isinstance(inner, relax.Tuple) else [inner]
+            acts = [f for f in fields if isinstance(f, relax.Var) and f in self.state]
+            if acts:
+                self.state[var] = self.state[acts[0]]
+            return None
+        func = self.lowered[value.args[0]]
+        args = list(value.args[1].fields)
+        acts = [a for a in args if isinstance(a, relax.Var) and a in self.state]
+        label = value.args[0].name_hint.removeprefix("fused_")
+        dst = self.transform_dst(func, label)
+        if dst is not None:  # fused ones too: the edge prices the transform
+            self.state[var] = (self.state[acts[0]][0] if acts else None, dst in (PLAIN, DENSE))
+            return None
+        plan = self.plan_of(func, args)
+        if plan is not None:
+            return self.kernel(var, func, label, plan, acts)
+        return self.rest(var, func, label, acts)
+
+    @staticmethod
+    def transform_dst(func, label: str) -> str | None:
+        """Destination layout of a layout transform (alone or fused with injective ops)."""
+        from ..compiler.rewrite import TRANSFORM_ATTR
+
+        if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
+            return str(func.attrs[TRANSFORM_ATTR]).split("->")[1]
+        moved = _TRANSFORM.search(label)
+        return moved.group(2) if moved else None
+
+    def plan_of(self, func, args):
+        """The plan of the node whose kernel ``func`` computes (by its weight), else None."""
+        import tvm
+
+        from ..compiler.legalize import NODE_ATTR
+
+        plan = next((self.anchors[a] for a in args if isinstance(a, tvm.ir.expr.Constant)
+                     and a in self.anchors), None)
+        if plan is None and func.attrs is not None and NODE_ATTR in func.attrs:
+            plan = self.by_name.get(str(func.attrs[NODE_ATTR]))
+        return plan if plan is not None and plan.name in self.choice else None
+
+    def kernel(self, var, func, label: str, plan, acts: list) -> OpGroup:
+        """A node's kernel with its fused epilogue, paired with the bare kernel."""
+        from .. import x86
+
+        bare = segment_task(x86.kernel_func(plan.workload, plan.knobs, self.target), plan.op)
+        # a join fused into the kernel (SE scale, residual add) reads its other input;
+        # Relax passes a tensor read twice once, so the data input may be that one
+        srcs = [self.state[a][0] for a in acts if not self.state[a][1]]
+        fused = [frozenset({plan.name, *srcs[1:]}), frozenset({plan.name, *srcs})]
+        self.state[var] = (next((self.joins[f] for f in fused if len(f) > 1 and f in self.joins),
+                                plan.name), False)
+        return OpGroup(plan.name, plan.out_layout, label, segment_task(func, plan.op), bare)
+
+    def rest(self, var, func, label: str, acts: list) -> OpGroup:
+        """Any other function: owned by the node (or join) it reads, or plain."""
+        from ..compiler.legalize import OP_ATTR
+
+        ops = str(func.attrs[OP_ATTR]) if func.attrs is not None and OP_ATTR in func.attrs else label
+        task = segment_task(func, ops)
+        live = [self.state[a][0] for a in acts if not self.state[a][1]]
+        owner = self.join_of(live) if live else None
+        if owner not in self.layout:  # plain: after a boundary, or on the graph input
+            self.state[var] = (owner or (self.state[acts[0]][0] if acts else None), True)
+            return OpGroup(None, PLAIN, label, task)
+        self.state[var] = (owner, False)
+        return OpGroup(owner, self.layout[owner], label, task)
+
+
+def op_costs(mod, graph: LayoutGraph, target,
+             run: Callable[[list[Task]], list]) -> OpCosts:
+    """Measure the op groups of every probe and price each (node, layout) pair.
+
+    Parameters
+    ----------
+    mod : tvm.IRModule
+        The imported model.
+    graph : LayoutGraph
+        Its layout graph with measured (bare) kernel candidates.
+    target : tvm.target.Target
+    run : callable
+        ``run(tasks) -> records`` (e.g. :func:`graphtune.measure.measure` with
+        a records file): one record per task, in order.
+
+    Returns
+    -------
+    OpCosts
+
+    Raises
+    ------
+    MeasureError
+        If a group failed to build or run.
+
+    Examples
+    --------
+    >>> result = graphtune.tune("efficientnet_b0", image_size=32, records=None)  # doctest: +SKIP
+    >>> costs = op_costs(import_model(model), result.graph, x86.host_target(),
+    ...                  lambda tasks: measure(tasks, progress=False))  # doctest: +SKIP
+    """
+    covered: dict[tuple[str, str], int] = {}
+    probes = probe_choices(graph)
+    per_probe = []
+    for index, choice in enumerate(probes):
+        for n, i in choice.items():
+            covered.setdefault((n, graph.candidates(n)[i].out_layout), index)
+        per_probe.append(probe_groups(mod, graph, choice, target))
+    # a fused kernel right after its bare twin: both timed under the same conditions
+    tasks = [t for groups in per_probe for g in groups for t in (g.bare, g.task) if t is not None]
+    records = dict(zip(tasks, run(tasks)))
+    costs = OpCosts(tasks=len(records))
+    for index, groups in enumerate(per_probe):
+        for g in groups:
+            if (g.node is None and index > 0) or (g.node is not None and covered[(g.node, g.layout)] != index):
+                continue
+            pair = [records[t] for t in (g.task, g.bare) if t is not None]
+            failed = next((r for r in pair if not r.ok), None)
+            if failed is not None:
+                raise MeasureError(f"op group {g.label} ({'node ' + repr(g.node) if g.node else 'plain'}, "
+                                   f"{g.layout}) failed: {failed.error}")
+            if g.bare is None:
+                ms = float(pair[0].median_ms)
+            else:  # fastest repeats: a difference of medians is noise on a loaded host
+                ms = max(0.0, min(pair[0].ms) - min(pair[1].ms))
+            costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
+    for pair in covered:
+        costs.per_layout[pair] = 0.0
+    for g in costs.groups:
+        if g["node"] is not None:
+            costs.per_layout[(g["node"], g["layout"])] += g["ms"]
+    for n in _free(graph):
+        known = [costs.per_layout[(n, c.out_layout)] for c in graph.candidates(n)
+                 if (n, c.out_layout) in costs.per_layout]
+        for c in graph.candidates(n):
+            if (n, c.out_layout) not in costs.per_layout:
+                costs.per_layout[(n, c.out_layout)] = max(known, default=0.0)
+                costs.estimated.add((n, c.out_layout))
+    return costs
+
+
+def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
+    """Add op costs to the candidates of ``graph`` (in place; before edge costs are filled).
+
+    Each layout node's and join's candidate gains the op cost of its out
+    layout; the plain (constant) cost goes to the last graph-output boundary,
+    so that the solver's objective is the whole model's predicted latency.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0, 2.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("out", op="boundary", costs=[0.0], layouts=["NCHW"])
+    >>> g.add_edge("a", "out", shape=[1, 16, 4, 4])
+    >>> apply_op_costs(g, OpCosts({("a", "NCHW8c"): 0.5, ("a", "NCHW16c"): 0.1},
+    ...                           [{"node": None, "layout": "NCHW", "label": "softmax", "ms": 0.2}]))
+    >>> [c.cost for c in g.candidates("a")], g.candidates("out")[0].cost
+    ([1.5, 2.1], 0.2)
+    """
+    for n in _free(graph):
+        graph.set_candidates(n, [Candidate(c.knobs, c.in_layout, c.out_layout,
+                                           c.cost + costs.per_layout.get((n, c.out_layout), 0.0))
+                                 for c in graph.candidates(n)])
+    sinks = [n for n in nx.topological_sort(graph.nx)
+             if graph.op(n) == "boundary" and graph.nx.out_degree(n) == 0]
+    if sinks and costs.fixed_ms:
+        [c] = graph.candidates(sinks[-1])
+        graph.set_candidates(sinks[-1], [Candidate(c.knobs, c.in_layout, c.out_layout,
+                                                   c.cost + costs.fixed_ms)])
+
+
+def tie_self_joins(graph: LayoutGraph) -> list[str]:
+    """Keep each join of one tensor with itself (SiLU's ``x * sigmoid(x)``) in its producer's layout.
+
+    Such a join is fused into its producer's kernel only when both have one
+    layout; in another layout the compiled model runs the sigmoid, two
+    transforms and the multiply as a function of their own (EfficientNet-B0's
+    stem: 6.6 ms, a third of the model), which no probe measures. Changing the
+    layout after the join instead costs the same transform on one tensor, so
+    nothing is lost by forbidding the mismatch: the edge's mismatched entries
+    get a cost no solution can afford. Call after the edge costs are filled.
+
+    Returns
+    -------
+    list of str
+        The tied joins.
+
+    Examples
+    --------
+    >>> g = LayoutGraph()
+    >>> g.add_node("conv", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("silu", op="join", costs=[0.0, 0.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_edge("conv", "silu", shape=[1, 16, 4, 4], cost=[[0.0, 0.1], [0.1, 0.0]])
+    >>> tie_self_joins(g), bool(g.edge_cost("conv", "silu")[0, 1] > 1e3)
+    (['silu'], True)
+    """
+    import numpy as np
+
+    bound = 1e3 * (1.0 + sum(max(c.cost for c in graph.candidates(n)) for n in graph.nodes))
+    tied = []
+    for join in graph.nodes:
+        preds = list(graph.nx.predecessors(join))
+        if graph.op(join) != "join" or len(preds) != 1 or graph.op(preds[0]) == "boundary":
+            continue
+        outs = [c.out_layout for c in graph.candidates(preds[0])]
+        ins = [c.in_layout for c in graph.candidates(join)]
+        mismatch = np.array([[o != i for i in ins] for o in outs], dtype=float)
+        graph.set_edge_cost(preds[0], join, graph.edge_cost(preds[0], join) + bound * mismatch)
+        tied.append(join)
+    return tied

@@ -1,0 +1,133 @@
+"""Every op in the objective: op groups measured per layout, in records, in predicted_ms."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import graphtune
+from graphtune import extract, solve, x86
+from graphtune.frontend import import_model
+from graphtune.measure import Records, measure
+from graphtune.measure.build import build_task, prim_func_of
+from graphtune.measure.segments import probe_choices, probe_groups
+from graphtune.models.builder import GraphBuilder
+from graphtune.report import config_table
+
+TINY = {"max_candidates": 2, "progress": False, "min_repeat_ms": 2.0}
+
+
+def _model():
+    """conv -> SiLU -> conv -> squeeze-excitation -> max pool, a residual add of a 1x1 conv,
+    a channel concat, global pool, flatten, dense, softmax: an op of every kind."""
+    b = GraphBuilder("tiny_se", seed=0, batch_size=1, image_size=16)
+    x = b.silu(b.conv(b.input, "stem", 16, kernel=3, padding=1), "stem.act")
+    x = b.squeeze_excitation(b.conv(x, "expand", 32, kernel=1), "se", 8)
+    x = b.max_pool(x, "pool", kernel=2, stride=2)
+    y = b.add(b.conv(x, "branch", 32, kernel=1), x, "add")
+    x = b.concat([x, y], "cat")
+    x = b.flatten(b.global_avg_pool(x, "gap"), "flatten")
+    b.unary("Softmax", b.dense(x, "fc", 10), "softmax", axis=1)
+    return b.model(["softmax"])
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    records = tmp_path_factory.mktemp("seg") / "tiny.records.jsonl"
+    result = graphtune.tune(_model(), records=records, **TINY)
+    return result, records
+
+
+def test_probes_cover_every_out_layout_of_every_free_node():
+    g = extract(_model(), max_candidates=4)
+    seen = {(n, g.candidates(n)[i].out_layout) for choice in probe_choices(g) for n, i in choice.items()}
+    want = {(n, c.out_layout) for n in g.nodes if g.op(n) != "boundary" for c in g.candidates(n)}
+    assert seen == want
+
+
+def test_probe_groups_belong_to_the_node_whose_layout_they_run_in():
+    model = _model()
+    g = extract(model, max_candidates=1)
+    groups = probe_groups(import_model(model), g, probe_choices(g)[0], x86.host_target())
+    owners = {(grp.node, grp.task.workload["ops"]) for grp in groups}
+    assert ("expand", "mean") in owners        # the SE pool reads expand's output
+    assert ("se", "max_pool2d") in owners      # the pool runs in the layout of the SE scale (a join)
+    assert ("cat", "concatenate") in owners    # a join not fused into a kernel: its own group
+    assert ("cat", "mean") in owners           # global pool of the concat
+    assert ("fc", "softmax") in owners         # after the dense (one layout, NC): a constant
+    assert not any(grp.node == "add" for grp in groups)  # residual add fused into branch's kernel
+    kernels = {grp.node for grp in groups if grp.task.workload["ops"] in ("conv2d", "dense")}
+    assert kernels == {"stem", "expand", "se.fc1", "se.fc2", "branch", "fc"}
+    for grp in groups:  # every group runs in a layout of its owner's candidates
+        if grp.node is not None:
+            assert grp.layout in {c.out_layout for c in g.candidates(grp.node)}
+
+
+def test_segment_task_key_is_its_code_and_it_builds_and_times(tmp_path):
+    model = _model()
+    g = extract(model, max_candidates=1)
+    choice = probe_choices(g)[0]
+    first = probe_groups(import_model(model), g, choice, x86.host_target())
+    again = probe_groups(import_model(model), g, choice, x86.host_target())
+    assert [grp.task.key for grp in first] == [grp.task.key for grp in again]
+    task = next(grp.task for grp in first if grp.task.workload["ops"] == "mean")
+    assert json.loads(task.key)["kind"] == "segment"
+    built = build_task(prim_func_of, task, x86.host_target(), str(tmp_path))
+    assert built["args"] == task.workload["args"]
+    [record] = measure([task], records=Records(), min_repeat_ms=1, progress=False)
+    assert record.ok and record.median_ms > 0
+
+
+def test_tune_charges_op_groups_per_layout_and_predicts_the_whole_model(tuned):
+    result, records = tuned
+    graph, ops = result.graph, result.ops
+    free = [n for n in graph.nodes if graph.op(n) != "boundary"]
+    for n in free:  # every candidate layout of every node and join has its op cost
+        for c in graph.candidates(n):
+            assert (n, c.out_layout) in ops.per_layout
+    assert ops.per_layout[("expand", graph.candidates("expand")[0].out_layout)] > 0  # SE pool
+    assert result.ops_ms > 0 and result.kernel_ms > 0
+    assert result.predicted_ms == pytest.approx(result.solution.energy)
+    assert result.predicted_ms == pytest.approx(result.kernel_ms + result.ops_ms + result.transform_ms)
+    kinds = [json.loads(line)["kind"] for line in records.read_text().splitlines()]
+    assert kinds.count("segment") == result.measured["ops"] > 0
+    sol = result.config.solution
+    assert sol["ops_ms"] == pytest.approx(result.ops_ms)
+    assert sol["predicted_ms"] == pytest.approx(sol["kernel_ms"] + sol["ops_ms"] + sol["transform_ms"])
+    assert len(sol["op_groups"]) == len(result.op_groups) > 0
+    table = config_table(result.config)
+    assert "op groups" in table and result.op_groups[0]["label"] in table
+    assert "ops" in result.summary()
+
+
+def test_silu_join_keeps_its_conv_layout_so_it_stays_fused(tuned):
+    result = tuned[0]
+    cand = {n: result.graph.candidates(n)[i] for n, i in result.solution.assignment.items()}
+    assert cand["stem.act"].in_layout == cand["stem"].out_layout
+
+
+def test_solver_stays_exact_with_op_costs(tuned):
+    graph = tuned[0].graph
+    brute = solve(graph, method="brute")
+    for method in ("auto", "dp", "cpsat"):
+        assert solve(graph, method=method).energy == pytest.approx(brute.energy, abs=1e-9)
+
+
+def test_rerun_from_records_measures_no_op_group_again(tuned):
+    result, records = tuned
+    lines = records.read_text().splitlines()
+    again = graphtune.tune(_model(), records=records, **TINY)
+    assert records.read_text().splitlines() == lines
+    assert again.predicted_ms == pytest.approx(result.predicted_ms)
+    assert again.ops.per_layout == pytest.approx(result.ops.per_layout)
+
+
+def test_tuned_model_still_matches_onnxruntime(tuned):
+    ort = pytest.importorskip("onnxruntime")
+    model = _model()
+    x = np.random.default_rng(0).standard_normal((1, 3, 16, 16)).astype("float32")
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    got = graphtune.compile(model, tuned[0].config)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
