@@ -1,17 +1,13 @@
-"""Knob schedules for conv2d, depthwise and group conv2d and dense, standalone or fused.
+"""Knob schedules of conv2d (also group and transposed), depthwise and dense, and their primitives.
 
-:func:`schedule_fused` takes a PrimFunc in which the op is one reduction block
-(the *anchor*) built by :func:`~graphtune.x86.conv2d_nchwc`,
-:func:`~graphtune.x86.depthwise_conv2d_nchwc` or
-:func:`~graphtune.x86.dense_packed`, possibly with padding before it and
-elementwise blocks after it (bias add, relu, residual add, clip) as Relax's
-FuseOps + FuseTIR produce. It inlines the padding, folds the elementwise
-chain into its last block, and applies the schedule in the spirit of the old
-x86 template: parallel over the fused outer loops, a register tile of
-``oh_bn x reg_n x oc_bn`` accumulators (``oc_bn`` vectorised, the width tile
-and ``kw`` unrolled), the epilogue computed from the tile before it is
-written out. Blocks it cannot fold (e.g. a second output) get a plain
-parallel + vectorised schedule, never a wrong result.
+Each op's :class:`~graphtune.x86.specs.OpSpec` names one of
+:func:`schedule_conv2d`, :func:`schedule_depthwise`, :func:`schedule_dense`;
+:func:`graphtune.x86.schedule_fused` finds the op's anchor block in a
+(fused) PrimFunc, inlines its padding, folds its elementwise epilogue and
+calls it. The schedules follow the old x86 template: parallel over the
+fused outer loops, a register tile of ``oh_bn x reg_n x oc_bn``
+accumulators (``oc_bn`` vectorised, the width tile and ``kw`` unrolled),
+the epilogue computed from the tile before it is written out.
 
 Examples
 --------
@@ -106,6 +102,11 @@ def _vectorize_init(sch: s_tir.Schedule, anchor, loop, outer) -> None:
 
 
 def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the NCHWc conv anchor (conv2d, group conv2d, conv2d_transpose) with ``knobs``.
+
+    ``epilogue`` is the folded elementwise block writing the output, or None
+    (the tile is then written through a ``cache_write`` block).
+    """
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
@@ -121,6 +122,7 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
 
 
 def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the depthwise NCHWc anchor with ``knobs`` (see :func:`schedule_conv2d`)."""
     n, c_chunk, oh, ow, c_block, kh, kw = sch.get_loops(anchor)
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
     sch.reorder(n, c_chunk, oh, ow_outer, kh, kw, ow_inner, c_block)
@@ -133,6 +135,7 @@ def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> No
 
 
 def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the packed dense anchor with ``knobs`` (rows tiled along the data's dim -2)."""
     *outer, n, m, k = sch.get_loops(anchor)  # N-D data: the row tile runs along its last leading dim
     n_outer, n_inner = sch.split(n, [None, knobs.get("n_bn", 1)])
     m_outer, m_inner = sch.split(m, [None, knobs["oc_bn"]])
