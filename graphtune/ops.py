@@ -156,7 +156,7 @@ def _check_conv(workload: dict, op: Op | None, where: str) -> None:
         )
     kind = _conv_kind(workload)
     if op is not None and op is not kind:
-        raise ModelError(f"{where}: a {kind} workload (groups={groups}, {c} channels), not a {op} one")
+        raise ModelError(f"{where}: a {kind!r} workload (groups={groups}, {c} channels) does not match op {op!r}")
 
 
 def _check_transpose(workload: dict, op: Op, where: str) -> None:

@@ -97,7 +97,7 @@ def test_workload_errors_name_the_field_and_where():
     with pytest.raises(ModelError, match=r"nodes\.c\.workload\.kernel = \[16, 8, 3, 3\] expects 16 input channels"):
         check_workload({**CONV, "kernel": [16, 8, 3, 3], "groups": 2, "data": [1, 8, 8, 8]}, "conv2d",
                        where="nodes.c.workload")
-    with pytest.raises(ModelError, match=r"workload: a depthwise_conv2d workload .* not a conv2d one"):
+    with pytest.raises(ModelError, match=r"workload: a 'depthwise_conv2d' workload .* does not match op 'conv2d'"):
         check_workload(conv2d_workload([1, 8, 6, 6], [8, 1, 3, 3], groups=8), Op.CONV2D)
     with pytest.raises(ModelError, match="unknown workload op 'pool'; known: conv2d"):
         check_workload(CONV, "pool")
@@ -117,7 +117,7 @@ def test_x86_functions_take_the_op_and_check_it_fits():
     knobs = x86.default_knobs(depthwise, block=8, op=Op.DEPTHWISE_CONV2D)
     assert knobs == x86.default_knobs(depthwise, block=8)
     assert x86.layouts_of(depthwise, knobs, op="depthwise_conv2d") == ("NCHW8c", "NCHW8c")
-    with pytest.raises(ModelError, match="not a group_conv2d one"):
+    with pytest.raises(ModelError, match="does not match op 'group_conv2d'"):
         x86.candidates(depthwise, op=Op.GROUP_CONV2D)
 
 
