@@ -182,7 +182,7 @@ def test_config_of_another_model_is_refused(resnet18):
 
 def test_config_with_edited_workload_is_refused(resnet18, tmp_path):
     config = Config.uniform(resnet18)
-    config.nodes["layer3.1.conv2"].workload["kernel"][2] = 5
+    config.nodes["layer3.1.conv2"].workload["kernel"][2] = 1  # still a valid conv, not this model's
     path = tmp_path / "edited.graphtune.json"
     config.save(path)
     with pytest.raises(ConfigMismatchError, match=r"nodes\.layer3\.1\.conv2\.workload\.kernel"):
