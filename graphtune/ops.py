@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 
-class Op(enum.StrEnum):
+class Op(str, enum.Enum):
     """Every op kind graphtune names; each member *is* its string (``Op.DENSE == "dense"``).
 
     Members hash, compare, print and serialise (JSON) as their string, and
@@ -55,6 +55,12 @@ class Op(enum.StrEnum):
     >>> Op("depthwise_conv2d") is Op.DEPTHWISE_CONV2D, Op.JOIN, f"{Op.DENSE}"
     (True, 'join', 'dense')
     """
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
 
     def __repr__(self) -> str:
         return repr(self.value)
