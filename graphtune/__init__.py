@@ -47,7 +47,7 @@ __version__ = "0.1.0"
 _LAZY = {
     "compile": ("graphtune.compiler", "compile"),
     "CompiledModel": ("graphtune.compiler", "CompiledModel"),
-    "extract": ("graphtune.frontend.extract", "extract"),
+    "extract": ("graphtune.pipeline", "extract"),
     "tune": ("graphtune.pipeline", "tune"),
     "TuneResult": ("graphtune.pipeline", "TuneResult"),
     "models": ("graphtune.models", None),

@@ -32,12 +32,13 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import ConfigError, ConfigMismatchError, KnobError, LayoutError, ModelError
 from .layouts import DENSE, PLAIN, check_layout
+from .ops import NODE_OPS, Op, as_op, check_workload
 
-__all__ = ["FORMAT", "VERSION", "NODE_OPS", "NodeConfig", "Config"]
+__all__ = ["FORMAT", "VERSION", "NodeConfig", "Config", "KnobCheck", "ModelNode", "graph_workload"]
 
 FORMAT = "graphtune.config"
 """Value of the ``format`` field of every config file."""
@@ -45,16 +46,11 @@ FORMAT = "graphtune.config"
 VERSION = 1
 """The config format version this module reads and writes."""
 
-NODE_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "join")
-"""Ops a config node may have (``join``: the common layout of an add/concat's inputs)."""
+ModelNode = tuple  # (name, op, workload)
+"""``(name, op, workload)`` of one layout node of a model, what :meth:`Config.check_nodes` compares."""
 
-_WORKLOAD_FIELDS = {
-    "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
-    "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
-    "group_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
-    "conv2d_transpose": ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
-    "dense": ("data", "weight", "dtype"),
-}
+KnobCheck = Callable[[Op, dict, dict], tuple]
+"""``fn(op, workload, knobs) -> (in_layout, out_layout)``: validate knobs (KnobError) and give their layouts."""
 
 
 @dataclass
@@ -63,8 +59,8 @@ class NodeConfig:
 
     Parameters
     ----------
-    op : str
-        One of :data:`NODE_OPS`.
+    op : Op or str
+        One of :data:`graphtune.ops.NODE_OPS` (stored as an :class:`~graphtune.ops.Op`).
     workload : dict or None
         The node's workload (shared contract format). For a join,
         ``{"inputs": [names of the nodes feeding it]}`` (checked against a
@@ -83,12 +79,18 @@ class NodeConfig:
     'join'
     """
 
-    op: str
+    op: Op
     workload: dict | None
     in_layout: str
     out_layout: str
     knobs: dict = field(default_factory=dict)
     cost_ms: float | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            self.op = as_op(self.op, NODE_OPS)
+        except ValueError as err:
+            raise ConfigError(f"node op: {err}") from None
 
     def to_dict(self) -> dict:
         """JSON-able dict of this node (the value under ``nodes.<name>``).
@@ -127,11 +129,12 @@ class NodeConfig:
         where = f"nodes.{name}"
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
-        op = data.get("op")
-        if op not in NODE_OPS:
-            raise ConfigError(f"{where}.op: expected one of {list(NODE_OPS)}, got {op!r}")
+        try:
+            op = as_op(data.get("op"), NODE_OPS)
+        except ValueError as err:
+            raise ConfigError(f"{where}.op: {err}") from None
         workload = data.get("workload")
-        if op != "join":
+        if op != Op.JOIN:
             _check_workload(f"{where}.workload", op, workload)
         elif workload is not None and not isinstance(workload, Mapping):
             raise ConfigError(f"{where}.workload: expected an object or null for a join")
@@ -149,7 +152,7 @@ class NodeConfig:
                 layouts[key] = check_layout(value)
             except LayoutError as err:
                 raise LayoutError(f"{where}.{key}: {err}") from None
-        if op == "dense" and layouts not in [{"in_layout": d, "out_layout": d} for d in (DENSE, PLAIN)]:
+        if op == Op.DENSE and layouts not in [{"in_layout": d, "out_layout": d} for d in (DENSE, PLAIN)]:
             raise ConfigError(f"{where}: a dense node's layouts must both be {DENSE!r} "
                               f"({PLAIN!r} for rank-3/4 data)")
         knobs = data.get("knobs", {})
@@ -171,24 +174,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _check_workload(where: str, op: str, workload: Any) -> None:
-    """Raise ConfigError naming the first missing or ill-typed workload field."""
+def _check_workload(where: str, op: Op, workload: Any) -> None:
+    """Raise ConfigError naming the first missing or invalid workload field."""
     if not isinstance(workload, Mapping):
         raise ConfigError(f"{where}: expected an object, got {type(workload).__name__}")
-    for key in _WORKLOAD_FIELDS[op]:
-        if key not in workload:
-            raise ConfigError(f"{where}.{key}: missing (a {op} workload needs "
-                              f"{', '.join(_WORKLOAD_FIELDS[op])})")
-        value = workload[key]
-        if key == "dtype":
-            ok = isinstance(value, str)
-        elif key == "groups":
-            ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
-        else:
-            ok = isinstance(value, (list, tuple)) and all(
-                isinstance(v, int) and not isinstance(v, bool) for v in value)
-        if not ok:
-            raise ConfigError(f"{where}.{key}: malformed value {value!r}")
+    try:
+        check_workload(dict(workload), op, where)
+    except ModelError as err:
+        raise ConfigError(str(err)) from None
 
 
 def _first_difference(expected: Any, found: Any, path: tuple = ()) -> tuple | None:
@@ -357,21 +350,7 @@ class Config:
     # --------------------------------------------------------- construction
     @classmethod
     def uniform(cls, model: Any, block: int = 16, target: Any = None) -> "Config":
-        """Config giving every layout node the same channel block and default knobs.
-
-        A node whose channel counts ``block`` does not divide gets the divisor of
-        its channels nearest to ``block`` instead (the stem conv's 3 input
-        channels get block 3; see :func:`graphtune.x86.default_knobs`). Joins are left to the compiler, which
-        keeps their inputs' common block.
-
-        Parameters
-        ----------
-        model : onnx.ModelProto, str, path or tvm.IRModule
-            The model (anything :func:`graphtune.frontend.import_model` accepts).
-        block : int, default 16
-            The channel block ``x`` of ``NCHW{x}c``.
-        target : tvm.target.Target or dict, optional
-            Target to tune for (default: this host, :func:`graphtune.x86.host_target`).
+        """Config giving every layout node the same channel block: :func:`graphtune.baselines.uniform`.
 
         Examples
         --------
@@ -380,28 +359,13 @@ class Config:
         >>> cfg.nodes["conv1"].in_layout, cfg.nodes["conv1"].out_layout
         ('NCHW3c', 'NCHW16c')
         """
-        if not isinstance(block, int) or isinstance(block, bool) or block < 1:
-            raise ConfigError(f"block: expected a positive int, got {block!r}")
-        return cls._per_node(
-            model, target, {"method": "uniform", "block": block},
-            lambda x86, workload, tgt: x86.default_knobs(workload, block=block, target=tgt))
+        from .baselines import uniform  # needs the frontend and x86 (TVM): loaded on use only
+
+        return uniform(model, block, target)
 
     @classmethod
     def random(cls, model: Any, seed: int = 0, target: Any = None) -> "Config":
-        """Config picking a random candidate of :func:`graphtune.x86.candidates` per node.
-
-        Neighbouring nodes then rarely agree on a layout, so the compiled model
-        is full of layout transforms: a contrast for benchmarks and a stress
-        test for the compiler.
-
-        Parameters
-        ----------
-        model : onnx.ModelProto, str, path or tvm.IRModule
-            The model.
-        seed : int, default 0
-            Seed of the random choices.
-        target : tvm.target.Target or dict, optional
-            Target whose candidate space is sampled (default: this host).
+        """Config picking a random candidate per node: :func:`graphtune.baselines.random`.
 
         Examples
         --------
@@ -410,29 +374,9 @@ class Config:
         >>> cfg.solution
         {'method': 'random', 'seed': 1}
         """
-        import random as _random
+        from .baselines import random  # needs the frontend and x86 (TVM): loaded on use only
 
-        rng = _random.Random(seed)
-        return cls._per_node(
-            model, target, {"method": "random", "seed": seed},
-            lambda x86, workload, tgt: rng.choice(x86.candidates(workload, tgt)))
-
-    @classmethod
-    def _per_node(cls, model: Any, target: Any, solution: dict, choose) -> "Config":
-        """Config with ``choose(x86, workload, target)`` knobs for every supported layout node."""
-        from . import frontend, x86
-
-        tgt = x86.host_target(target)
-        nodes = {}
-        for op in frontend.layout_ops(frontend.import_model(model)):
-            if op.op not in NODE_OPS:
-                continue
-            knobs = choose(x86, op.workload, tgt)
-            in_layout, out_layout = x86.layouts_of(op.workload, knobs)
-            nodes[op.name] = NodeConfig(op.op, _plain(op.workload), in_layout, out_layout,
-                                        _plain(knobs))
-        return cls(nodes, target=x86.target_key(tgt),
-                   model={"name": _model_name(model), "fingerprint": None}, solution=solution)
+        return random(model, seed, target)
 
     @classmethod
     def from_solution(cls, graph: Any, solution: Any, target: Any = None,
@@ -445,8 +389,9 @@ class Config:
             The solved graph (its nodes carry workloads and candidates).
         solution : graphtune.solve.Solution
             ``assignment`` maps every node to a candidate index.
-        target : tvm.target.Target or dict, optional
-            Target the costs were measured on (recorded in the file).
+        target : dict, optional
+            JSON description of the target the costs were measured on
+            (:func:`graphtune.x86.target_key`), recorded in the file.
         model_name : str, optional
             Name recorded under ``model.name``.
 
@@ -468,19 +413,17 @@ class Config:
             cand = graph.candidates(name)[solution.assignment[name]]
             cost = float(cand.cost)
             kernel_ms += 0.0 if math.isnan(cost) else cost
-            nodes[name] = NodeConfig(op, _graph_workload(graph, name), cand.in_layout,
+            nodes[name] = NodeConfig(op, graph_workload(graph, name), cand.in_layout,
                                      cand.out_layout, _plain(cand.knobs),
                                      None if math.isnan(cost) else cost)
         energy = float(solution.energy)
         gap = float(solution.relative_gap)
-        target_json = None
-        if target is not None:
-            from . import x86
-
-            target_json = x86.target_key(x86.host_target(target))
+        if target is not None and not isinstance(target, Mapping):
+            raise ConfigError(f"target: expected the target's JSON description (a dict, see "
+                              f"graphtune.x86.target_key), got {type(target).__name__}")
         return cls(
             nodes,
-            target=target_json,
+            target=_plain(target),
             model={"name": model_name, "fingerprint": graph.fingerprint()},
             solution={"method": solution.method, "optimal": bool(solution.optimal), "gap": gap,
                       "predicted_ms": energy, "kernel_ms": kernel_ms,
@@ -519,11 +462,44 @@ class Config:
         >>> Config.uniform(model).check(model)
         []
         """
-        ops, fingerprint = _model_ops(model)
+        from .bind import model_nodes, x86_knobs  # the frontend and x86 (TVM): loaded on use only
+
+        nodes, fingerprint = model_nodes(model)
+        return self.check_nodes(nodes, fingerprint, x86_knobs)
+
+    def check_nodes(self, ops: Iterable[ModelNode], fingerprint: str | None = None,
+                    knobs: KnobCheck | None = None) -> list[str]:
+        """Check this config against a model's layout nodes; return those it does not mention.
+
+        :meth:`check` with the model already read: no TVM needed.
+
+        Parameters
+        ----------
+        ops : iterable of (name, op, workload)
+            The model's layout nodes (joins with ``{"inputs": [...]}`` or no workload).
+        fingerprint : str, optional
+            The model's layout graph fingerprint, compared when every node matches.
+        knobs : callable, optional
+            ``fn(op, workload, knobs) -> (in_layout, out_layout)`` validating a
+            node's knobs (:func:`graphtune.bind.x86_knobs`); None skips knob checks.
+
+        Raises
+        ------
+        ConfigMismatchError, KnobError, ConfigError
+            As :meth:`check`.
+
+        Examples
+        --------
+        >>> node = NodeConfig("dense", {"data": [1, 8], "weight": [4, 8], "dtype": "float32"},
+        ...                   "NC", "NC", {"oc_bn": 4, "k_bn": 8})
+        >>> Config({"fc": node}).check_nodes([("fc", "dense", node.workload), ("fc2", "dense", node.workload)])
+        ['fc2']
+        """
+        ops = [(name, Op(op), workload) for name, op, workload in ops]
         by_name = {name: (op, workload) for name, op, workload in ops}
-        has_joins = any(op == "join" for _, op, _ in ops)
+        has_joins = any(op == Op.JOIN for _, op, _ in ops)
         for name, node in self.nodes.items():
-            if node.op == "join" and not has_joins:
+            if node.op == Op.JOIN and not has_joins:
                 continue  # layout ops alone do not list joins: nothing to check them against
             if name not in by_name:
                 known = ", ".join(list(by_name)[:5])
@@ -549,8 +525,8 @@ class Config:
                     f"{_lookup(node.workload, diff)}, the model has {_lookup(workload, diff)}; "
                     "the config was made for another model or input size — re-tune it for "
                     "this one")
-            if op != "join":
-                self._check_knobs(name, node)
+            if op != Op.JOIN and knobs is not None:
+                _check_knobs(name, node, knobs)
         own = (self.model or {}).get("fingerprint")
         if fingerprint is not None and own and own != fingerprint and not missing:
             raise ConfigMismatchError(
@@ -559,52 +535,35 @@ class Config:
                 "re-tune it for this model")
         return missing
 
-    @staticmethod
-    def _check_knobs(name: str, node: NodeConfig) -> None:
-        """Raise if a node's knobs are invalid or disagree with its layouts."""
-        from . import x86
 
-        try:
-            x86.check_knobs(node.workload, node.knobs)
-        except (KnobError, ModelError) as err:
-            raise type(err)(f"nodes.{name}.knobs: {err}") from None
-        layouts = tuple(x86.layouts_of(node.workload, node.knobs))
-        if layouts != (node.in_layout, node.out_layout):
-            raise ConfigError(
-                f"nodes.{name}: layouts {node.in_layout} -> {node.out_layout} do not follow from "
-                f"its knobs {node.knobs} (they give {layouts[0]} -> {layouts[1]}); fix the "
-                "layouts or the knobs")
+def _check_knobs(name: str, node: NodeConfig, knobs: KnobCheck) -> None:
+    """Raise if a node's knobs are invalid or disagree with its layouts."""
+    try:
+        layouts = tuple(knobs(node.op, node.workload, node.knobs))
+    except (KnobError, ModelError) as err:
+        raise type(err)(f"nodes.{name}.knobs: {err}") from None
+    if layouts != (node.in_layout, node.out_layout):
+        raise ConfigError(
+            f"nodes.{name}: layouts {node.in_layout} -> {node.out_layout} do not follow from "
+            f"its knobs {node.knobs} (they give {layouts[0]} -> {layouts[1]}); fix the "
+            "layouts or the knobs")
 
 
-def _graph_workload(graph: Any, name: str) -> dict | None:
-    """A node's workload; for a join, ``{"inputs": [the nodes feeding it, sorted]}``.
+def graph_workload(graph: Any, name: str) -> dict | None:
+    """A node's workload as a config stores it; for a join, ``{"inputs": [the nodes feeding it, sorted]}``.
 
     The inputs make the config check see a join rewired; the compiler finds it by name.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[0.0], op="boundary")
+    >>> g.add_node("j", costs=[0.0], op="join")
+    >>> g.add_edge("a", "j", shape=[1, 8, 2, 2])
+    >>> graph_workload(g, "j")
+    {'inputs': ['a']}
     """
-    if graph.op(name) == "join":
+    if graph.op(name) == Op.JOIN:
         return {"inputs": sorted(graph.nx.predecessors(name))}
     return _plain(graph.workload(name))
-
-
-def _model_name(model: Any) -> str | None:
-    """Best-effort human name of a model argument (file stem or graph name)."""
-    if isinstance(model, (str, os.PathLike)):
-        base = os.path.basename(os.fspath(model))
-        return base[:-5] if base.endswith(".onnx") else base
-    graph = getattr(model, "graph", None)
-    return getattr(graph, "name", None) or None
-
-
-def _model_ops(model: Any) -> tuple[list[tuple[str, str, Any]], str | None]:
-    """(name, op, workload) of every layout node of ``model`` and its fingerprint if known."""
-    if hasattr(model, "fingerprint") and hasattr(model, "nodes"):
-        ops = [(name, model.op(name), _graph_workload(model, name))
-               for name in model.nodes if model.op(name) in NODE_OPS]
-        return ops, model.fingerprint()
-    if isinstance(model, Iterable) and not isinstance(model, (str, bytes, os.PathLike)) \
-            and not hasattr(model, "graph") and not hasattr(model, "functions"):
-        return [(op.name, op.op, op.workload) for op in model], None
-    from . import frontend
-
-    return [(op.name, op.op, op.workload)
-            for op in frontend.layout_ops(frontend.import_model(model))], None

@@ -36,11 +36,9 @@ import networkx as nx
 import numpy as np
 
 from .errors import GraphError
+from .ops import GRAPH_OPS, Op, as_op
 
-__all__ = ["Candidate", "LayoutGraph", "OPS", "TransformFn"]
-
-OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "join", "boundary")
-"""Node kinds a layout graph accepts."""
+__all__ = ["Candidate", "LayoutGraph", "TransformFn"]
 
 TransformFn = Callable[[Any, str, str], float]
 """``fn(shape, src_layout, dst_layout) -> ms``: the cost of one layout transform."""
@@ -149,7 +147,7 @@ class LayoutGraph:
         name: str,
         candidates: Sequence[Candidate] | None = None,
         *,
-        op: str = "conv2d",
+        op: Op | str = Op.CONV2D,
         workload: Mapping[str, Any] | None = None,
         costs: Sequence[float] | None = None,
         layouts: Sequence[str] | None = None,
@@ -162,8 +160,8 @@ class LayoutGraph:
             Unique node name.
         candidates : sequence of Candidate, optional
             The node's choices. Give either ``candidates`` or ``costs``.
-        op : str
-            One of :data:`OPS`.
+        op : Op or str
+            One of :data:`graphtune.ops.GRAPH_OPS`.
         workload : dict, optional
             Shapes and attributes of the op (JSON-able).
         costs : sequence of float, optional
@@ -187,8 +185,10 @@ class LayoutGraph:
         _check_name(name)
         if name in self._g:
             raise GraphError(f"node {name!r} already exists; node names must be unique")
-        if op not in OPS:
-            raise GraphError(f"node {name!r}: unknown op {op!r}; valid ops are {', '.join(OPS)}")
+        try:
+            op = as_op(op, GRAPH_OPS)
+        except ValueError as err:
+            raise GraphError(f"node {name!r}: {err}") from None
         cands = self._make_candidates(name, candidates, costs, layouts)
         self._g.add_node(name, op=op, workload=None if workload is None else dict(workload), candidates=cands)
 
@@ -422,8 +422,8 @@ class LayoutGraph:
     def __repr__(self) -> str:
         return f"LayoutGraph({len(self)} nodes, {self._g.number_of_edges()} edges)"
 
-    def op(self, name: str) -> str:
-        """Op kind of node ``name``."""
+    def op(self, name: str) -> Op:
+        """Op kind of node ``name`` (an :class:`~graphtune.ops.Op`, equal to its string)."""
         return self._require(name)["op"]
 
     def workload(self, name: str) -> dict | None:
@@ -551,7 +551,7 @@ class LayoutGraph:
             cands = data["candidates"]
             if not cands:
                 raise GraphError(f"node {name!r} has no candidates; give it at least one")
-            if data["op"] == "boundary" and len(cands) != 1:
+            if data["op"] == Op.BOUNDARY and len(cands) != 1:
                 raise GraphError(f"boundary node {name!r} has {len(cands)} candidates; a boundary has exactly one")
             for i, c in enumerate(cands):
                 if not (math.isfinite(c.cost) and c.cost >= 0):

@@ -22,31 +22,96 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
-from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
+import onnx
+import tvm
 
 from . import x86
-from .config import Config
+from .baselines import kernel_best_solution
 from .checks import check_choice, check_positive
+from .config import Config
 from .errors import MeasureError
-from .frontend.extract import extract
+from .frontend.extract import CandidateFn
+from .frontend.extract import extract as _frontend_extract
 from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
 from .measure import LocalRunner, Records, Runner, Task, measure
 from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_self_joins
 from .models.resolve import resolve
+from .ops import LAYOUT_OPS, Op
 from .solve import METHODS, Solution, solve
 
-__all__ = ["TuneResult", "tune", "kernel_best_solution", "LAYOUT_OPS"]
+__all__ = ["TuneResult", "tune", "extract", "x86_candidates", "kernel_best_solution"]
 
-LAYOUT_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
-"""Node ops whose candidates are kernels graphtune measures."""
+
+def x86_candidates(target: Any = None, max_candidates: int | None = None) -> CandidateFn:
+    """The candidate generator of graphtune.x86 for extraction: knobs and their layouts, cost NaN.
+
+    Parameters
+    ----------
+    target : tvm.target.Target or dict, optional
+        Target whose vector width shapes the candidates (default: the host).
+    max_candidates : int, optional
+        Keep at most this many candidates per node, best guesses first.
+
+    Examples
+    --------
+    >>> from graphtune.ops import Op, dense_workload
+    >>> fn = x86_candidates({"kind": "llvm", "mcpu": "znver5"}, max_candidates=1)
+    >>> fn(dense_workload([1, 64], [10, 64]), Op.DENSE)
+    [Candidate(knobs={'oc_bn': 10, 'k_bn': 8}, in_layout='NC', out_layout='NC', cost=nan)]
+    """
+    tgt = x86.host_target(target)
+
+    def candidates(workload: dict, op: Op) -> list[Candidate]:
+        return [Candidate(k, *x86.layouts_of(workload, k, op=op), math.nan)
+                for k in x86.candidates(workload, tgt, max_candidates, op=op)]
+
+    return candidates
+
+
+def extract(
+    model: onnx.ModelProto | str | os.PathLike | tvm.IRModule,
+    target: Any = None,
+    max_candidates: int | None = None,
+    *,
+    shape_dict: Mapping[str, Sequence[int]] | None = None,
+    candidates: CandidateFn | None = None,
+) -> LayoutGraph:
+    """Build the :class:`~graphtune.graph.LayoutGraph` of ``model`` with graphtune.x86's candidates.
+
+    The frontend's :func:`~graphtune.frontend.extract.extract` with ``candidates`` defaulting
+    to :func:`x86_candidates` ``(target, max_candidates)``.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto, path to an ``.onnx`` file, or tvm.IRModule
+    target : tvm.target.Target or dict, optional
+        Target whose vector width shapes the candidates (default: the host).
+    max_candidates : int, optional
+        Keep at most this many candidates per conv / dense node.
+    shape_dict : mapping, optional
+        Static shapes for ONNX inputs with dynamic dimensions.
+    candidates : callable, optional
+        ``candidates(workload, op)`` of a layout node, instead of graphtune.x86's
+        (then ``target`` and ``max_candidates`` are unused).
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> g = extract(models.get("resnet50", image_size=32), max_candidates=4)
+    >>> g.op("layer1.0.conv1"), g.candidates("layer1.0.conv1")[0].in_layout
+    ('conv2d', 'NCHW16c')
+    """
+    if candidates is None:
+        candidates = x86_candidates(target, max_candidates)
+    return _frontend_extract(model, candidates, shape_dict=shape_dict)
 
 
 @dataclass
@@ -242,7 +307,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         lap("ops")
 
         pairs = graph.transform_pairs()
-        transform_tasks = [Task("transform", {"shape": list(shape), "src": src, "dst": dst,
+        transform_tasks = [Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst,
                                               "dtype": "float32"}) for shape, src, dst in pairs]
         transform_ms = {}
         transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
@@ -290,7 +355,7 @@ def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task
         if not record.ok:
             errors.append(record.error)
             continue
-        layouts = x86.layouts_of(task.workload, task.knobs)
+        layouts = x86.layouts_of(task.workload, task.knobs, op=task.kind)
         cand = Candidate(task.knobs, layouts[0], layouts[1], float(record.median_ms))
         if layouts not in best or cand.cost < best[layouts].cost:
             best[layouts] = cand
@@ -299,37 +364,3 @@ def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task
                            f"first error: {errors[0] if errors else 'none'}; "
                            f"{_retry_hint(store, tasks, key)}")
     return sorted(best.values(), key=lambda c: c.cost)
-
-
-def kernel_best_solution(graph: LayoutGraph) -> Solution:
-    """Give every node its fastest kernel, ignoring transforms (the old "history best").
-
-    This is what per-op tuning without a graph tuner picks; each join then
-    takes the layout most of its producers chose. Benchmarks compile it to
-    show what graph-level tuning adds. ``lower_bound`` is the sum of every
-    node's cheapest candidate, a valid bound on any assignment.
-
-    Examples
-    --------
-    >>> from graphtune.graph import LayoutGraph
-    >>> g = LayoutGraph()
-    >>> g.add_node("a", costs=[1.0, 2.0], layouts=["NCHW8c", "NCHW16c"])
-    >>> g.add_node("b", costs=[3.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
-    >>> g.add_edge("a", "b", shape=[1, 16, 4, 4])
-    >>> g.fill_edge_costs(lambda shape, src, dst: 5.0)
-    >>> sol = kernel_best_solution(g)
-    >>> sol.assignment, sol.energy
-    ({'a': 0, 'b': 1}, 7.0)
-    """
-    choice: dict[str, int] = {}
-    for node in nx.topological_sort(graph.nx):
-        cands = graph.candidates(node)
-        if graph.op(node) != "join":
-            choice[node] = min(range(len(cands)), key=lambda i: cands[i].cost)
-            continue
-        votes = Counter(graph.candidates(p)[choice[p]].out_layout
-                        for p in graph.nx.predecessors(node))
-        choice[node] = max(range(len(cands)), key=lambda i: votes[cands[i].in_layout])
-    bound = sum(min(c.cost for c in graph.candidates(n)) for n in graph.nodes)
-    energy = graph.energy(choice)
-    return Solution(choice, energy, min(bound, energy), False, "kernel-best", 0.0)

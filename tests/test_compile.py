@@ -182,7 +182,7 @@ def test_config_of_another_model_is_refused(resnet18):
 
 def test_config_with_edited_workload_is_refused(resnet18, tmp_path):
     config = Config.uniform(resnet18)
-    config.nodes["layer3.1.conv2"].workload["kernel"][2] = 5
+    config.nodes["layer3.1.conv2"].workload["kernel"][2] = 1  # still a valid conv, not this model's
     path = tmp_path / "edited.graphtune.json"
     config.save(path)
     with pytest.raises(ConfigMismatchError, match=r"nodes\.layer3\.1\.conv2\.workload\.kernel"):
@@ -256,7 +256,7 @@ def test_relax_module_with_adaptive_and_avg_pools_matches_stock_tvm():
 
 
 def test_solved_config_places_transforms_exactly_where_the_graph_says():
-    from graphtune.frontend.extract import extract
+    from graphtune.pipeline import extract
     from graphtune.solve import Solution
 
     model = models.get("resnet18", image_size=32)
@@ -277,7 +277,7 @@ def test_solved_config_places_transforms_exactly_where_the_graph_says():
 # ------------------------------------------------------------------ exported-model patterns
 def test_unfused_batch_norm_passes_the_layout_through():
     """A DenseNet block as PyTorch exports it: pre-activation BatchNormalization on concats."""
-    from graphtune.frontend.extract import extract
+    from graphtune.pipeline import extract
     from graphtune.models.builder import GraphBuilder
 
     b = GraphBuilder("dense_block", 3, 1, 16, fold_bn=False)

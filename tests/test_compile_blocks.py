@@ -9,7 +9,8 @@ from test_compile import assert_matches_ort
 
 import graphtune
 from graphtune.config import Config
-from graphtune.frontend import extract, import_model, layout_ops
+from graphtune.frontend import import_model, layout_ops
+from graphtune.pipeline import extract
 
 pytest.importorskip("onnxruntime")
 

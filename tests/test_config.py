@@ -10,7 +10,7 @@ import graphtune  # noqa: F401  (sets TVM_NUM_THREADS before TVM starts)
 from graphtune import models, x86
 from graphtune.config import Config, NodeConfig
 from graphtune.errors import ConfigError, ConfigMismatchError, KnobError, LayoutError
-from graphtune.frontend.extract import extract
+from graphtune.pipeline import extract
 from graphtune.solve import Solution
 
 

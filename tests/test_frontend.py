@@ -14,7 +14,7 @@ import graphtune
 from graphtune import models, x86
 from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops, walk
-from graphtune.frontend.extract import extract
+from graphtune.pipeline import extract
 from graphtune.layouts import block_of
 
 RNG = np.random.default_rng(0)

@@ -11,7 +11,7 @@ from reliability_models import assert_matches_ort, conv_nd, residual
 import graphtune
 from graphtune.config import Config
 from graphtune.errors import ArgumentError, ConfigError, MeasureError, ModelError
-from graphtune.frontend.extract import extract
+from graphtune.pipeline import extract
 from graphtune.measure import LocalRunner, Record, Records, RPCRunner, Task
 from graphtune.measure.rpc import _parse_address
 

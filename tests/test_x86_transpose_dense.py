@@ -188,7 +188,7 @@ def test_bad_transpose_workloads_name_the_field(change, message):
 
 
 def test_dense_data_of_rank_5_is_refused():
-    with pytest.raises(ModelError, match="'data' = \\[1, 2, 3, 4, 8\\]: expected 2 to 4 ints"):
+    with pytest.raises(ModelError, match=r"data = \[1, 2, 3, 4, 8\]: expected 2 to 4 ints"):
         x86.dense_workload([1, 2, 3, 4, 8], [4, 8])
 
 

@@ -26,9 +26,11 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import onnx
 import tvm
 from tvm import relax
 
+from .. import frontend, x86
 from ..config import Config
 from ..errors import CompileError, ConfigError, ConfigMismatchError, GraphtuneError
 from ..frontend.roles import Role
@@ -64,17 +66,15 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
     >>> sorted({plan.out_layout for plan in plans.values()})
     ['NC', 'NCHW16c']
     """
-    from .. import x86
-
     plans, missing = {}, []
     for op in ops:
-        if op.op not in x86.KNOBS:
+        if op.op not in x86.SPECS:
             continue
         node = config.nodes.get(op.name)
         if node is None:
             missing.append(op.name)
-            knobs = x86.default_knobs(op.workload, block=DEFAULT_BLOCK, target=target)
-            in_layout, out_layout = x86.layouts_of(op.workload, knobs)
+            knobs = x86.default_knobs(op.workload, block=DEFAULT_BLOCK, target=target, op=op.op)
+            in_layout, out_layout = x86.layouts_of(op.workload, knobs, op=op.op)
         else:
             knobs, in_layout, out_layout = node.knobs, node.in_layout, node.out_layout
         plans[op.var] = NodePlan(op.name, op.op, op.workload, knobs, in_layout, out_layout)
@@ -170,8 +170,6 @@ def _output_names(model: Any, mod: tvm.IRModule) -> list[str]:
     """Graph output names of an ONNX model, else ``output0``, ``output1``..."""
     graph = getattr(model, "graph", None)
     if graph is None and isinstance(model, (str, os.PathLike)):
-        import onnx
-
         graph = onnx.load(os.fspath(model), load_external_data=False).graph
     if graph is not None:
         return [value.name for value in graph.output]
@@ -233,8 +231,6 @@ def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A0
     >>> compiled.input_names, compiled.output_names
     (['input'], ['output'])
     """
-    from .. import frontend, x86
-
     start = time.perf_counter()
     if not isinstance(config, Config):
         if isinstance(config, (dict, list)) or config is None:

@@ -30,8 +30,10 @@ import tvm_ffi
 from tvm import relax, tirx
 from tvm.ir.expr import Constant
 
+from .. import x86
 from ..errors import LayoutError
 from ..layouts import block_of
+from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
 from .rewrite import TRANSFORM_ATTR, NodePlan
 from .sites import call_sites, with_sites
 
@@ -83,35 +85,38 @@ def _te_call(bb: relax.BlockBuilder, compute, args: list[relax.Expr], plan: Node
 
 
 def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Target) -> dict:
-    """customize_legalize_map for LegalizeOps: planned conv2d / conv2d_transpose / matmul -> x86 computes."""
-    from .. import x86
+    """customize_legalize_map for LegalizeOps: planned conv2d / conv2d_transpose / matmul -> x86 computes.
 
+    The compute and (for dense and conv2d_transpose, whose weights the rewrite
+    leaves as they are) the weight packing are the node's
+    :class:`~graphtune.x86.OpSpec` ones.
+    """
     stock_conv = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
     stock_matmul = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
-    computes = {"conv2d": x86.conv2d_nchwc, "depthwise_conv2d": x86.depthwise_conv2d_nchwc,
-                "group_conv2d": x86.group_conv2d_nchwc}
 
     def conv2d(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         plan = anchors.get(call.args[1])
         if plan is None:  # plain (checked by _check_covered): TVM's own lowering
             return stock_conv(bb, call)
-        return _te_call(bb, computes[plan.op], list(call.args), plan, target)
+        return _te_call(bb, x86.spec_of(plan.op).compute, list(call.args), plan, target)
+
+    def packed(bb: relax.BlockBuilder, call: relax.Call, weight, plan: NodePlan) -> relax.Expr:
+        """``call`` with ``weight`` packed by the node's spec, lowered with the spec's compute."""
+        spec = x86.spec_of(plan.op)
+        array, _ = spec.pack(weight, plan.workload, plan.knobs)
+        return _te_call(bb, spec.compute, [call.args[0], relax.const(array)], plan, target)
 
     def matmul(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         plan = anchors.get(call.args[1])
         if plan is None:
             return stock_matmul(bb, call)
-        weight = call.args[1].value.numpy().T  # matmul weight [K, M] -> dense [M, K]
-        packed = relax.const(x86.pack_dense_weight(weight, plan.knobs["oc_bn"]))
-        return _te_call(bb, x86.dense_packed, [call.args[0], packed], plan, target)
+        return packed(bb, call, call.args[1].value.numpy().T, plan)  # matmul weight [K, M] -> dense [M, K]
 
     def conv2d_transpose(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         plan = anchors.get(call.args[1])
         if plan is None:
             return stock_transpose(bb, call)
-        packed = x86.pack_conv2d_transpose_kernel(call.args[1].value.numpy(), plan.knobs["ic_bn"],
-                                                  plan.knobs["oc_bn"], plan.workload["strides"])
-        return _te_call(bb, x86.conv2d_transpose_nchwc, [call.args[0], relax.const(packed)], plan, target)
+        return packed(bb, call, call.args[1].value.numpy(), plan)
 
     stock_transpose = tvm.ir.Op.get("relax.nn.conv2d_transpose").get_attr("FLegalize")
     return {"relax.nn.conv2d": conv2d, "relax.matmul": matmul, "relax.nn.conv2d_transpose": conv2d_transpose}
@@ -212,9 +217,6 @@ def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimF
     reduction or the generic fallback) — no function reaches the build
     unscheduled.
     """
-    from .. import x86
-    from ..x86.generic import SCHEDULE_ATTR, schedule_generic
-
     if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
         return x86.schedule_transform(func, target).with_attr(SCHEDULE_ATTR, "transform")
     return schedule_generic(func, target)[0]
@@ -235,8 +237,6 @@ def schedule_counts(mod: tvm.IRModule) -> dict[str, dict[str, int]]:
     >>> schedule_counts(legalize(new_mod, anchors, target))   # doctest: +SKIP
     {'conv2d': {'kernel': 20}, 'layout_transform': {'transform': 2}, 'reshape': {'injective': 1}}
     """
-    from ..x86.generic import SCHEDULE_ATTR, SCHEDULES
-
     counts: dict[str, dict[str, int]] = {}
     for gvar, func in mod.functions.items():
         if isinstance(func, tirx.PrimFunc):
@@ -321,9 +321,6 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     --------
     >>> lowered = legalize(new_mod, anchors, target)   # doctest: +SKIP
     """
-    from .. import x86
-    from ..x86.generic import SCHEDULE_ATTR
-
     _check_covered(mod, anchors)
     plans = {plan.name: plan for plan in anchors.values()}
     with target:
@@ -347,9 +344,9 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
             name = str(func.attrs[NODE_ATTR])
         if name is not None:
             plan = plans[name]
-            scheduled = x86.schedule_fused(func, plan.workload, plan.knobs, target)
+            scheduled = x86.schedule_fused(func, plan.workload, plan.knobs, target, op=plan.op)
             scheduled = scheduled.with_attr(NODE_ATTR, name).with_attr(SCHEDULE_ATTR, "kernel")
-            op = plan.op
+            op = str(plan.op)
         else:
             scheduled = _schedule_rest(func, target)
             op = op_kinds.get(gvar.name_hint) or _op_kind(gvar.name_hint, func)

@@ -18,6 +18,7 @@ import tvm
 from tvm import relax
 
 from ..errors import ModelError
+from ..x86.generic import GENERIC, SCHEDULES
 
 __all__ = ["CompiledModel"]
 
@@ -81,8 +82,6 @@ class CompiledModel:
         >>> compiled.schedule_summary()   # doctest: +SKIP
         'schedules: 21 kernel, 2 transform, 3 injective, 1 reduction'
         """
-        from ..x86.generic import GENERIC, SCHEDULES
-
         totals: dict[str, int] = {}
         for per_op in self.schedules.values():
             for kind, count in per_op.items():

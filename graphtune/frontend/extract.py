@@ -4,8 +4,9 @@
 follows every tensor back to the graph node whose layout it carries:
 
 - a ``layout`` binding (conv2d, depthwise or group conv2d, conv2d_transpose, dense) becomes a node with
-  the candidates of :func:`graphtune.x86.candidates` (cost NaN: measured
-  later) and an edge from the producer of its data input;
+  the candidates the caller's generator gives its workload (graphtune.x86's
+  through :func:`graphtune.extract`; cost NaN: measured later) and an edge
+  from the producer of its data input;
 - ``pass`` bindings (relu, bias add, pools...) forward their input's producer;
 - a ``join`` (residual add, channel concat) becomes a ``join`` node with an
   edge from each input's producer; its candidates are ``NCHW`` plus every
@@ -23,7 +24,9 @@ convert. Edge cost matrices are left to the pipeline.
 Examples
 --------
 >>> from graphtune import models
->>> g = extract(models.get("resnet18", image_size=32), max_candidates=2)
+>>> from graphtune.graph import Candidate
+>>> one_nchw = lambda workload, op: [Candidate({}, "NCHW", "NCHW", float("nan"))]
+>>> g = extract(models.get("resnet18", image_size=32), one_nchw)
 >>> sorted(collections.Counter(g.op(n) for n in g.nodes).items())
 [('boundary', 3), ('conv2d', 20), ('dense', 1), ('join', 8)]
 """
@@ -32,28 +35,29 @@ from __future__ import annotations
 
 import collections
 import json
-import math
 import os
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import onnx
 import tvm
 from tvm import relax
 
-from .. import x86
 from ..errors import ModelError
 from ..graph import Candidate, LayoutGraph
 from ..layouts import DENSE, PLAIN, block_of
+from ..ops import Op, check_workload
 from .importer import _load_onnx, import_model
 from .walk import _DEFAULT_NAME, Step, static_shape, walk
 
-__all__ = ["extract"]
+__all__ = ["extract", "CandidateFn"]
+
+CandidateFn = Callable[[dict, Op], Sequence[Candidate]]
+"""``fn(workload, op) -> candidates`` of a layout node (costs NaN until measured)."""
 
 def extract(
     model: onnx.ModelProto | str | os.PathLike | tvm.IRModule,
-    target=None,
-    max_candidates: int | None = None,
+    candidates: CandidateFn,
     *,
     shape_dict: Mapping[str, Sequence[int]] | None = None,
 ) -> LayoutGraph:
@@ -63,10 +67,10 @@ def extract(
     ----------
     model : onnx.ModelProto, path to an ``.onnx`` file, or tvm.IRModule
         The model (see :func:`~graphtune.frontend.import_model`).
-    target : tvm.target.Target or dict, optional
-        Target whose vector width shapes the candidates (default: the host).
-    max_candidates : int, optional
-        Keep at most this many candidates per conv / dense node.
+    candidates : callable
+        ``candidates(workload, op)``: the candidates of a layout node
+        (:func:`graphtune.extract` passes graphtune.x86's); called once per
+        distinct workload. A :class:`~graphtune.errors.ModelError` makes the node a boundary.
     shape_dict : mapping, optional
         Static shapes for ONNX inputs with dynamic dimensions.
 
@@ -91,7 +95,9 @@ def extract(
     Examples
     --------
     >>> from graphtune import models
-    >>> g = extract(models.get("resnet50", image_size=32), max_candidates=4)
+    >>> from graphtune.graph import Candidate
+    >>> blocked = lambda workload, op: [Candidate({}, "NCHW16c", "NCHW16c", float("nan"))]
+    >>> g = extract(models.get("resnet50", image_size=32), blocked)
     >>> g.op("layer1.0.conv1"), g.candidates("layer1.0.conv1")[0].in_layout
     ('conv2d', 'NCHW16c')
     >>> sorted(g.nx.predecessors("output"))
@@ -102,7 +108,7 @@ def extract(
         model = _load_onnx(model)
         output_names = [o.name for o in model.graph.output]
     mod = import_model(model, shape_dict=shape_dict)
-    builder = _Builder(x86.host_target(target), max_candidates)
+    builder = _Builder(candidates)
     builder.build(mod, output_names)
     return builder.graph
 
@@ -110,9 +116,8 @@ def extract(
 class _Builder:
     """Grows a LayoutGraph while following tensors through ``main``."""
 
-    def __init__(self, target, max_candidates) -> None:
-        self.target = target
-        self.max_candidates = max_candidates
+    def __init__(self, candidates: CandidateFn) -> None:
+        self.candidates_of = candidates
         self.graph = LayoutGraph()
         self.source: dict = {}  # relax var -> graph node whose layout it carries
         self.free: set = set()  # nodes whose output layout is chosen (layout ops, joins)
@@ -146,17 +151,16 @@ class _Builder:
     # ------------------------------------------------------------ roles
     def _layout(self, step: Step) -> None:
         lop = step.layout_op
+        op = Op(lop.op)
+        key = json.dumps([op, lop.workload], sort_keys=True)
         try:
-            op = x86.op_of(lop.workload)
+            if key not in self.candidates:  # identical workloads (repeated blocks) share candidates
+                self.candidates[key] = list(self.candidates_of(check_workload(lop.workload, op), op))
         except ModelError as err:
             names, _ = self.skipped.setdefault(f"{lop.op} op(s) graphtune.x86 cannot run", ([], str(err)))
             names.append(lop.name)
             self._boundary(lop.name, step.var, step.inputs)
             return
-        key = json.dumps(lop.workload, sort_keys=True)
-        if key not in self.candidates:  # identical workloads (repeated blocks) share candidates
-            knobs = x86.candidates(lop.workload, self.target, self.max_candidates)
-            self.candidates[key] = [Candidate(k, *x86.layouts_of(lop.workload, k), math.nan) for k in knobs]
         self.graph.add_node(lop.name, self.candidates[key], op=op, workload=lop.workload)
         self.free.add(lop.name)
         self._connect(step.inputs, lop.name)

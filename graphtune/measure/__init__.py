@@ -20,7 +20,7 @@ from .engine import measure
 from .records import Record, Records, target_key_of
 from .rpc import RPCRunner
 from .runner import LocalRunner, Runner
-from .task import KINDS, Task
+from .task import Task
 
-__all__ = ["KINDS", "LocalRunner", "RPCRunner", "Record", "Records", "Runner", "Task", "measure",
+__all__ = ["LocalRunner", "RPCRunner", "Record", "Records", "Runner", "Task", "measure",
            "target_key_of"]

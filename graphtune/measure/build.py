@@ -20,6 +20,7 @@ import hashlib
 import os
 from typing import Callable
 
+from ..ops import Op
 from .task import Task
 
 __all__ = ["prim_func_of", "build_task", "arg_specs"]
@@ -48,19 +49,15 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
     2
     """
     from .. import x86
-    from ..errors import ModelError
 
-    if task.kind == "segment":
+    if task.kind == Op.SEGMENT:
         from .segments import segment_func
 
         return segment_func(task)
-    if task.kind == "transform":
+    if task.kind == Op.TRANSFORM:
         w = task.workload
         return x86.transform_func(w["shape"], w["src"], w["dst"], w["dtype"], target)
-    op = x86.op_of(task.workload)
-    if op != task.kind:
-        raise ModelError(f"task kind {task.kind!r} does not match its workload's op {op!r}")
-    return x86.kernel_func(task.workload, task.knobs, target)
+    return x86.kernel_func(task.workload, task.knobs, target, op=task.kind)
 
 
 def arg_specs(func) -> list:

@@ -236,6 +236,6 @@ def _cutoff_group(task: Task) -> tuple | None:
     if task.kind == "transform":
         return None
     try:
-        return (task.kind, canonical_json(task.workload), *layouts_of(task.workload, task.knobs))
+        return (task.kind, canonical_json(task.workload), *layouts_of(task.workload, task.knobs, op=task.kind))
     except (GraphtuneError, KeyError, TypeError):
         return None

@@ -23,24 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from ..errors import MeasureError
+from ..ops import TASK_KINDS, WORKLOAD_FIELDS, Op, as_op
 
-__all__ = ["KINDS", "TIMING", "Task", "canonical_json", "record_key", "tvm_version"]
-
-KINDS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense", "transform",
-         "segment")
-"""Task kinds: the kernel ops graphtune schedules, layout transforms, and ``segment``: one
-PrimFunc of a compiled model holding the ops around the kernels (a kernel with its fused
-epilogue, a pool, a join...), see :mod:`graphtune.measure.segments`."""
-
-_REQUIRED = {
-    "conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
-    "depthwise_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
-    "group_conv2d": ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype"),
-    "conv2d_transpose": ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
-    "dense": ("data", "weight", "dtype"),
-    "transform": ("shape", "src", "dst", "dtype"),
-    "segment": ("ops", "args", "sha"),
-}
+__all__ = ["TIMING", "Task", "canonical_json", "record_key", "tvm_version"]
 
 
 def canonical_json(value: Any) -> str:
@@ -70,8 +55,8 @@ class Task:
 
     Parameters
     ----------
-    kind : str
-        One of :data:`KINDS`.
+    kind : Op or str
+        One of :data:`graphtune.ops.TASK_KINDS` (stored as an :class:`~graphtune.ops.Op`).
     workload : dict
         The workload dict of the shared contract (conv2d/depthwise/dense), or
         ``{"shape": [N, C, H, W], "src": ..., "dst": ..., "dtype": ...}`` for a
@@ -90,16 +75,19 @@ class Task:
     'conv2d'
     """
 
-    kind: str
+    kind: Op
     workload: dict
     knobs: dict = field(default_factory=dict)
     payload: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise MeasureError(f"unknown task kind {self.kind!r}; valid kinds: {', '.join(KINDS)}")
+        try:
+            kind = as_op(self.kind, TASK_KINDS, "task kind")
+        except ValueError as err:
+            raise MeasureError(str(err)) from None
+        object.__setattr__(self, "kind", kind)
         workload = _plain(self.workload, "workload")
-        missing = [k for k in _REQUIRED[self.kind] if k not in workload]
+        missing = [k for k in WORKLOAD_FIELDS[kind] if k not in workload]
         if missing:
             raise MeasureError(
                 f"{self.kind} task workload {workload} lacks field(s) {', '.join(missing)}"

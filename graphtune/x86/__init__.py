@@ -1,8 +1,10 @@
 """graphtune's x86 kernels: targets, workloads, knob spaces, TE computes and schedules.
 
 TVM 0.27 has no x86 schedules; graphtune owns them. A *workload* dict
-describes an op instance, a *knobs* dict one schedule for it (and so its
-layouts). :func:`kernel_func` is a candidate ready to build and time,
+describes an op instance (:mod:`graphtune.ops`), a *knobs* dict one schedule
+for it (and so its layouts); one :class:`OpSpec` per op kind
+(:data:`SPECS`, :mod:`graphtune.x86.specs`) holds the op's compute, knob
+space, layouts, candidates, weight packing and schedule. :func:`kernel_func` is a candidate ready to build and time,
 :func:`schedule_fused` the same schedule applied inside a Relax-fused
 PrimFunc, :func:`transform_func` / :func:`schedule_transform` the layout
 transforms between blocked layouts.
@@ -24,10 +26,11 @@ from .conv2d_transpose import conv2d_transpose_nchwc, conv2d_transpose_nchwc_sha
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
+from .fused import anchor_domain, schedule_fused
 from .kernels import kernel_func, kernel_shapes
-from .knobs import KNOBS, check_knobs, layouts_of
 from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
-from .schedule import schedule_elementwise, schedule_fused
+from .schedule import schedule_elementwise
+from .specs import KNOBS, SPECS, OpSpec, check_knobs, layouts_of, spec_of
 from .target import host_target, num_threads, target_key, vector_lanes
 from .transform import layout_transform, schedule_transform, transform_func, transform_shape
 from .workload import (
@@ -43,6 +46,9 @@ from .workload import (
 __all__ = [
     "KNOBS",
     "MAX_BLOCK",
+    "OpSpec",
+    "SPECS",
+    "anchor_domain",
     "candidates",
     "check_knobs",
     "check_workload",
@@ -78,6 +84,7 @@ __all__ = [
     "schedule_elementwise",
     "schedule_fused",
     "schedule_transform",
+    "spec_of",
     "target_key",
     "tile_variants",
     "transform_func",

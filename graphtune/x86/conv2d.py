@@ -23,8 +23,8 @@ Examples
 from tvm import te, tirx
 
 from ..errors import KnobError
-from .knobs import check_knobs
-from .workload import op_of, output_shape
+from ..ops import Op, output_shape
+from .knobs import CONV_KNOBS
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_shapes", "pad_nchwc", "check_tensor_shape"]
 
@@ -43,13 +43,11 @@ def conv2d_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
     >>> conv2d_nchwc_shapes(wl, {"ic_bn": 3, "oc_bn": 16, "reg_n": 6, "unroll_kw": True})[1]
     [1, 1, 3, 3, 3, 16]
     """
-    check_knobs(workload, knobs)
-    if op_of(workload) != "conv2d":
-        raise KnobError(f"conv2d_nchwc needs a conv2d workload, got a {op_of(workload)} one")
+    CONV_KNOBS.check(Op.CONV2D, workload, knobs)
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
-    _, _, oh, ow = output_shape(workload)
+    _, _, oh, ow = output_shape(workload, Op.CONV2D)
     return [n, c // ib, h, w, ib], [o // ob, c // ib, kh, kw, ib, ob], [n, o // ob, oh, ow, ob]
 
 

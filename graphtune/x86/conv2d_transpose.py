@@ -33,11 +33,10 @@ import math
 import numpy as np
 from tvm import te
 
-from ..errors import KnobError
+from ..ops import Op, output_shape
 from .conv2d import check_tensor_shape, pad_nchwc
-from .knobs import check_knobs
+from .knobs import CONV_KNOBS
 from .packing import _split
-from .workload import op_of, output_shape
 
 __all__ = ["conv2d_transpose_nchwc", "conv2d_transpose_nchwc_shapes", "pack_conv2d_transpose_kernel", "taps"]
 
@@ -59,7 +58,7 @@ def taps(workload: dict) -> tuple:
 def _data_padding(workload: dict) -> list:
     """Zero rows/columns (top, left, bottom, right) the tap loops read around the input."""
     _, _, h, w = workload["data"]
-    _, _, oh, ow = output_shape(workload)
+    _, _, oh, ow = output_shape(workload, Op.CONV2D_TRANSPOSE)
     top, left, _, _ = workload["padding"]
     (sh, sw), (th, tw) = workload["strides"], taps(workload)
     return [
@@ -84,14 +83,12 @@ def conv2d_transpose_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
     >>> conv2d_transpose_nchwc_shapes(wl, {"ic_bn": 8, "oc_bn": 4, "reg_n": 8, "unroll_kw": False})[2]
     [1, 1, 8, 8, 4]
     """
-    check_knobs(workload, knobs)
-    if op_of(workload) != "conv2d_transpose":
-        raise KnobError(f"conv2d_transpose_nchwc needs a conv2d_transpose workload, got a {op_of(workload)} one")
+    CONV_KNOBS.check(Op.CONV2D_TRANSPOSE, workload, knobs)
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     n, c, h, w = workload["data"]
     _, o, _, _ = workload["kernel"]
     (sh, sw), (th, tw) = workload["strides"], taps(workload)
-    _, _, oh, ow = output_shape(workload)
+    _, _, oh, ow = output_shape(workload, Op.CONV2D_TRANSPOSE)
     return [n, c // ib, h, w, ib], [o // ob, c // ib, sh, th, sw, tw, ib, ob], [n, o // ob, oh, ow, ob]
 
 

@@ -20,10 +20,9 @@ Examples
 
 from tvm import te
 
-from ..errors import KnobError
+from ..ops import Op
 from .conv2d import check_tensor_shape
-from .knobs import check_knobs
-from .workload import op_of
+from .knobs import DENSE_KNOBS
 
 __all__ = ["dense_packed", "dense_packed_shapes"]
 
@@ -37,9 +36,7 @@ def dense_packed_shapes(workload: dict, knobs: dict) -> tuple:
     >>> dense_packed_shapes(dense_workload([2, 8], [16, 8]), {"oc_bn": 16, "k_bn": 4})
     ([2, 8], [1, 8, 16], [2, 16])
     """
-    check_knobs(workload, knobs)
-    if op_of(workload) != "dense":
-        raise KnobError(f"dense_packed needs a dense workload, got a {op_of(workload)} one")
+    DENSE_KNOBS.check(Op.DENSE, workload, knobs)
     data = list(workload["data"])
     m, k = workload["weight"]
     return data, [m // knobs["oc_bn"], k, knobs["oc_bn"]], data[:-1] + [m]

@@ -17,10 +17,9 @@ Examples
 
 from tvm import te
 
-from ..errors import KnobError
+from ..ops import Op, output_shape
 from .conv2d import check_tensor_shape, pad_nchwc
-from .knobs import check_knobs
-from .workload import op_of, output_shape
+from .knobs import DEPTHWISE_KNOBS
 
 __all__ = ["depthwise_conv2d_nchwc", "depthwise_nchwc_shapes"]
 
@@ -35,13 +34,11 @@ def depthwise_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
     >>> depthwise_nchwc_shapes(wl, {"bn": 8, "reg_n": 6})
     ([1, 4, 8, 8, 8], [4, 1, 3, 3, 1, 8], [1, 4, 6, 6, 8])
     """
-    check_knobs(workload, knobs)
-    if op_of(workload) != "depthwise_conv2d":
-        raise KnobError(f"depthwise_conv2d_nchwc needs a depthwise workload, got a {op_of(workload)} one")
+    DEPTHWISE_KNOBS.check(Op.DEPTHWISE_CONV2D, workload, knobs)
     bn = knobs["bn"]
     n, c, h, w = workload["data"]
     _, _, kh, kw = workload["kernel"]
-    _, _, oh, ow = output_shape(workload)
+    _, _, oh, ow = output_shape(workload, Op.DEPTHWISE_CONV2D)
     return [n, c // bn, h, w, bn], [c // bn, 1, kh, kw, 1, bn], [n, c // bn, oh, ow, bn]
 
 

@@ -26,11 +26,11 @@ Examples
 import numpy as np
 from tvm import te
 
-from ..errors import KnobError, LayoutError
+from ..errors import LayoutError
+from ..ops import Op, output_shape
 from .conv2d import check_tensor_shape, pad_nchwc
 from .groups import group_sizes, span
-from .knobs import check_knobs
-from .workload import op_of, output_shape
+from .knobs import GROUP_KNOBS
 
 __all__ = ["group_conv2d_nchwc", "group_conv_nchwc_shapes", "pack_group_kernel"]
 
@@ -45,13 +45,11 @@ def group_conv_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
     >>> group_conv_nchwc_shapes(wl, {"ic_bn": 8, "oc_bn": 8, "reg_n": 8, "unroll_kw": False})[1]
     [8, 2, 1, 1, 8, 8]
     """
-    check_knobs(workload, knobs)
-    if op_of(workload) != "group_conv2d":
-        raise KnobError(f"group_conv2d_nchwc needs a group conv workload, got a {op_of(workload)} one")
+    GROUP_KNOBS.check(Op.GROUP_CONV2D, workload, knobs)
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
-    _, _, oh, ow = output_shape(workload)
+    _, _, oh, ow = output_shape(workload, Op.GROUP_CONV2D)
     width = span(workload, ob)
     return [n, c // ib, h, w, ib], [o // ob, width // ib, kh, kw, ib, ob], [n, o // ob, oh, ow, ob]
 

@@ -11,27 +11,15 @@ Examples
 
 from tvm import te, tirx
 
-from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_transpose import conv2d_transpose_nchwc, conv2d_transpose_nchwc_shapes
-from .dense import dense_packed, dense_packed_shapes
-from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
-from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes
-from .schedule import schedule_fused
+from ..ops import Op
+from .fused import schedule_fused
+from .specs import spec_for
 from .target import TargetLike
-from .workload import op_of
 
 __all__ = ["kernel_func", "kernel_shapes"]
 
-_OPS = {
-    "conv2d": (conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel")),
-    "conv2d_transpose": (conv2d_transpose_nchwc_shapes, conv2d_transpose_nchwc, ("data", "kernel")),
-    "depthwise_conv2d": (depthwise_nchwc_shapes, depthwise_conv2d_nchwc, ("data", "kernel")),
-    "group_conv2d": (group_conv_nchwc_shapes, group_conv2d_nchwc, ("data", "kernel")),
-    "dense": (dense_packed_shapes, dense_packed, ("data", "weight")),
-}
 
-
-def kernel_shapes(workload: dict, knobs: dict) -> tuple:
+def kernel_shapes(workload: dict, knobs: dict, op: Op | str | None = None) -> tuple:
     """``(input shapes..., output shape)`` of the kernel, in parameter order.
 
     Examples
@@ -40,13 +28,15 @@ def kernel_shapes(workload: dict, knobs: dict) -> tuple:
     >>> kernel_shapes(dense_workload([1, 8], [4, 8]), {"oc_bn": 4, "k_bn": 8})
     ([1, 8], [1, 8, 4], [1, 4])
     """
-    return _OPS[op_of(workload)][0](workload, knobs)
+    return spec_for(workload, op).shapes(workload, knobs)
 
 
-def kernel_func(workload: dict, knobs: dict, target: TargetLike = None) -> tirx.PrimFunc:
+def kernel_func(workload: dict, knobs: dict, target: TargetLike = None,
+                op: Op | str | None = None) -> tirx.PrimFunc:
     """Scheduled PrimFunc ``main(data, kernel|weight, output)`` of one candidate.
 
-    Blocked layouts as in :func:`kernel_shapes`; the schedule is
+    Blocked layouts as in :func:`kernel_shapes`; the compute and schedule are
+    the op's :class:`~graphtune.x86.specs.OpSpec` ones, applied by
     :func:`~graphtune.x86.schedule_fused` on the bare compute (one code path
     with the fused kernels of a compiled model).
 
@@ -64,11 +54,11 @@ def kernel_func(workload: dict, knobs: dict, target: TargetLike = None) -> tirx.
     >>> [p.name for p in x86.kernel_func(wl, {"bn": 16, "reg_n": 8}).params]
     ['data', 'kernel', 'depthwise_conv2d_NCHWc']
     """
-    shapes, compute, names = _OPS[op_of(workload)]
-    data_shape, weight_shape, _ = shapes(workload, knobs)
+    spec = spec_for(workload, op)
+    data_shape, weight_shape, _ = spec.shapes(workload, knobs)
     dtype = workload["dtype"]
-    data = te.placeholder(data_shape, dtype, name=names[0])
-    weight = te.placeholder(weight_shape, dtype, name=names[1])
-    out = compute(data, weight, workload, knobs)
+    data = te.placeholder(data_shape, dtype, name=spec.params[0])
+    weight = te.placeholder(weight_shape, dtype, name=spec.params[1])
+    out = spec.compute(data, weight, workload, knobs)
     func = te.create_prim_func([data, weight, out]).with_attr("global_symbol", "main")
-    return schedule_fused(func, workload, knobs, target)
+    return schedule_fused(func, workload, knobs, target, spec.op)

@@ -1,4 +1,4 @@
-"""Schedule knobs: their meaning per op, validation and the layouts they imply.
+"""Schedule knobs: their meaning per op and their validation (one :class:`KnobSpace` per op family).
 
 Knob dicts are JSON-able and fix both the schedule and the layouts:
 
@@ -27,28 +27,22 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
 
 Examples
 --------
->>> from graphtune.x86.workload import conv2d_workload
+>>> from graphtune.ops import Op, conv2d_workload
 >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
->>> layouts_of(wl, {"ic_bn": 8, "oc_bn": 16, "reg_n": 14, "unroll_kw": True})
-('NCHW8c', 'NCHW16c')
+>>> CONV_KNOBS.check(Op.CONV2D, wl, {"ic_bn": 8, "oc_bn": 16, "reg_n": 14, "unroll_kw": True})["ic_bn"]
+8
 """
 
+from dataclasses import dataclass
+from typing import Callable
+
 from ..errors import KnobError
-from ..layouts import DENSE, PLAIN, data_layout
+from ..ops import Op, check_workload, output_shape
 from .groups import check_group_blocks
 from .target import TargetLike, vector_lanes
-from .workload import op_of, output_shape
 
-__all__ = ["KNOBS", "check_knobs", "layouts_of", "divisors", "register_budget"]
-
-KNOBS = {
-    "conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
-    "depthwise_conv2d": {"required": ("bn", "reg_n"), "optional": ()},
-    "group_conv2d": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
-    "conv2d_transpose": {"required": ("ic_bn", "oc_bn", "reg_n", "unroll_kw"), "optional": ("oh_bn",)},
-    "dense": {"required": ("oc_bn", "k_bn"), "optional": ("n_bn",)},
-}
-"""Required and optional knob names per op."""
+__all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "divisors",
+           "register_budget"]
 
 
 def divisors(n: int, cap: int = None) -> list:
@@ -100,75 +94,87 @@ def _check_range(op: str, knobs: dict, knob: str, total: int, what: str) -> None
         _fail(op, knob, value, f"must not exceed the {total} {what}", f"1..{total}")
 
 
-def check_knobs(workload: dict, knobs: dict) -> dict:
-    """Validate ``knobs`` for ``workload``; return them or raise KnobError.
+def _tile_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """The register tile of a (group / transposed) conv: ``unroll_kw``, ``oh_bn``, ``reg_n``."""
+    _, _, oh, ow = output_shape(workload, op)
+    if not isinstance(knobs["unroll_kw"], bool):
+        _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
+    if "oh_bn" in knobs:
+        _check_range(op, knobs, "oh_bn", oh, "output rows")
+    _check_range(op, knobs, "reg_n", ow, "output columns")
 
-    The message names the op, the knob, the rule broken and the valid values.
 
-    Raises
-    ------
-    KnobError
-        Missing or unknown knobs, wrong types, blocks that do not divide the
-        channels, tiles larger than the output.
-    ModelError
-        If the workload itself is invalid or unsupported.
+def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
+    _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
+    _check_divides(op, knobs, "oc_bn", output_shape(workload, op)[1], "output channels")
+    _tile_rules(op, workload, knobs)
+
+
+def _group_rules(op: Op, workload: dict, knobs: dict) -> None:
+    check_group_blocks(op, workload, knobs)
+    _tile_rules(op, workload, knobs)
+
+
+def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
+    _check_divides(op, knobs, "bn", workload["data"][1], "channels")
+    _check_range(op, knobs, "reg_n", output_shape(workload, op)[3], "output columns")
+
+
+def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
+    _check_divides(op, knobs, "oc_bn", workload["weight"][0], "output features")
+    _check_divides(op, knobs, "k_bn", workload["data"][-1], "input features")
+    if "n_bn" in knobs:
+        _check_range(op, knobs, "n_bn", workload["data"][-2], "rows (the data's dim -2)")
+
+
+@dataclass(frozen=True)
+class KnobSpace:
+    """The knobs of one op family: required and optional names, and the rules they obey.
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import Op, conv2d_workload
     >>> wl = conv2d_workload([1, 24, 8, 8], [32, 24, 1, 1])
-    >>> check_knobs(wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False})
+    >>> CONV_KNOBS.check(Op.CONV2D, wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False})
     Traceback (most recent call last):
     ...
     graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels; valid values: 1, 2, 3, 4, 6, 8, 12, 24
     """
-    op = op_of(workload)
-    if not isinstance(knobs, dict):
-        raise KnobError(f"{op} knobs must be a dict, got {type(knobs).__name__}")
-    spec = KNOBS[op]
-    missing = [k for k in spec["required"] if k not in knobs]
-    unknown = [k for k in knobs if k not in spec["required"] + spec["optional"]]
-    if missing or unknown:
-        raise KnobError(
-            f"{op} knobs {knobs!r}: missing {missing}, unknown {unknown}; "
-            f"required {list(spec['required'])}, optional {list(spec['optional'])}"
-        )
-    if op == "dense":
-        _check_divides(op, knobs, "oc_bn", workload["weight"][0], "output features")
-        _check_divides(op, knobs, "k_bn", workload["data"][-1], "input features")
-        if "n_bn" in knobs:
-            _check_range(op, knobs, "n_bn", workload["data"][-2], "rows (the data's dim -2)")
+
+    required: tuple
+    optional: tuple
+    rules: Callable[[Op, dict, dict], None]
+
+    def check(self, op: Op, workload: dict, knobs: dict) -> dict:
+        """Validate ``workload`` as an ``op`` workload and ``knobs`` for it; return the knobs.
+
+        Raises
+        ------
+        KnobError
+            Naming the op, the knob, the rule broken and the valid values.
+        ModelError
+            If the workload is invalid or not an ``op`` workload.
+        """
+        check_workload(workload, op)
+        if not isinstance(knobs, dict):
+            raise KnobError(f"{op} knobs must be a dict, got {type(knobs).__name__}")
+        missing = [k for k in self.required if k not in knobs]
+        unknown = [k for k in knobs if k not in self.required + self.optional]
+        if missing or unknown:
+            raise KnobError(
+                f"{op} knobs {knobs!r}: missing {missing}, unknown {unknown}; "
+                f"required {list(self.required)}, optional {list(self.optional)}"
+            )
+        self.rules(op, workload, knobs)
         return knobs
-    _, _, oh, ow = output_shape(workload)
-    if op == "depthwise_conv2d":
-        _check_divides(op, knobs, "bn", workload["data"][1], "channels")
-    else:
-        if op == "group_conv2d":
-            check_group_blocks(op, workload, knobs)
-        else:
-            _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
-            _check_divides(op, knobs, "oc_bn", output_shape(workload)[1], "output channels")
-        if not isinstance(knobs["unroll_kw"], bool):
-            _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
-        if "oh_bn" in knobs:
-            _check_range(op, knobs, "oh_bn", oh, "output rows")
-    _check_range(op, knobs, "reg_n", ow, "output columns")
-    return knobs
 
 
-def layouts_of(workload: dict, knobs: dict) -> tuple:
-    """``(in_layout, out_layout)`` of the activation for a candidate.
-
-    Examples
-    --------
-    >>> from graphtune.x86.workload import dense_workload
-    >>> layouts_of(dense_workload([1, 64], [10, 64]), {"oc_bn": 10, "k_bn": 8})
-    ('NC', 'NC')
-    """
-    op = op_of(workload)
-    check_knobs(workload, knobs)
-    if op == "dense":
-        return (DENSE, DENSE) if len(workload["data"]) == 2 else (PLAIN, PLAIN)
-    if op == "depthwise_conv2d":
-        return data_layout(knobs["bn"]), data_layout(knobs["bn"])
-    return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
+_CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn",))
+CONV_KNOBS = KnobSpace(*_CONV_NAMES, _conv_rules)
+"""conv2d and conv2d_transpose knobs."""
+GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
+"""group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`)."""
+DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
+"""depthwise_conv2d knobs."""
+DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
+"""dense knobs."""

@@ -1,17 +1,13 @@
-"""Knob schedules for conv2d, depthwise and group conv2d and dense, standalone or fused.
+"""Knob schedules of conv2d (also group and transposed), depthwise and dense, and their primitives.
 
-:func:`schedule_fused` takes a PrimFunc in which the op is one reduction block
-(the *anchor*) built by :func:`~graphtune.x86.conv2d_nchwc`,
-:func:`~graphtune.x86.depthwise_conv2d_nchwc` or
-:func:`~graphtune.x86.dense_packed`, possibly with padding before it and
-elementwise blocks after it (bias add, relu, residual add, clip) as Relax's
-FuseOps + FuseTIR produce. It inlines the padding, folds the elementwise
-chain into its last block, and applies the schedule in the spirit of the old
-x86 template: parallel over the fused outer loops, a register tile of
-``oh_bn x reg_n x oc_bn`` accumulators (``oc_bn`` vectorised, the width tile
-and ``kw`` unrolled), the epilogue computed from the tile before it is
-written out. Blocks it cannot fold (e.g. a second output) get a plain
-parallel + vectorised schedule, never a wrong result.
+Each op's :class:`~graphtune.x86.specs.OpSpec` names one of
+:func:`schedule_conv2d`, :func:`schedule_depthwise`, :func:`schedule_dense`;
+:func:`graphtune.x86.schedule_fused` finds the op's anchor block in a
+(fused) PrimFunc, inlines its padding, folds its elementwise epilogue and
+calls it. The schedules follow the old x86 template: parallel over the
+fused outer loops, a register tile of ``oh_bn x reg_n x oc_bn``
+accumulators (``oc_bn`` vectorised, the width tile and ``kw`` unrolled),
+the epilogue computed from the tile before it is written out.
 
 Examples
 --------
@@ -25,41 +21,9 @@ Examples
 
 from tvm import s_tir, tirx
 
-from ..errors import KnobError
-from .conv2d_transpose import taps
-from .groups import span
-from .knobs import check_knobs
-from .target import TargetLike, vector_lanes
-from .workload import op_of, output_shape
-
-__all__ = ["schedule_fused", "schedule_elementwise", "anchor_domain"]
+__all__ = ["schedule_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise"]
 
 _REDUCE = tirx.IterVar.CommReduce
-
-
-def anchor_domain(workload: dict, knobs: dict) -> tuple:
-    """Expected ``(spatial extents, reduction extents)`` of the anchor block.
-
-    Examples
-    --------
-    >>> from graphtune.x86.workload import dense_workload
-    >>> anchor_domain(dense_workload([1, 64], [10, 64]), {"oc_bn": 10, "k_bn": 8})
-    ([1, 10], [64])
-    """
-    op = op_of(workload)
-    check_knobs(workload, knobs)
-    if op == "dense":
-        return output_shape(workload), [workload["data"][-1]]
-    n, o, oh, ow = output_shape(workload)
-    _, _, kh, kw = workload["kernel"]
-    if op == "depthwise_conv2d":
-        bn = knobs["bn"]
-        return [n, o // bn, oh, ow, bn], [kh, kw]
-    ib, ob = knobs["ic_bn"], knobs["oc_bn"]
-    if op == "conv2d_transpose":  # the reduction runs over the taps of one output phase
-        kh, kw = taps(workload)
-    reduced = span(workload, ob) if op == "group_conv2d" else workload["data"][1]
-    return [n, o // ob, oh, ow, ob], [reduced // ib, kh, kw, ib]
 
 
 def _domain(sch: s_tir.Schedule, block) -> tuple:
@@ -71,22 +35,6 @@ def _domain(sch: s_tir.Schedule, block) -> tuple:
 
 def _blocks(sch: s_tir.Schedule) -> list:
     return list(sch.get_child_blocks(sch.get_sblock("root")))
-
-
-def _find_anchor(sch: s_tir.Schedule, workload: dict, knobs: dict):
-    expected = anchor_domain(workload, knobs)
-    seen = []
-    for block in _blocks(sch):
-        spatial, reduce = _domain(sch, block)
-        if reduce:
-            if (spatial, reduce) == tuple(expected):
-                return block
-            seen.append(f"{sch.get(block).name_hint} {spatial} x {reduce}")
-    raise KnobError(
-        f"no {op_of(workload)} block with spatial x reduction extents {expected[0]} x {expected[1]} "
-        f"(implied by the workload and knobs {knobs}) in the function; reduction blocks found: "
-        f"{seen or 'none'}. Build the op with graphtune.x86's TE compute and the same knobs."
-    )
 
 
 def _try(action, *args) -> bool:
@@ -153,7 +101,12 @@ def _vectorize_init(sch: s_tir.Schedule, anchor, loop, outer) -> None:
     _vectorize_below(sch, init, outer)
 
 
-def _schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the NCHWc conv anchor (conv2d, group conv2d, conv2d_transpose) with ``knobs``.
+
+    ``epilogue`` is the folded elementwise block writing the output, or None
+    (the tile is then written through a ``cache_write`` block).
+    """
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
@@ -168,7 +121,8 @@ def _schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
 
 
-def _schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the depthwise NCHWc anchor with ``knobs`` (see :func:`schedule_conv2d`)."""
     n, c_chunk, oh, ow, c_block, kh, kw = sch.get_loops(anchor)
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
     sch.reorder(n, c_chunk, oh, ow_outer, kh, kw, ow_inner, c_block)
@@ -180,7 +134,8 @@ def _schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> N
     _vectorize_init(sch, anchor, kh, ow_outer)
 
 
-def _schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the packed dense anchor with ``knobs`` (rows tiled along the data's dim -2)."""
     *outer, n, m, k = sch.get_loops(anchor)  # N-D data: the row tile runs along its last leading dim
     n_outer, n_inner = sch.split(n, [None, knobs.get("n_bn", 1)])
     m_outer, m_inner = sch.split(m, [None, knobs["oc_bn"]])
@@ -193,15 +148,6 @@ def _schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     sch.unroll(n_inner)
     sch.unroll(k_inner)
     _vectorize_init(sch, anchor, k_outer, tiles)
-
-
-_SCHEDULES = {
-    "conv2d": _schedule_conv2d,
-    "conv2d_transpose": _schedule_conv2d,
-    "depthwise_conv2d": _schedule_depthwise,
-    "group_conv2d": _schedule_conv2d,
-    "dense": _schedule_dense,
-}
 
 
 def schedule_elementwise(sch: s_tir.Schedule, block, lanes: int) -> None:
@@ -234,65 +180,3 @@ def schedule_elementwise(sch: s_tir.Schedule, block, lanes: int) -> None:
         sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
     if int(sch.get(inner).extent) > 1:
         sch.vectorize(inner)
-
-
-def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: TargetLike = None) -> tirx.PrimFunc:
-    """Apply the knob schedule to the anchor op of ``func`` and its fused pro/epilogue.
-
-    Parameters
-    ----------
-    func : tvm.tirx.PrimFunc
-        A PrimFunc holding exactly one reduction block of the op described by
-        ``workload`` (built from graphtune.x86's TE compute with these
-        ``knobs``), optionally with padding before it and an elementwise
-        chain (bias add, relu, residual add, clip...) after it.
-    workload, knobs : dict
-        The op's workload and knobs (validated).
-    target : Target or dict, optional
-        Sets the vector width of the left-over blocks' schedule (default: host).
-
-    Returns
-    -------
-    tvm.tirx.PrimFunc
-        The scheduled function (same parameters and attributes).
-
-    Raises
-    ------
-    KnobError
-        Invalid knobs, or no block matching the workload and knobs in ``func``.
-
-    Examples
-    --------
-    >>> from tvm import te
-    >>> import graphtune.x86 as x86
-    >>> wl = x86.dense_workload([1, 32], [16, 32])
-    >>> knobs = {"oc_bn": 16, "k_bn": 4}
-    >>> d, w, _ = x86.dense_packed_shapes(wl, knobs)
-    >>> x, wt = te.placeholder(d, name="x"), te.placeholder(w, name="w")
-    >>> y = te.compute((1, 16), lambda i, j: te.max(x86.dense_packed(x, wt, wl, knobs)[i, j], 0.0), name="relu")
-    >>> f = x86.schedule_fused(te.create_prim_func([x, wt, y]), wl, knobs)
-    >>> "relu" in f.script() and "parallel" in f.script()
-    True
-    """
-    op = op_of(workload)
-    sch = s_tir.Schedule(func)
-    anchor = _find_anchor(sch, workload, knobs)
-    _inline_producers(sch, anchor)
-    epilogue = _fold_epilogue(sch, anchor)
-    mine = {sch.get(b).name_hint for b in (anchor, epilogue) if b is not None}
-    leftovers = [b for b in _blocks(sch) if sch.get(b).name_hint not in mine]
-    name = sch.get(anchor).name_hint
-    if len(sch.get_loops(anchor)) != len(sch.get(anchor).iter_vars):
-        raise KnobError(
-            f"block {name!r} is not in the loop nest its TE compute creates (already scheduled?); "
-            "pass the unscheduled function to schedule_fused"
-        )
-    try:
-        _SCHEDULES[op](sch, anchor, epilogue, knobs)
-    except s_tir.ScheduleError as err:
-        reason = str(err).strip().splitlines()[-1]
-        raise KnobError(f"cannot apply the {op} schedule with knobs {knobs} to block {name!r}: {reason}") from None
-    lanes = vector_lanes(target)
-    for block in leftovers:
-        schedule_elementwise(sch, block, lanes)
-    return sch.mod["main"]

@@ -1,0 +1,272 @@
+"""One :class:`OpSpec` per op kind: everything graphtune.x86 knows about running that op.
+
+An op's spec gathers its TE compute and parameter shapes, its knob space
+(names and rules), the activation layouts its knobs imply, its candidate
+channel blocks and register tiles, its default blocks, its weight packing,
+the anchor block its compute creates and its schedule. :data:`SPECS` holds
+them by :class:`~graphtune.ops.Op`; the op-generic functions of
+graphtune.x86 (:func:`check_knobs`, :func:`layouts_of`,
+:func:`~graphtune.x86.candidates`, :func:`~graphtune.x86.kernel_func`,
+:func:`~graphtune.x86.schedule_fused`) look the op up here instead of
+branching on it. A new op kind is one more entry.
+
+Examples
+--------
+>>> from graphtune.ops import Op, conv2d_workload
+>>> spec = spec_of("depthwise_conv2d")
+>>> spec.knobs.required, spec.params
+(('bn', 'reg_n'), ('data', 'kernel'))
+>>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+>>> layouts_of(wl, {"ic_bn": 8, "oc_bn": 16, "reg_n": 14, "unroll_kw": True}, op=Op.CONV2D)
+('NCHW8c', 'NCHW16c')
+>>> spec_of("pool")
+Traceback (most recent call last):
+...
+ValueError: unknown op 'pool' for graphtune.x86; known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import Any, Callable
+
+import numpy as np
+
+from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
+from ..ops import Op, as_op, check_workload, op_of, output_shape
+from . import tiles
+from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .conv2d_transpose import (
+    conv2d_transpose_nchwc,
+    conv2d_transpose_nchwc_shapes,
+    pack_conv2d_transpose_kernel,
+    taps,
+)
+from .dense import dense_packed, dense_packed_shapes
+from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
+from .groups import span
+from .knobs import CONV_KNOBS, DENSE_KNOBS, DEPTHWISE_KNOBS, GROUP_KNOBS, KnobSpace
+from .packing import pack_conv_kernel, pack_dense_weight, pack_depthwise_kernel
+from .schedule import schedule_conv2d, schedule_dense, schedule_depthwise
+
+__all__ = ["OpSpec", "SPECS", "KNOBS", "spec_of", "spec_for", "check_knobs", "layouts_of"]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """How graphtune.x86 runs one op kind.
+
+    Attributes
+    ----------
+    op : Op
+    knobs : KnobSpace
+        Knob names and the rules they obey.
+    layouts : callable
+        ``(workload, knobs) -> (in_layout, out_layout)`` of the activation.
+    shapes : callable
+        ``(workload, knobs) -> (data shape, weight shape, output shape)`` of the kernel.
+    compute : callable
+        ``(data, weight, workload, knobs) -> te.Tensor``, the blocked TE compute.
+    params : tuple of str
+        Names of the kernel's two inputs.
+    pack : callable
+        ``(weight, workload, knobs) -> (packed array, kernel layout name or None)``: the
+        model's weight (OIHW; IOHW for conv2d_transpose; ``[M, K]`` for dense) as the
+        compute reads it. The name is None where Relax has no layout for the packing.
+    anchor : callable
+        ``(workload, knobs) -> (spatial extents, reduction extents)`` of the compute's
+        reduction block (how :func:`~graphtune.x86.schedule_fused` finds it).
+    schedule : callable
+        ``(sch, anchor, epilogue, knobs)``: the knob schedule (:mod:`graphtune.x86.schedule`).
+    blocks : callable
+        ``(workload, max_block, target) -> [(tier, blocks), ...]``: channel-block choices.
+    tiles : callable
+        ``(workload, blocks, target) -> [knobs, ...]``: full knobs with those blocks, best first.
+    default_blocks : callable
+        ``(workload, block, target) -> blocks`` nearest to a wanted channel block.
+    """
+
+    op: Op
+    knobs: KnobSpace
+    layouts: Callable[[dict, dict], tuple]
+    shapes: Callable[[dict, dict], tuple]
+    compute: Callable[..., Any]
+    params: tuple
+    pack: Callable[[np.ndarray, dict, dict], tuple]
+    anchor: Callable[[dict, dict], tuple]
+    schedule: Callable[..., None]
+    blocks: Callable[[dict, int, Any], list]
+    tiles: Callable[[dict, dict, Any], list]
+    default_blocks: Callable[[dict, int, Any], dict]
+
+
+# ------------------------------------------------------------------ layouts
+def _blocked_layouts(workload: dict, knobs: dict) -> tuple:
+    return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
+
+
+def _depthwise_layouts(workload: dict, knobs: dict) -> tuple:
+    return data_layout(knobs["bn"]), data_layout(knobs["bn"])
+
+
+def _dense_layouts(workload: dict, knobs: dict) -> tuple:
+    return (DENSE, DENSE) if len(workload["data"]) == 2 else (PLAIN, PLAIN)
+
+
+# ------------------------------------------------------------------ packing
+def _pack_conv(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return pack_conv_kernel(weight, knobs["ic_bn"], knobs["oc_bn"]), kernel_layout(knobs["ic_bn"], knobs["oc_bn"])
+
+
+def _pack_group(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    packed = pack_group_kernel(weight, workload["groups"], knobs["ic_bn"], knobs["oc_bn"])
+    return packed, kernel_layout(knobs["ic_bn"], knobs["oc_bn"])
+
+
+def _pack_depthwise(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return pack_depthwise_kernel(weight, knobs["bn"]), kernel_layout(1, knobs["bn"])
+
+
+def _pack_transpose(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return pack_conv2d_transpose_kernel(weight, knobs["ic_bn"], knobs["oc_bn"], workload["strides"]), None
+
+
+def _pack_dense(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return pack_dense_weight(weight, knobs["oc_bn"]), None
+
+
+# ------------------------------------------------------------------- anchors
+def _nchwc_anchor(op: Op, workload: dict, knobs: dict, reduced: int, kh: int, kw: int) -> tuple:
+    n, o, oh, ow = output_shape(workload, op)
+    ib, ob = knobs["ic_bn"], knobs["oc_bn"]
+    return [n, o // ob, oh, ow, ob], [reduced // ib, kh, kw, ib]
+
+
+def _conv_anchor(workload: dict, knobs: dict) -> tuple:
+    return _nchwc_anchor(Op.CONV2D, workload, knobs, workload["data"][1], *workload["kernel"][2:])
+
+
+def _group_anchor(workload: dict, knobs: dict) -> tuple:  # an output block reads its groups' inputs
+    return _nchwc_anchor(Op.GROUP_CONV2D, workload, knobs, span(workload, knobs["oc_bn"]),
+                         *workload["kernel"][2:])
+
+
+def _transpose_anchor(workload: dict, knobs: dict) -> tuple:  # over the taps of one output phase
+    return _nchwc_anchor(Op.CONV2D_TRANSPOSE, workload, knobs, workload["data"][1], *taps(workload))
+
+
+def _depthwise_anchor(workload: dict, knobs: dict) -> tuple:
+    n, o, oh, ow = output_shape(workload, Op.DEPTHWISE_CONV2D)
+    bn = knobs["bn"]
+    return [n, o // bn, oh, ow, bn], list(workload["kernel"][2:])
+
+
+def _dense_anchor(workload: dict, knobs: dict) -> tuple:
+    return output_shape(workload, Op.DENSE), [workload["data"][-1]]
+
+
+SPECS = {
+    Op.CONV2D: OpSpec(
+        Op.CONV2D, CONV_KNOBS, _blocked_layouts, conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel"),
+        _pack_conv, _conv_anchor, schedule_conv2d, tiles.conv_blocks, tiles.conv_tiles, tiles.conv_default),
+    Op.DEPTHWISE_CONV2D: OpSpec(
+        Op.DEPTHWISE_CONV2D, DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_nchwc_shapes,
+        depthwise_conv2d_nchwc, ("data", "kernel"), _pack_depthwise, _depthwise_anchor, schedule_depthwise,
+        tiles.depthwise_blocks, tiles.depthwise_tiles, tiles.depthwise_default),
+    Op.GROUP_CONV2D: OpSpec(
+        Op.GROUP_CONV2D, GROUP_KNOBS, _blocked_layouts, group_conv_nchwc_shapes, group_conv2d_nchwc,
+        ("data", "kernel"), _pack_group, _group_anchor, schedule_conv2d, tiles.group_blocks,
+        tiles.group_tiles, tiles.group_default),
+    Op.CONV2D_TRANSPOSE: OpSpec(
+        Op.CONV2D_TRANSPOSE, CONV_KNOBS, _blocked_layouts, conv2d_transpose_nchwc_shapes,
+        conv2d_transpose_nchwc, ("data", "kernel"), _pack_transpose, _transpose_anchor, schedule_conv2d,
+        partial(tiles.conv_blocks, op=Op.CONV2D_TRANSPOSE), tiles.transpose_tiles,
+        partial(tiles.conv_default, op=Op.CONV2D_TRANSPOSE)),
+    Op.DENSE: OpSpec(
+        Op.DENSE, DENSE_KNOBS, _dense_layouts, dense_packed_shapes, dense_packed, ("data", "weight"),
+        _pack_dense, _dense_anchor, schedule_dense, tiles.dense_blocks, tiles.dense_tiles,
+        tiles.dense_default),
+}
+"""The spec of every op kind graphtune.x86 runs."""
+
+KNOBS = {op: {"required": spec.knobs.required, "optional": spec.knobs.optional} for op, spec in SPECS.items()}
+"""Required and optional knob names per op."""
+
+
+def spec_of(op: Op | str) -> OpSpec:
+    """The spec of ``op``, or one ValueError listing the ops graphtune.x86 runs.
+
+    Examples
+    --------
+    >>> spec_of("dense").params
+    ('data', 'weight')
+    """
+    try:
+        return SPECS[as_op(op, tuple(SPECS))]
+    except ValueError:
+        raise ValueError(f"unknown op {op!r} for graphtune.x86; known: {', '.join(SPECS)}") from None
+
+
+def spec_for(workload: dict, op: Op | str | None = None) -> OpSpec:
+    """The spec of a valid ``workload`` of ``op`` (inferred by :func:`graphtune.ops.op_of` when None).
+
+    Raises
+    ------
+    ModelError
+        If the workload is invalid or not a workload of ``op``.
+    ValueError
+        If graphtune.x86 does not run ``op``.
+
+    Examples
+    --------
+    >>> from graphtune.ops import dense_workload
+    >>> spec_for(dense_workload([1, 8], [4, 8])).op
+    'dense'
+    """
+    if op is None:
+        return SPECS[op_of(workload)]
+    spec = spec_of(op)
+    check_workload(workload, spec.op)
+    return spec
+
+
+def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict:
+    """Validate ``knobs`` for ``workload``; return them or raise KnobError.
+
+    The message names the op, the knob, the rule broken and the valid values.
+
+    Raises
+    ------
+    KnobError
+        Missing or unknown knobs, wrong types, blocks that do not divide the
+        channels, tiles larger than the output.
+    ModelError
+        If the workload itself is invalid, unsupported, or not an ``op`` workload.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> wl = conv2d_workload([1, 24, 8, 8], [32, 24, 1, 1])
+    >>> check_knobs(wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False})
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels; valid values: 1, 2, 3, 4, 6, 8, 12, 24
+    """
+    spec = spec_for(workload, op)
+    return spec.knobs.check(spec.op, workload, knobs)
+
+
+def layouts_of(workload: dict, knobs: dict, op: Op | str | None = None) -> tuple:
+    """``(in_layout, out_layout)`` of the activation for a candidate (knobs validated).
+
+    Examples
+    --------
+    >>> from graphtune.ops import dense_workload
+    >>> layouts_of(dense_workload([1, 64], [10, 64]), {"oc_bn": 10, "k_bn": 8})
+    ('NC', 'NC')
+    """
+    spec = spec_for(workload, op)
+    spec.knobs.check(spec.op, workload, knobs)
+    return spec.layouts(workload, knobs)

@@ -1,0 +1,243 @@
+"""Per-op pieces of the candidate space: channel-block groups, register tiles, default blocks.
+
+Each op's :class:`~graphtune.x86.specs.OpSpec` refers to one function of
+each kind here; :mod:`graphtune.x86.candidates` ranks and combines them.
+
+- ``*_blocks(workload, max_block, target)``: ``[(tier, blocks), ...]``, the
+  channel-block choices (layouts) with a preference tier (0 best);
+- ``*_tiles(workload, blocks, target)``: full knob dicts with those blocks,
+  best guess first;
+- ``*_default(workload, block, target)``: the blocks nearest to ``block``.
+
+Examples
+--------
+>>> from graphtune.ops import dense_workload
+>>> dense_tiles(dense_workload([1, 64], [10, 64]), {"oc_bn": 10}, {"kind": "llvm"})[0]
+{'oc_bn': 10, 'k_bn': 8}
+"""
+
+import math
+
+from ..ops import Op, output_shape
+from .conv2d_transpose import taps
+from .groups import group_sizes, oc_blocks, span
+from .knobs import divisors, register_budget
+from .target import TargetLike, vector_lanes
+
+__all__ = [
+    "MAX_BLOCK", "conv_blocks", "group_blocks", "depthwise_blocks", "dense_blocks", "conv_tiles",
+    "group_tiles", "transpose_tiles", "depthwise_tiles", "dense_tiles", "conv_default", "group_default",
+    "depthwise_default", "dense_default",
+]
+
+MAX_BLOCK = 64
+"""Largest channel block enumerated by default (larger ones are slow: oc_bn 64 was 3x off)."""
+
+
+def _block_penalty(block: int, lanes: int) -> int:
+    """0 for one or two full vectors, 1 for other whole vectors, 2 for part of a vector, 3 else."""
+    if block in (lanes, 2 * lanes):
+        return 0
+    if block % lanes == 0:
+        return 1
+    if lanes % block == 0 and block >= 4:
+        return 2
+    return 3
+
+
+def _widths(extent: int, limit: int) -> list:
+    """Tile sizes for an axis in [limit // 4, limit] (or the whole axis): divisors, and
+    near-divisors wasting <= 10% in the tail."""
+    sizes = {d for d in divisors(extent) if d <= limit}
+    for tiles in range(1, extent + 1):
+        size = math.ceil(extent / tiles)
+        if size <= limit and tiles * size - extent <= 0.1 * extent:
+            sizes.add(size)
+    return sorted(s for s in sizes if 4 * s >= limit or s == extent)
+
+
+def _tile_key(extent: int, tile: int, acc: int, want: int) -> tuple:
+    """Rank a register tile: little tail waste, about ``want`` accumulator registers."""
+    waste = math.ceil(extent / tile) * tile - extent
+    return (waste > 0.1 * extent, abs(acc - want), waste)
+
+
+def _register_tiles(workload: dict, op: Op, oc_bn: int, target: TargetLike, kh: int, kw: int,
+                    phase: int) -> list:
+    """Register tiles of a (group / transposed) conv whose reduction runs over ``kh x kw`` taps.
+
+    ``phase``: a width tile that is a multiple of it keeps a transposed conv's phases constant.
+    """
+    lanes, budget = vector_lanes(target), register_budget(target)
+    _, _, oh, ow = output_shape(workload, op)
+    vecs = math.ceil(oc_bn / lanes)
+    pointwise = kh == kw == 1
+    row_tiles = [t for t in (1, 2, 4) if t <= oh] if pointwise else [1]
+    ranked = []
+    for oh_bn in row_tiles:
+        limit = budget // (vecs * oh_bn)
+        if limit < 1 and oh_bn > 1:
+            continue  # one row of one pixel already fills the registers
+        for reg_n in _widths(ow, max(limit, 1)):
+            acc = reg_n * oh_bn * vecs
+            # 1x1 convs reload the whole kernel per tile: they like fuller tiles.
+            key = (reg_n % phase != 0,) + _tile_key(ow, reg_n, acc, budget if pointwise else budget // 2)
+            key += (oh % oh_bn != 0,)
+            for unroll_kw in ((True, False) if kw > 1 else (False,)):
+                knobs = {"reg_n": reg_n, "unroll_kw": unroll_kw}
+                if pointwise:
+                    knobs["oh_bn"] = oh_bn
+                ranked.append((key + (not unroll_kw,), knobs))
+    return [k for _, k in sorted(ranked, key=lambda item: item[0])]
+
+
+def _depthwise_register_tiles(workload: dict, bn: int, target: TargetLike) -> list:
+    lanes, budget = vector_lanes(target), register_budget(target)
+    ow = output_shape(workload, Op.DEPTHWISE_CONV2D)[3]
+    vecs = math.ceil(bn / lanes)
+    ranked = [
+        (_tile_key(ow, reg_n, reg_n * vecs, budget // 2), {"reg_n": reg_n})
+        for reg_n in _widths(ow, max(budget // vecs, 1))
+    ]
+    return [k for _, k in sorted(ranked, key=lambda item: item[0])]
+
+
+def _dense_register_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
+    """k_bn near 8; with several rows (dim -2 of the data), a rows tile filling the registers too."""
+    k, rows = workload["data"][-1], workload["data"][-2]
+    k_tiles = sorted(divisors(k, cap=16), key=lambda k_bn: abs(k_bn - 8))
+    if rows == 1:
+        return [{"k_bn": k_bn} for k_bn in k_tiles]
+    lanes, budget = vector_lanes(target), register_budget(target)
+    vecs = math.ceil(oc_bn / lanes)
+    row_tiles = sorted(
+        _widths(rows, max(budget // vecs, 1)),
+        key=lambda n_bn: _tile_key(rows, n_bn, n_bn * vecs, budget),
+    )
+    ranked = [
+        ((r + abs(k_bn - 8) // 4, r), {"k_bn": k_bn, "n_bn": n_bn})
+        for r, n_bn in enumerate(row_tiles)
+        for k_bn in k_tiles
+    ]
+    return [t for _, t in sorted(ranked, key=lambda item: item[0])]
+
+
+def _ordered_blocks(channels: int, max_block: int, lanes: int) -> list:
+    return sorted(divisors(channels, cap=max_block), key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
+
+
+def _group_pairs(workload: dict, max_block: int, lanes: int) -> list:
+    """``(tier, {"ic_bn", "oc_bn"})`` of a group conv: vector fit, then the work wasted on
+    the zeros of a block spanning several groups (one tier per doubling)."""
+    og = group_sizes(workload)[1]
+    ocs = sorted((b for b in oc_blocks(workload) if b <= max_block),
+                 key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
+    pairs = []
+    for o in ocs:
+        waste = max(1, o // og).bit_length() - 1
+        for i in _ordered_blocks(span(workload, o), max_block, lanes):
+            tier = _block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2 + waste
+            pairs.append((tier, {"ic_bn": i, "oc_bn": o}))
+    return pairs
+
+
+def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
+    lanes = vector_lanes(target)
+    m = workload["weight"][0]
+
+    def key(b):  # fraction of vector lanes doing useful work, powers of two (48 and 96 ran 3x slower), bigger
+        return (-round(b / (math.ceil(b / lanes) * lanes), 2), b & (b - 1) != 0, -b)
+
+    return sorted(divisors(m, cap=max_block), key=key)
+
+
+def _block_near(channels: int, block: int) -> int:
+    """The divisor of ``channels`` closest to ``block`` (ties: the larger)."""
+    return min(divisors(channels), key=lambda d: (abs(d - block), -d))
+
+
+# ------------------------------------------------------------------ blocks
+def conv_blocks(workload: dict, max_block: int, target: TargetLike, op: Op = Op.CONV2D) -> list:
+    """``(ic_bn, oc_bn)`` pairs of a conv2d or conv2d_transpose (``op``): vector fit of both."""
+    lanes = vector_lanes(target)
+    ics = _ordered_blocks(workload["data"][1], max_block, lanes)
+    ocs = _ordered_blocks(output_shape(workload, op)[1], max_block, lanes)
+    return [
+        (_block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
+        for o in ocs
+        for i in ics
+    ]
+
+
+def group_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    """``(ic_bn, oc_bn)`` pairs of a group conv (see :func:`_group_pairs`)."""
+    return _group_pairs(workload, max_block, vector_lanes(target))
+
+
+def depthwise_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    """The channel block ``bn`` of a depthwise conv."""
+    lanes = vector_lanes(target)
+    return [(_block_penalty(b, lanes), {"bn": b}) for b in _ordered_blocks(workload["data"][1], max_block, lanes)]
+
+
+def dense_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    """The output-feature block ``oc_bn`` of a dense (layouts do not depend on it)."""
+    return [(tier, {"oc_bn": b}) for tier, b in enumerate(_dense_sizes(workload, max_block, target))]
+
+
+# ------------------------------------------------------------------- tiles
+def _with(blocks: dict, tiles: list) -> list:
+    return [{**blocks, **tile} for tile in tiles]
+
+
+def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CONV2D) -> list:
+    """Knobs of a conv2d or group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``."""
+    kh, kw = workload["kernel"][2:]
+    return _with(blocks, _register_tiles(workload, op, blocks["oc_bn"], target, kh, kw, 1))
+
+
+def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of a group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``."""
+    return conv_tiles(workload, blocks, target, Op.GROUP_CONV2D)
+
+
+def transpose_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of a conv2d_transpose: the reduction runs over one output phase's taps."""
+    kh, kw = taps(workload)
+    return _with(blocks, _register_tiles(workload, Op.CONV2D_TRANSPOSE, blocks["oc_bn"], target, kh, kw,
+                                         workload["strides"][1]))
+
+
+def depthwise_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of a depthwise conv with ``blocks`` ``{"bn"}``."""
+    return _with(blocks, _depthwise_register_tiles(workload, blocks["bn"], target))
+
+
+def dense_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of a dense with ``blocks`` ``{"oc_bn"}`` (``{}``: the best-guess block)."""
+    if not blocks:
+        blocks = {"oc_bn": _dense_sizes(workload, MAX_BLOCK, target)[0]}
+    return _with(blocks, _dense_register_tiles(workload, blocks["oc_bn"], target))
+
+
+# ----------------------------------------------------------------- defaults
+def conv_default(workload: dict, block: int, target: TargetLike, op: Op = Op.CONV2D) -> dict:
+    """Channel blocks of a conv2d / conv2d_transpose (``op``) nearest to ``block``."""
+    return {"ic_bn": _block_near(workload["data"][1], block),
+            "oc_bn": _block_near(output_shape(workload, op)[1], block)}
+
+
+def group_default(workload: dict, block: int, target: TargetLike) -> dict:
+    """Blocks of a group conv nearest to ``block`` (``oc_bn`` mapping onto groups)."""
+    oc_bn = min(oc_blocks(workload), key=lambda d: (abs(d - block), -d))
+    return {"ic_bn": _block_near(span(workload, oc_bn), block), "oc_bn": oc_bn}
+
+
+def depthwise_default(workload: dict, block: int, target: TargetLike) -> dict:
+    """The depthwise channel block nearest to ``block``."""
+    return {"bn": _block_near(workload["data"][1], block)}
+
+
+def dense_default(workload: dict, block: int, target: TargetLike) -> dict:
+    """Dense ignores ``block`` (its layout is always plain): the best-guess ``oc_bn``."""
+    return {}
