@@ -10,7 +10,6 @@ import pytest
 
 import graphtune
 from graphtune import baselines, models, pipeline, x86
-from graphtune.compiler import rewrite
 from graphtune.config import Config
 from graphtune.errors import ConfigError, ModelError
 from graphtune.graph import Candidate
@@ -146,20 +145,3 @@ def test_baselines_are_the_public_names():
     assert pipeline.kernel_best_solution is baselines.kernel_best_solution
     with pytest.raises(ConfigError, match="block: expected a positive int"):
         Config.uniform(model, block=0)
-
-
-@pytest.mark.parametrize("workload, knobs", [
-    (conv2d_workload([1, 8, 6, 6], [16, 8, 3, 3]), {"ic_bn": 4, "oc_bn": 8, "reg_n": 4, "unroll_kw": True}),
-    (conv2d_workload([1, 8, 6, 6], [8, 1, 3, 3], groups=8), {"bn": 4, "reg_n": 4}),
-    (conv2d_workload([1, 8, 6, 6], [16, 4, 3, 3], groups=2), {"ic_bn": 4, "oc_bn": 8, "reg_n": 4, "unroll_kw": False}),
-], ids=["conv2d", "depthwise", "group"])
-def test_spec_packing_is_the_compilers_kernel_packing(workload, knobs):
-    kernel_array = getattr(rewrite, "_kernel_array", None)
-    if kernel_array is None:
-        pytest.skip("the rewrite packs weights with OpSpec.pack itself")
-    op = op_of(workload)
-    weight = np.random.default_rng(0).standard_normal(workload["kernel"]).astype("float32")
-    plan = rewrite.NodePlan("n", op, workload, knobs, *x86.layouts_of(workload, knobs, op=op))
-    packed, layout = x86.spec_of(op).pack(weight, workload, knobs)
-    expected, expected_layout = kernel_array(weight, plan)
-    assert layout == expected_layout and np.array_equal(packed, expected)

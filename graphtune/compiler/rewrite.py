@@ -38,11 +38,12 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from .. import x86
 from ..errors import CompileError, ConfigError, GraphtuneError, LayoutError
 from ..frontend.roles import Form, Role
 from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
-from ..layouts import block_of, data_layout, kernel_layout
+from ..layouts import block_of, data_layout
 from .consts import eval_const
 
 __all__ = ["NodePlan", "TRANSFORM_ATTR", "rewrite"]
@@ -68,20 +69,6 @@ class NodePlan:
     knobs: dict
     in_layout: str
     out_layout: str
-
-
-def _kernel_array(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, str]:
-    """Weight OIHW packed for the node's x86 kernel, and the kernel layout name."""
-    from .. import x86
-
-    if plan.op == "depthwise_conv2d":
-        bn = block_of(plan.out_layout)
-        return x86.pack_depthwise_kernel(weight, bn), kernel_layout(1, bn)
-    in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
-    if plan.op == "group_conv2d":
-        packed = x86.pack_group_kernel(weight, plan.workload["groups"], in_blk, out_blk)
-        return packed, kernel_layout(in_blk, out_blk)
-    return x86.pack_conv_kernel(weight, in_blk, out_blk), kernel_layout(in_blk, out_blk)
 
 
 def _out_dtype(attrs) -> str | None:
@@ -130,8 +117,6 @@ class _Rewriter:
             if block and _shape(expr)[1] % block:
                 raise LayoutError(f"tensor {expr.name} with {_shape(expr)[1]} channels cannot be "
                                   f"put in layout {data_layout(block)}; pick a block dividing it")
-            from .. import x86
-
             src, dst = data_layout(have), data_layout(block)
             moved = self.bb.call_te(x86.layout_transform, self.value[expr], src, dst,
                                     primfunc_name_hint=f"layout_transform_{src}_{dst}",
@@ -248,7 +233,7 @@ class _Rewriter:
         if plan.op == "conv2d_transpose":  # IOHW weight kept: legalize packs it per phase
             self.transposed(var, call, plan, relax.const(weight), in_blk, out_blk)
             return
-        array, klayout = _kernel_array(weight, plan)
+        array, klayout = x86.spec_of(plan.op).pack(weight, plan.workload, plan.knobs)
         kernel = relax.const(array)
         self.anchors[kernel] = plan
         attrs = call.attrs
@@ -323,8 +308,6 @@ class _Rewriter:
         if array.ndim != 4 or array.shape[0] != 1 or array.shape[2:] != (1, 1) \
                 or array.shape[1] != channels:
             return None
-        from .. import x86
-
         return relax.const(x86.pack_data(array, blk))
 
     def join_block(self, step: Step) -> int:

@@ -255,8 +255,7 @@ def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
         if op.name in choice and graph.op(op.name) in _KERNEL_OPS:
             c = graph.candidates(op.name)[choice[op.name]]
             plans[op.var] = NodePlan(op.name, op.op, op.workload, c.knobs, c.in_layout, c.out_layout)
-    joins = {frozenset(graph.nx.predecessors(n)): (n, graph.candidates(n)[i].out_layout)
-             for n, i in choice.items() if graph.op(n) == "join"}
+    joins = {n: graph.candidates(n)[i].out_layout for n, i in choice.items() if graph.op(n) == "join"}
     new_mod, anchors = rewrite(mod, plans, joins)
     return legalize(new_mod, anchors, target), anchors
 
