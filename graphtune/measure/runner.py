@@ -32,6 +32,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import MeasureError
+from ..ops import LAYOUT_OPS
 from ..procs import Child, ChildFailure, ChildPool
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
@@ -227,13 +228,13 @@ def _time_built(built: dict, repeat: int, min_repeat_ms: float, timing: str,
 def _cutoff_group(task: Task) -> tuple | None:
     """Candidates of one group compete for one place: same op, workload and layouts.
 
-    Transforms, and knobs graphtune.x86 cannot read (a custom ``func_of``),
-    have no group and are never cut off.
+    Transforms, segments, and knobs graphtune.x86 cannot read (a custom
+    ``func_of``), have no group and are never cut off.
     """
     from ..errors import GraphtuneError
     from ..x86 import layouts_of
 
-    if task.kind == "transform":
+    if task.kind not in LAYOUT_OPS:
         return None
     try:
         return (task.kind, canonical_json(task.workload), *layouts_of(task.workload, task.knobs, op=task.kind))
