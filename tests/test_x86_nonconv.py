@@ -100,17 +100,27 @@ def squeeze_excitation(gate: str = "Sigmoid", size: int = 8):
 
 
 def pools_and_concat(size: int = 12):
-    """GoogLeNet / DenseNet-style: max pools (strided, same), average pool, concat, head pool."""
+    """GoogLeNet / DenseNet-style: max pools (strided, same, ceil mode), upsample, concat, average
+    pool, head pool."""
     b = Builder(seed=3)
     h = b.node("Relu", [b.conv("c1", "input", CHANNELS, CHANNELS)], "r1")
     p = b.node("MaxPool", [h], "mp_s2", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
     q = b.node("MaxPool", [p], "mp_s1", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    q = b.node("MaxPool", [q], "mp_ceil", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 6 -> 3
+    q = b.node("Resize", [q, "", b.const("scales", (4,))], "up", mode="nearest")
     c = b.node("Relu", [b.conv("c2", p, CHANNELS, CHANNELS, k=(1, 1))], "r2")
     cat = b.node("Concat", [c, q], "cat", axis=1)
     a = b.node("AveragePool", [cat], "ap", kernel_shape=[2, 2], strides=[2, 2])
     h = b.node("Relu", [b.conv("c3", a, 2 * CHANNELS, CHANNELS, k=(1, 1))], "r3")
     out = b.node("GlobalAveragePool", [h], "gap")
-    return b.model("pools", [1, CHANNELS, size, size], out)
+    return _fix_scales(b.model("pools", [1, CHANNELS, size, size], out))
+
+
+def _fix_scales(model):
+    for init in model.graph.initializer:
+        if init.name == "scales":
+            init.CopyFrom(numpy_helper.from_array(np.float32([1, 1, 2, 2]), "scales"))
+    return model
 
 
 def _compile(model, block):
@@ -156,3 +166,5 @@ def test_pools_and_concat(block):
     compiled = _compile(model, block)
     assert_matches_ort(model, compiled)
     _check_scheduled(compiled)
+    pools = [f.script() for f in compiled.functions.values() if str(f.attrs["graphtune.op"]) == "max_pool2d"]
+    assert len(pools) == 3 and not any("if_then_else" in p or "pad_temp" in p for p in pools)

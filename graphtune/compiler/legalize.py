@@ -141,6 +141,31 @@ def _fast_math_map() -> dict:
     return {op_name: lower(op_name) for op_name in COMPUTES}
 
 
+def _pool_map() -> dict:
+    """customize_legalize_map entry: max pools read their input in place (:mod:`graphtune.x86.pools`).
+
+    Falls back to TVM's pool (a padded copy) when a window lies wholly in the padding.
+    """
+    from ..x86.pools import max_pool2d
+
+    stock = tvm.ir.Op.get("relax.nn.max_pool2d").get_attr("FLegalize")
+
+    def legalize_op(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        attrs = call.attrs
+        layout = str(attrs.layout)
+        if str(attrs.out_layout) != layout:
+            return stock(bb, call)
+        out_shape = [int(d) for d in call.ty.shape.values]
+        args = (layout, list(attrs.pool_size), list(attrs.strides), list(attrs.dilation),
+                list(attrs.padding), out_shape)
+        try:
+            return bb.call_te(max_pool2d, call.args[0], *args, primfunc_name_hint="max_pool2d")
+        except ValueError:
+            return stock(bb, call)
+
+    return {"relax.nn.max_pool2d": legalize_op}
+
+
 def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
     """Node name tagged on the (first) PrimFunc a fused Relax function calls, if any.
 
@@ -321,7 +346,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     _check_covered(mod, anchors)
     plans = {plan.name: plan for plan in anchors.values()}
     with target:
-        custom = {**_fast_math_map(), **_legalize_map(anchors, target)}
+        custom = {**_fast_math_map(), **_pool_map(), **_legalize_map(anchors, target)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
         mod = relax.transform.AnnotateTIROpPattern()(mod)
         mod = relax.transform.FuseOps()(mod)

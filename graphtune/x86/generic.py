@@ -183,7 +183,8 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
 
     When that axis is contiguous (the inner ``c`` of ``NCHW{x}c`` pools and
     means), the padding feeding the block is inlined (no padded copy), the
-    next output axis is tiled by up to :data:`_POOL_TILE` unrolled outputs,
+    next output axis is tiled by up to :data:`_POOL_TILE` unrolled outputs
+    (parallel over the axes before it, serial along it),
     the tile accumulates in registers and the elementwise epilogue (the
     average pool's division, a following relu...) is computed from it before
     one vector store per output.
@@ -215,7 +216,8 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
     epilogue = _fold_epilogue(sch, block)
     if spatial:
         _write_back(sch, block, epilogue, spatial[-1])
-        sch.parallel(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0])
+        rows = spatial[:-1] or spatial  # the tile loop stays serial: index arithmetic once per row
+        sch.parallel(sch.fuse(*rows) if len(rows) > 1 else rows[0])
         for loop in tile:
             sch.unroll(loop)
     sch.vectorize(inner)
