@@ -82,7 +82,7 @@ def max_pool2d(x: te.Tensor, layout: str, pool_size: Sequence[int], strides: Seq
     >>> from tvm import te
     >>> x = te.placeholder((1, 2, 8, 8, 16), name="x")
     >>> max_pool2d(x, "NCHW16c", (2, 2), (2, 2), (1, 1), (0, 0, 0, 0), (1, 2, 4, 4, 16)).shape
-    [1, 2, 4, 4, 16]
+    (1, 2, 4, 4, 16)
     """
     if "H" not in layout or "W" not in layout:
         raise ValueError(f"max_pool2d: layout {layout!r} has no H or W axis")
