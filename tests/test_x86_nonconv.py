@@ -168,3 +168,15 @@ def test_pools_and_concat(block):
     _check_scheduled(compiled)
     pools = [f.script() for f in compiled.functions.values() if str(f.attrs["graphtune.op"]) == "max_pool2d"]
     assert len(pools) == 3 and not any("if_then_else" in p or "pad_temp" in p for p in pools)
+
+
+def test_pools_on_plain_nchw_input():
+    """Pools before the first conv run in plain NCHW (the input's layout)."""
+    b = Builder(seed=4)
+    p = b.node("MaxPool", ["input"], "mp", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    p = b.node("AveragePool", [p], "ap", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    out = b.conv("c1", p, 8, 16)
+    model = b.model("nchw_pools", [1, 8, 15, 15], out)
+    compiled = _compile(model, 8)
+    assert_matches_ort(model, compiled)
+    _check_scheduled(compiled)
