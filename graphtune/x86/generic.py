@@ -213,9 +213,8 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
     for producer in sch.get_producers(block):
         if _is_padding(sch, producer):
             _try(sch.compute_inline, producer)  # read through the guard, no padded copy
-    epilogue = _fold_epilogue(sch, block)
     if spatial:
-        _write_back(sch, block, epilogue, spatial[-1])
+        _write_back(sch, block, _fold_epilogue(sch, block), spatial[-1])
         rows = spatial[:-1] or spatial  # the tile loop stays serial: index arithmetic once per row
         sch.parallel(sch.fuse(*rows) if len(rows) > 1 else rows[0])
         for loop in tile:
