@@ -180,3 +180,39 @@ def test_pools_on_plain_nchw_input():
     compiled = _compile(model, 8)
     assert_matches_ort(model, compiled)
     _check_scheduled(compiled)
+
+
+@pytest.mark.parametrize("second_output", [False, True])
+def test_te_conv_silu_epilogue(second_output):
+    """A branching epilogue folds whole into the tile; with a second output, up to its fork."""
+    from x86_reference import conv2d_reference, random, run
+
+    import graphtune.x86 as x86
+
+    wl = x86.conv2d_workload([1, 16, 8, 7], [32, 16, 3, 3], padding=[1, 1, 1, 1])
+    knobs = {"ic_bn": 8, "oc_bn": 16, "reg_n": 7, "unroll_kw": True}
+    d, k, o = x86.conv2d_nchwc_shapes(wl, knobs)
+    data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
+    bias = te.placeholder([1, o[1], 1, 1, o[4]], name="bias")
+    conv = x86.conv2d_nchwc(data, kernel, wl, knobs)
+    y = te.compute(o, lambda n, c, h, w, b: conv[n, c, h, w, b] + bias[0, c, 0, 0, b], name="T_add")
+    gate = COMPUTES["relax.sigmoid"](y)
+    silu = te.compute(o, lambda *i: y(*i) * gate(*i), name="T_multiply")
+    outputs = [y, silu] if second_output else [silu]
+    func = te.create_prim_func([data, kernel, bias, *outputs]).with_attr("global_symbol", "main")
+    func = x86.schedule_fused(func, wl, knobs)
+    assert func.script().count("T.parallel") == (3 if second_output else 1)  # else: sigmoid, multiply
+    rng = np.random.default_rng(5)
+    x, w, b = random(wl["data"], rng), random(wl["kernel"], rng), random([32], rng)
+    ref = conv2d_reference(x, w, wl["strides"], wl["padding"], wl["dilation"]) + b[None, :, None, None]
+    inputs = [x86.pack_data(x, 8), x86.pack_conv_kernel(w, 8, 16), x86.pack_data(b.reshape(1, 32, 1, 1), 16)]
+    if second_output:
+        lib = tvm.compile(tvm.IRModule({"main": func}), target={"kind": "llvm"})
+        outs = [tvm.runtime.tensor(np.full(o, np.nan, "float32")) for _ in range(2)]
+        lib["main"](*[tvm.runtime.tensor(a) for a in inputs], *outs)
+        got = [x86.unpack_data(t.numpy()) for t in outs]
+    else:
+        got = [None, x86.unpack_data(run(func, inputs, o))]
+        got[0] = ref
+    np.testing.assert_allclose(got[0], ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got[1], ref / (1 + np.exp(-ref)), rtol=1e-4, atol=1e-4)

@@ -144,7 +144,8 @@ def _fast_math_map() -> dict:
 def _pool_map() -> dict:
     """customize_legalize_map entry: max pools read their input in place (:mod:`graphtune.x86.pools`).
 
-    Falls back to TVM's pool (a padded copy) when a window lies wholly in the padding.
+    Falls back to TVM's pool (a padded copy) when a window lies wholly in the padding, the
+    output layout differs or a dimension is symbolic.
     """
     from ..x86.pools import max_pool2d
 
@@ -155,12 +156,12 @@ def _pool_map() -> dict:
         layout = str(attrs.layout)
         if str(attrs.out_layout) != layout:
             return stock(bb, call)
-        out_shape = [int(d) for d in call.ty.shape.values]
-        args = (layout, list(attrs.pool_size), list(attrs.strides), list(attrs.dilation),
-                list(attrs.padding), out_shape)
         try:
+            out_shape = [int(d) for d in call.ty.shape.values]  # TypeError: a symbolic dimension
+            args = (layout, list(attrs.pool_size), list(attrs.strides), list(attrs.dilation),
+                    list(attrs.padding), out_shape)
             return bb.call_te(max_pool2d, call.args[0], *args, primfunc_name_hint="max_pool2d")
-        except ValueError:
+        except (TypeError, ValueError):
             return stock(bb, call)
 
     return {"relax.nn.max_pool2d": legalize_op}
