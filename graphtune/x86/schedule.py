@@ -147,8 +147,11 @@ def _epilogue_dag(sch: s_tir.Schedule, anchor) -> list:
     the sink recomputes nothing but the shared elementwise expressions.
     """
     spatial = _domain(sch, anchor)[0]
-    names = lambda blocks: [sch.get(b).name_hint for b in blocks]  # noqa: E731
-    order = [sch.get(b).name_hint for b in _blocks(sch)]
+
+    def names(blocks) -> list[str]:
+        return [sch.get(b).name_hint for b in blocks]
+
+    order = names(_blocks(sch))
     found: dict[str, object] = {}
     frontier = [anchor]
     while frontier:
