@@ -69,6 +69,7 @@ AUDIT_MIN_ITERATIONS = 1024
 
 _SPATIAL = tirx.IterVar.DataPar
 _LOAD = tvm.ir.expr.TensorLoad  # what tirx.BufferLoad(...) builds in TVM 0.27
+_IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 
 
 def _static(extent) -> int | None:
@@ -127,6 +128,21 @@ def _is_contraction(sch: s_tir.Schedule, block) -> bool:
     return isinstance(body, tirx.BufferStore) and _mul_loads(body.value)
 
 
+def _is_padding(sch: s_tir.Schedule, block) -> bool:
+    """A spatial block storing a load, or a guarded load (``if_then_else(cond, load, value)``).
+
+    Cheap to recompute wherever it is read, unlike an elementwise op (a
+    windowed reduction reads each of its elements up to kh * kw times).
+    """
+    body = sch.get(block).body
+    if not (_is_spatial(sch, block) and isinstance(body, tirx.BufferStore)):
+        return False
+    value = body.value
+    if isinstance(value, tvm.ir.expr.Call) and value.op.same_as(_IF_THEN_ELSE):
+        value = value.args[1]
+    return isinstance(value, _LOAD)
+
+
 def _divisor(extent: int, at_most: int) -> int:
     return max(d for d in range(1, min(extent, at_most) + 1) if extent % d == 0)
 
@@ -158,27 +174,54 @@ def _schedule_matmul(sch: s_tir.Schedule, block, lanes: int) -> None:
     _vectorize_init(sch, block, k, tile)
 
 
+_POOL_TILE = 4
+"""Outputs along the second-innermost axis a reduction computes at once (independent chains)."""
+
+
 def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
-    """Parallel over the outer outputs; the innermost output axis vectorised under the reduction."""
+    """Parallel over the outer outputs; the innermost output axis vectorised under the reduction.
+
+    When that axis is contiguous (the inner ``c`` of ``NCHW{x}c`` pools and
+    means), the padding feeding the block is inlined (no padded copy), the
+    next output axis is tiled by up to :data:`_POOL_TILE` unrolled outputs
+    (parallel over the axes before it, serial along it),
+    the tile accumulates in registers and the elementwise epilogue (the
+    average pool's division, a following relu...) is computed from it before
+    one vector store per output.
+    """
     loops = sch.get_loops(block)
     iters = sch.get(block).iter_vars
     spatial = [loop for loop, iv in zip(loops, iters) if iv.iter_type == _SPATIAL]
     reduce = [loop for loop, iv in zip(loops, iters) if iv.iter_type != _SPATIAL]
     last = [iv for iv in iters if iv.iter_type == _SPATIAL][-1:] if spatial else []
-    inner = None
-    if last and (_static(last[0].dom.extent) or 0) > 1 and _contiguous(sch, block, last[0].var):
-        inner = spatial[-1]
-        spatial = spatial[:-1]
-        sch.reorder(*spatial, *reduce, inner)
+    if not (last and (_static(last[0].dom.extent) or 0) > 1 and _contiguous(sch, block, last[0].var)):
+        sch.reorder(*spatial, *reduce)
+        if spatial:
+            sch.parallel(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0])
+        return
+    inner, spatial = spatial[-1], spatial[:-1]
+    extent = _static(sch.get(inner).extent)
+    if extent > 4 * lanes:
+        spatial.append(sch.split(inner, [None, _divisor(extent, lanes)])[0])
+        inner = sch.get_loops(block)[len(spatial)]
+    tile = []
     if spatial:
-        sch.parallel(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0])
-    if inner is not None:
-        extent = _static(sch.get(inner).extent)
-        if extent > 4 * lanes:
-            _, inner = sch.split(inner, [None, _divisor(extent, lanes)])
-        sch.vectorize(inner)
-        init = sch.decompose_reduction(block, reduce[0])
-        sch.vectorize(sch.get_loops(init)[-1])
+        width = _static(sch.get(spatial[-1]).extent) or 1
+        outer, tile_loop = sch.split(spatial[-1], [None, _divisor(width, _POOL_TILE)])
+        spatial, tile = spatial[:-1] + [outer], [tile_loop]
+    sch.reorder(*spatial, *reduce, *tile, inner)
+    for producer in sch.get_producers(block):
+        if _is_padding(sch, producer):
+            _try(sch.compute_inline, producer)  # read through the guard, no padded copy
+    if spatial:
+        _write_back(sch, block, _fold_epilogue(sch, block), spatial[-1])
+        rows = spatial[:-1] or spatial  # the tile loop stays serial: index arithmetic once per row
+        sch.parallel(sch.fuse(*rows) if len(rows) > 1 else rows[0])
+        for loop in tile:
+            sch.unroll(loop)
+    sch.vectorize(inner)
+    init = sch.decompose_reduction(block, reduce[0])
+    sch.vectorize(sch.get_loops(init)[-1])
 
 
 def _schedule_spatial(sch: s_tir.Schedule, block, lanes: int) -> None:

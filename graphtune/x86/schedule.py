@@ -60,22 +60,65 @@ def _fold_epilogue(sch: s_tir.Schedule, anchor):
     its own output domain (or its output cannot live in registers), in which
     case the caller writes the tile through a ``cache_write`` block.
     """
+    members = _epilogue_dag(sch, anchor) or _epilogue_chain(sch, anchor)
+    if not members:
+        return None
+    for block in members[:-1]:
+        if not _try(sch.compute_inline, block):
+            return None
+    if not _try(sch.set_scope, anchor, 0, "local"):
+        return None
+    return members[-1]
+
+
+def _epilogue_chain(sch: s_tir.Schedule, anchor) -> list:
+    """The single-consumer elementwise blocks after ``anchor``, in order (a branching epilogue
+    :func:`_epilogue_dag` cannot fold whole, e.g. with a second output, folds up to its first fork)."""
     spatial = _domain(sch, anchor)[0]
     chain, current = [], anchor
     while True:
         consumers = sch.get_consumers(current)
         if len(consumers) != 1 or _domain(sch, consumers[0]) != (spatial, []):
-            break
+            return chain
         chain.append(consumers[0])
         current = consumers[0]
-    if not chain:
-        return None
-    for block in chain[:-1]:
-        if not _try(sch.compute_inline, block):
-            return None
-    if not _try(sch.set_scope, anchor, 0, "local"):
-        return None
-    return chain[-1]
+
+
+def _epilogue_dag(sch: s_tir.Schedule, anchor) -> list:
+    """The elementwise blocks after ``anchor`` that fold into one, producers first; [] if none.
+
+    The epilogue may branch and join again (SiLU: ``y = conv + bias`` feeds
+    both ``sigmoid(y)`` and ``y * sigmoid(y)``): every block reachable from
+    the anchor through blocks over the anchor's output domain belongs to it as
+    long as exactly one of them (the last, the sink) writes a function output
+    or has a consumer outside the set, and the anchor feeds only the set. Inlining all but
+    the sink recomputes nothing but the shared elementwise expressions.
+    """
+    spatial = _domain(sch, anchor)[0]
+
+    def names(blocks) -> list[str]:
+        return [sch.get(b).name_hint for b in blocks]
+
+    order = names(_blocks(sch))
+    found: dict[str, object] = {}
+    frontier = [anchor]
+    while frontier:
+        current = frontier.pop()
+        for block in sch.get_consumers(current):
+            name = sch.get(block).name_hint
+            if name not in found and _domain(sch, block) == (spatial, []):
+                found[name] = block
+                frontier.append(block)
+    if not found or any(n not in found for n in names(sch.get_consumers(anchor))):
+        return []
+    allocated = list(sch.get(sch.get_sblock("root")).alloc_buffers)
+    outputs = {n for n, b in found.items()
+               if not any(sch.get(b).writes[0].source.same_as(a) for a in allocated)}
+    sinks = [n for n in found if n in outputs
+             or any(c not in found for c in names(sch.get_consumers(found[n])))]
+    if len(sinks) != 1 or sinks[0] != max(found, key=order.index):
+        return []
+    return [found[n] for n in sorted(found, key=order.index)]
 
 
 def _vectorize_below(sch: s_tir.Schedule, block, outer) -> None:
