@@ -226,8 +226,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Examples
     --------
-    >>> main(["tune", "resnet-18"])  # doctest: +SKIP
-    graphtune: error: unknown model 'resnet-18': not a file, and not a zoo model; valid names: ...
+    Errors are one line on standard error (``graphtune: error: unknown model
+    'resnet-18': not a file, and not a zoo model; valid names: ...``) and exit status 2:
+
+    >>> main(["tune", "resnet-18"])
     2
     """
     args = build_parser().parse_args(argv)

@@ -649,6 +649,22 @@ class LayoutGraph:
                 runs.setdefault((u, tensor, src, dst), ms / len(tensors))
         return runs
 
+    def transform_cost(self, assignment: Mapping[str, int]) -> float:
+        """Total ms of the transforms an assignment runs (:meth:`transforms`), at most what
+        :meth:`energy` charges for them.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", [Candidate({}, "NCHW", "NCHW8c", 1.0)])
+        >>> for n in ("b", "c"):
+        ...     g.add_node(n, [Candidate({}, "NCHW4c", "NCHW4c", 1.0)])
+        ...     g.add_edge("a", n, cost=[[0.5]], tensors={"x": [1, 8, 4, 4]})
+        >>> g.transform_cost({"a": 0, "b": 0, "c": 0})
+        0.5
+        """
+        return float(sum(self.transforms(assignment).values()))
+
     def fingerprint(self) -> str:
         """sha256 of the structure: names, ops, workloads and edges (with shapes), not costs.
 

@@ -196,8 +196,11 @@ class ProfileResult:
 
         Examples
         --------
-        >>> result.totals()["conv2d"]["gt_ms"] > 0   # doctest: +SKIP
-        True
+        >>> import graphtune
+        >>> result = graphtune.profile("resnet18", image_size=32, repeat=3)
+        >>> totals = result.totals()["conv2d"]
+        >>> totals["calls"], totals["gt_ms"] > 0, totals["ort_ms"] > 0
+        (20, True, True)
         """
         out: dict[str, dict[str, Any]] = {}
         for row in self.rows:
@@ -219,7 +222,14 @@ class ProfileResult:
 
         Examples
         --------
-        >>> print(result.table(top=3))   # doctest: +SKIP
+        >>> import graphtune
+        >>> result = graphtune.profile("resnet18", image_size=32, repeat=3, ort=False)
+        >>> print(result.table(top=3))
+        model resnet18: 24 calls, 2 threads, medians of 3 runs ...
+        | kind | calls | gt ms | predicted ms | ORT ms | gt / ORT |
+        ...
+        slowest 3 calls:
+        ...
         """
         def cell(v: float | None, spec: str = ".3f") -> str:
             return "-" if v is None else format(v, spec)
@@ -262,7 +272,9 @@ class ProfileResult:
 
         Examples
         --------
-        >>> ProfileResult.from_dict(result.to_dict()) == result   # doctest: +SKIP
+        >>> import graphtune
+        >>> result = graphtune.profile("resnet18", image_size=32, repeat=2, ort=False)
+        >>> ProfileResult.from_dict(result.to_dict()) == result
         True
         """
         data = asdict(self)

@@ -10,8 +10,8 @@ Examples
 >>> from graphtune import models
 >>> from graphtune.config import Config
 >>> model = models.get("resnet18", image_size=32)
->>> row = compare(model, {"gt-uniform": Config.uniform(model)}, peers=["ort"], repeat=3)  # doctest: +SKIP
->>> sorted(row["latency_ms"])                                                           # doctest: +SKIP
+>>> row = compare(model, {"gt-uniform": Config.uniform(model)}, peers=["ort"], repeat=3)
+>>> sorted(row["latency_ms"])
 ['gt-uniform', 'ort']
 """
 
@@ -132,8 +132,13 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
 
     Examples
     --------
-    >>> result = graphtune.tune(model)                 # doctest: +SKIP
-    >>> row = evaluate(model, result, "resnet18")      # doctest: +SKIP
+    >>> import os, tempfile, graphtune
+    >>> records = os.path.join(tempfile.gettempdir(), "graphtune-doctest-resnet18-32.records.jsonl")
+    >>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records)
+    >>> model = graphtune.models.get("resnet18", image_size=32)
+    >>> row = evaluate(model, result, "resnet18", repeat=3, peers=["ort"])
+    >>> sorted(row["latency_ms"]), row["predicted_ms"] == result.predicted_ms
+    (['gt-graph', 'gt-kernel-best', 'gt-uniform', 'ort'], True)
     """
     from .config import Config
     from .pipeline import kernel_best_solution
@@ -168,7 +173,9 @@ def bench_model(model: Any, config: str | os.PathLike | None = None,
 
     Examples
     --------
-    >>> row = bench_model("resnet18", image_size=32, repeat=3)  # doctest: +SKIP
+    >>> row = bench_model("resnet18", image_size=32, repeat=3)
+    >>> sorted(row["latency_ms"]), row["max_abs_diff"]["gt-uniform"] < 1e-3
+    (['gt-uniform', 'ort'], True)
     """
     from .config import Config
     from .models.resolve import resolve

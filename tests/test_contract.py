@@ -22,7 +22,8 @@ from graphtune.compiler import compile
 from graphtune.compiler.driver import rewrite_model
 from graphtune.compiler.rewrite import TRANSFORM_ATTR
 from graphtune.config import Config
-from graphtune.frontend import extract, import_model
+from graphtune import extract
+from graphtune.frontend import import_model
 from graphtune.solve import Solution
 from test_compile import assert_matches_ort
 

@@ -18,7 +18,8 @@ from graphtune.compiler import compile
 from graphtune.compiler.driver import rewrite_model
 from graphtune.config import Config, NodeConfig
 from graphtune.errors import ConfigMismatchError
-from graphtune.frontend import Form, Role, extract, import_model, walk
+from graphtune import extract
+from graphtune.frontend import Form, Role, import_model, walk
 from graphtune.frontend.roles import BINARY, KNOWN_FIXED, POOLS, UNARY
 
 pytest.importorskip("onnxruntime")

@@ -6,8 +6,11 @@ Modules: :mod:`.rewrite` (per-node layout rewrite of the Relax module),
 
 Examples
 --------
+>>> from graphtune import Config, models
 >>> from graphtune.compiler import compile, CompiledModel
->>> compiled = compile(model, config)   # doctest: +SKIP
+>>> model = models.get("resnet18", image_size=32)
+>>> isinstance(compile(model, Config.uniform(model)), CompiledModel)
+True
 """
 
 from .driver import compile

@@ -17,7 +17,15 @@ workload, knobs and epilogue) are merged.
 
 Examples
 --------
->>> lowered = legalize(new_mod, anchors, target)   # doctest: +SKIP
+>>> from graphtune import Config, models, x86
+>>> from graphtune.compiler.driver import rewrite_model
+>>> from graphtune.frontend import import_model
+>>> mod = import_model(models.get("resnet18", image_size=32))
+>>> target = x86.host_target()
+>>> new_mod, anchors, _ = rewrite_model(mod, Config.uniform(mod), target)
+>>> lowered = legalize(new_mod, anchors, target)
+>>> sorted(lowered[name].attrs[NODE_ATTR] for name in ("fused_gt_conv1_add_relu",))
+['conv1']
 """
 
 from __future__ import annotations
@@ -178,7 +186,14 @@ def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
 
     Examples
     --------
-    >>> node_of(mod, mod["fused_gt_conv1_add_relu"])   # doctest: +SKIP
+    >>> from graphtune import Config, models, x86
+    >>> from graphtune.compiler.driver import rewrite_model
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> target = x86.host_target()
+    >>> new_mod, anchors, _ = rewrite_model(mod, Config.uniform(mod), target)
+    >>> lowered = legalize(new_mod, anchors, target)
+    >>> node_of(lowered, lowered["main"])  # main's first call of a node's kernel
     'conv1'
     """
     found: list[str] = []
@@ -256,8 +271,14 @@ def schedule_counts(mod: tvm.IRModule) -> dict[str, dict[str, int]]:
 
     Examples
     --------
-    >>> schedule_counts(legalize(new_mod, anchors, target))   # doctest: +SKIP
-    {'conv2d': {'kernel': 20}, 'layout_transform': {'transform': 2}, 'reshape': {'injective': 1}}
+    >>> from graphtune import Config, models, x86
+    >>> from graphtune.compiler.driver import rewrite_model
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> target = x86.host_target()
+    >>> new_mod, anchors, _ = rewrite_model(mod, Config.uniform(mod), target)
+    >>> schedule_counts(legalize(new_mod, anchors, target))
+    {'conv2d': {'kernel': 15}, 'dense': {'kernel': 1}, 'layout_transform': {'transform': 1}, 'max_pool2d': {'reduction': 1}, 'mean': {'reduction': 1}, 'reshape': {'injective': 1}}
     """
     counts: dict[str, dict[str, int]] = {}
     for gvar, func in mod.functions.items():
@@ -341,7 +362,15 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
 
     Examples
     --------
-    >>> lowered = legalize(new_mod, anchors, target)   # doctest: +SKIP
+    >>> from graphtune import Config, models, x86
+    >>> from graphtune.compiler.driver import rewrite_model
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> target = x86.host_target()
+    >>> new_mod, anchors, _ = rewrite_model(mod, Config.uniform(mod), target)
+    >>> lowered = legalize(new_mod, anchors, target)
+    >>> all(isinstance(f, (relax.Function, tvm.tirx.PrimFunc)) for f in lowered.functions.values())
+    True
     """
     _check_covered(mod, anchors)
     plans = {plan.name: plan for plan in anchors.values()}

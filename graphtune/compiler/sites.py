@@ -11,9 +11,14 @@ nodes each run-time call executes. The VM calls PrimFuncs in this order.
 
 Examples
 --------
->>> sites = call_sites(unfused_main, fused_mod)   # doctest: +SKIP
->>> sites[1]                                        # doctest: +SKIP
-['features_0_0', 'lv2', 'lv3', 'features_0_2']
+>>> from graphtune import Config, models, x86
+>>> from graphtune.compiler.driver import rewrite_model
+>>> from graphtune.compiler.legalize import legalize
+>>> from graphtune.frontend import import_model
+>>> mod = import_model(models.get("resnet18", image_size=32))
+>>> new_mod, anchors, _ = rewrite_model(mod, Config.uniform(mod), x86.host_target())
+>>> sites_of(legalize(new_mod, anchors, x86.host_target()))[1]
+('fused_gt_conv1_add_relu', ['conv1', 'lv2', 'lv3'])
 """
 
 from __future__ import annotations

@@ -431,9 +431,19 @@ def op_costs(mod, graph: LayoutGraph, target,
 
     Examples
     --------
-    >>> result = graphtune.tune("efficientnet_b0", image_size=32, records=None)  # doctest: +SKIP
-    >>> costs = op_costs(import_model(model), result.graph, x86.host_target(),
-    ...                  lambda tasks: measure(tasks, progress=False))  # doctest: +SKIP
+    >>> import os, tempfile, graphtune
+    >>> records = os.path.join(tempfile.gettempdir(), "graphtune-doctest-resnet18-32.records.jsonl")
+    >>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records)
+    >>> from graphtune import x86
+    >>> from graphtune.frontend import import_model
+    >>> from graphtune.measure import measure
+    >>> mod = import_model(graphtune.models.get("resnet18", image_size=32))
+    >>> costs = op_costs(mod, result.graph, x86.host_target(),
+    ...                  lambda tasks: measure(tasks, records=records, progress=False))
+    >>> layouts = {n: result.graph.candidates(n)[i].out_layout
+    ...            for n, i in result.solution.assignment.items()}
+    >>> round(costs.total(layouts), 6) == round(result.ops_ms, 6)
+    True
     """
     covered: dict[tuple[str, str], int] = {}
     probes = probe_choices(graph)
