@@ -33,7 +33,7 @@ from .schedule import schedule_elementwise
 from .specs import KNOBS, SPECS, OpSpec, check_knobs, layouts_of, spec_of
 from .target import host_target, num_threads, target_key, vector_lanes
 from .transform import layout_transform, schedule_transform, transform_func, transform_shape
-from .workload import (
+from ..ops import (
     check_workload,
     conv2d_transpose_workload,
     conv2d_workload,

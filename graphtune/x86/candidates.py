@@ -7,7 +7,7 @@ preferred pairs, and so on.
 
 Examples
 --------
->>> from graphtune.x86.workload import conv2d_workload
+>>> from graphtune.ops import conv2d_workload
 >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
 >>> top = candidates(wl, {"kind": "llvm", "mcpu": "znver5"}, max_candidates=4)
 >>> [(k["ic_bn"], k["oc_bn"]) for k in top]
@@ -38,7 +38,7 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None, op: O
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 8, 6, 6], [8, 8, 3, 3], padding=[1, 1, 1, 1])
     >>> tile_variants(wl, {"ic_bn": 8, "oc_bn": 8})[0]["reg_n"]
     6
@@ -72,7 +72,7 @@ def candidates(
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> stem = conv2d_workload([1, 3, 224, 224], [64, 3, 7, 7], [2, 2], [3, 3, 3, 3])
     >>> sorted({k["ic_bn"] for k in candidates(stem)})
     [1, 3]
@@ -101,7 +101,7 @@ def default_knobs(workload: dict, block: int = 16, target: TargetLike = None, op
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
     >>> k = default_knobs(wl, block=16)
     >>> k["ic_bn"], k["oc_bn"], k["unroll_kw"]

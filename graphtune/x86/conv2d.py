@@ -9,7 +9,7 @@ on that shape.
 Examples
 --------
 >>> from tvm import te
->>> from graphtune.x86.workload import conv2d_workload
+>>> from graphtune.ops import conv2d_workload
 >>> wl = conv2d_workload([1, 32, 14, 14], [64, 32, 3, 3], padding=[1, 1, 1, 1])
 >>> knobs = {"ic_bn": 8, "oc_bn": 16, "reg_n": 7, "unroll_kw": True}
 >>> shapes = conv2d_nchwc_shapes(wl, knobs)
@@ -38,7 +38,7 @@ def conv2d_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 3, 8, 8], [16, 3, 3, 3])
     >>> conv2d_nchwc_shapes(wl, {"ic_bn": 3, "oc_bn": 16, "reg_n": 6, "unroll_kw": True})[1]
     [1, 1, 3, 3, 3, 16]
@@ -110,7 +110,7 @@ def conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 8, 8, 8], [8, 8, 1, 1])
     >>> knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 8, "unroll_kw": False}
     >>> d, k, _ = conv2d_nchwc_shapes(wl, knobs)

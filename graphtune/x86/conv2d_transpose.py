@@ -18,7 +18,7 @@ constant.
 Examples
 --------
 >>> from tvm import te
->>> from graphtune.x86.workload import conv2d_transpose_workload
+>>> from graphtune.ops import conv2d_transpose_workload
 >>> wl = conv2d_transpose_workload([1, 32, 7, 7], [32, 16, 4, 4], [2, 2], [1, 1, 1, 1])
 >>> knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 14, "unroll_kw": True}
 >>> d, k, o = conv2d_transpose_nchwc_shapes(wl, knobs)
@@ -46,7 +46,7 @@ def taps(workload: dict) -> tuple:
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_transpose_workload
+    >>> from graphtune.ops import conv2d_transpose_workload
     >>> taps(conv2d_transpose_workload([1, 8, 4, 4], [8, 8, 3, 2], [2, 2], [1, 1, 1, 1]))
     (2, 1)
     """
@@ -78,7 +78,7 @@ def conv2d_transpose_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_transpose_workload
+    >>> from graphtune.ops import conv2d_transpose_workload
     >>> wl = conv2d_transpose_workload([1, 8, 4, 4], [8, 4, 2, 2], [2, 2])
     >>> conv2d_transpose_nchwc_shapes(wl, {"ic_bn": 8, "oc_bn": 4, "reg_n": 8, "unroll_kw": False})[2]
     [1, 1, 8, 8, 4]
@@ -132,7 +132,7 @@ def conv2d_transpose_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, k
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_transpose_workload
+    >>> from graphtune.ops import conv2d_transpose_workload
     >>> wl = conv2d_transpose_workload([1, 8, 3, 3], [8, 8, 2, 2], [2, 2])
     >>> knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 6, "unroll_kw": True}
     >>> d, k, o = conv2d_transpose_nchwc_shapes(wl, knobs)

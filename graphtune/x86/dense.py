@@ -9,7 +9,7 @@ axis ``k``.
 Examples
 --------
 >>> from tvm import te
->>> from graphtune.x86.workload import dense_workload
+>>> from graphtune.ops import dense_workload
 >>> wl = dense_workload([1, 64], [10, 64])
 >>> d, w, o = dense_packed_shapes(wl, {"oc_bn": 5, "k_bn": 8})
 >>> w
@@ -32,7 +32,7 @@ def dense_packed_shapes(workload: dict, knobs: dict) -> tuple:
 
     Examples
     --------
-    >>> from graphtune.x86.workload import dense_workload
+    >>> from graphtune.ops import dense_workload
     >>> dense_packed_shapes(dense_workload([2, 8], [16, 8]), {"oc_bn": 16, "k_bn": 4})
     ([2, 8], [1, 8, 16], [2, 16])
     """
@@ -60,7 +60,7 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict
 
     Examples
     --------
-    >>> from graphtune.x86.workload import dense_workload
+    >>> from graphtune.ops import dense_workload
     >>> wl = dense_workload([1, 16], [8, 16])
     >>> d, w, o = dense_packed_shapes(wl, {"oc_bn": 8, "k_bn": 4})
     >>> [int(x) for x in dense_packed(te.placeholder(d), te.placeholder(w), wl, {"oc_bn": 8, "k_bn": 4}).shape]

@@ -8,7 +8,7 @@ and reduction axes ``(kh, kw)``. The kernel is ``OIHW1i{bn}o``:
 Examples
 --------
 >>> from tvm import te
->>> from graphtune.x86.workload import conv2d_workload
+>>> from graphtune.ops import conv2d_workload
 >>> wl = conv2d_workload([1, 32, 8, 8], [32, 1, 3, 3], padding=[1, 1, 1, 1], groups=32)
 >>> d, k, o = depthwise_nchwc_shapes(wl, {"bn": 16, "reg_n": 8})
 >>> depthwise_conv2d_nchwc(te.placeholder(d), te.placeholder(k), wl, {"bn": 16, "reg_n": 8}).op.name
@@ -29,7 +29,7 @@ def depthwise_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 32, 8, 8], [32, 1, 3, 3], groups=32)
     >>> depthwise_nchwc_shapes(wl, {"bn": 8, "reg_n": 6})
     ([1, 4, 8, 8, 8], [4, 1, 3, 3, 1, 8], [1, 4, 6, 6, 8])
@@ -61,7 +61,7 @@ def depthwise_conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, k
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 8, 6, 6], [8, 1, 3, 3], groups=8)
     >>> d, k, o = depthwise_nchwc_shapes(wl, {"bn": 8, "reg_n": 4})
     >>> out = depthwise_conv2d_nchwc(te.placeholder(d), te.placeholder(k), wl, {"bn": 8, "reg_n": 4})

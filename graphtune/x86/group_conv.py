@@ -13,7 +13,7 @@ conv2d schedule applies unchanged.
 Examples
 --------
 >>> from tvm import te
->>> from graphtune.x86.workload import conv2d_workload
+>>> from graphtune.ops import conv2d_workload
 >>> wl = conv2d_workload([1, 32, 8, 8], [32, 4, 3, 3], padding=[1, 1, 1, 1], groups=8)
 >>> knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}
 >>> d, k, o = group_conv_nchwc_shapes(wl, knobs)
@@ -40,7 +40,7 @@ def group_conv_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 64, 8, 8], [64, 16, 1, 1], groups=4)
     >>> group_conv_nchwc_shapes(wl, {"ic_bn": 8, "oc_bn": 8, "reg_n": 8, "unroll_kw": False})[1]
     [8, 2, 1, 1, 8, 8]
@@ -73,7 +73,7 @@ def group_conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs
 
     Examples
     --------
-    >>> from graphtune.x86.workload import conv2d_workload
+    >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 16, 6, 6], [16, 8, 3, 3], groups=2)
     >>> knobs = {"ic_bn": 4, "oc_bn": 4, "reg_n": 4, "unroll_kw": True}
     >>> d, k, o = group_conv_nchwc_shapes(wl, knobs)

@@ -10,7 +10,7 @@ with a block-diagonal packed weight (zeros between groups).
 
 Examples
 --------
->>> from graphtune.x86.workload import conv2d_workload
+>>> from graphtune.ops import conv2d_workload
 >>> wl = conv2d_workload([1, 128, 56, 56], [128, 4, 3, 3], padding=[1, 1, 1, 1], groups=32)
 >>> span(wl, 16), span(wl, 2), oc_blocks(wl)
 (16, 4, [1, 2, 4, 8, 16, 32, 64, 128])

@@ -24,7 +24,7 @@ def kernel_shapes(workload: dict, knobs: dict, op: Op | str | None = None) -> tu
 
     Examples
     --------
-    >>> from graphtune.x86.workload import dense_workload
+    >>> from graphtune.ops import dense_workload
     >>> kernel_shapes(dense_workload([1, 8], [4, 8]), {"oc_bn": 4, "k_bn": 8})
     ([1, 8], [1, 8, 4], [1, 4])
     """

@@ -11,12 +11,9 @@ the epilogue computed from the tile before it is written out.
 
 Examples
 --------
->>> import graphtune.x86 as x86
->>> wl = x86.conv2d_workload([1, 16, 8, 8], [16, 16, 3, 3], padding=[1, 1, 1, 1])
->>> knobs = {"ic_bn": 8, "oc_bn": 16, "reg_n": 4, "unroll_kw": True}
->>> func = x86.kernel_func(wl, knobs, {"kind": "llvm"})  # uses schedule_fused
->>> len(func.params)
-3
+>>> from graphtune.x86.specs import spec_of
+>>> [spec_of(op).schedule.__name__ for op in ("conv2d", "depthwise_conv2d", "dense")]
+['schedule_conv2d', 'schedule_depthwise', 'schedule_dense']
 """
 
 from tvm import s_tir, tirx
