@@ -6,12 +6,13 @@ shape inference); ``groups``, the group convs of ResNeXt-50 32x4d and RegNetY-80
 timed against its same-size dense conv (``vs_dense``: GFLOP/s ratio, useful
 FLOPs only); ``decoder``, U-Net decoder transposed convs (2x2 stride 2
 and 4x4 stride 2 pad 1 upsampling 512->256 at 28x28, 256->128 at 56x56,
-128->64 at 112x112) and token-MLP MatMuls of ConvNeXt-like blocks. For each,
+128->64 at 112x112) and token-MLP MatMuls of ConvNeXt-like blocks; ``depthwise``, the
+depthwise convs of MobileNetV3-Large and EfficientNet-B0. For each,
 measure up to ``--budget`` graphtune candidates, re-time the best one, and
 time the same op as a one-node ONNX model in ONNX Runtime with the same
 number of threads. Prints a table and writes JSON (``--json PATH``)::
 
-    python benchmarks/kernels.py [--suite resnet50|groups|decoder] [--quick] [--budget N] [--json PATH]
+    python benchmarks/kernels.py [--suite resnet50|groups|decoder|depthwise] [--quick] [--budget N] [--json PATH]
 
 ``ratio`` is ``ort_ms / gt_ms`` (> 1: graphtune is faster). graphtune's time
 is its blocked-layout kernel alone; ONNX Runtime's includes whatever layout
@@ -89,8 +90,18 @@ def group_workloads() -> list[tuple[dict, list[str]]]:
     return list(found.values())
 
 
+def depthwise_workloads() -> list[tuple[dict, list[str]]]:
+    """Distinct depthwise convs of MobileNetV3-Large and EfficientNet-B0 (the ``depthwise`` suite)."""
+    found: dict[str, tuple[dict, list[str]]] = {}
+    for name in ("mobilenet_v3_large", "efficientnet_b0"):
+        for workload, nodes in conv_workloads(models.get(name), ("depthwise_conv2d",)):
+            key = json.dumps(workload, sort_keys=True)
+            found.setdefault(key, (workload, []))[1].extend(f"{name}:{n}" for n in nodes)
+    return list(found.values())
+
+
 SUITES = {"resnet50": lambda: conv_workloads(models.get("resnet50")), "decoder": decoder_workloads,
-          "groups": group_workloads}
+          "groups": group_workloads, "depthwise": depthwise_workloads}
 
 
 def dense_twin(workload: dict) -> dict:
@@ -328,8 +339,9 @@ def print_table(result: dict) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=sorted(SUITES), default="resnet50",
-                        help="workloads: ResNet-50's convs, decoder transposed convs and token MLPs, or the "
-                             "group convs of ResNeXt-50 / RegNetY-800MF")
+                        help="workloads: ResNet-50's convs, decoder transposed convs and token MLPs, the "
+                             "group convs of ResNeXt-50 / RegNetY-800MF, or the depthwise convs of "
+                             "MobileNetV3-Large / EfficientNet-B0")
     parser.add_argument("--quick", action="store_true",
                         help="3 candidates per workload, 3 repeats (< 3 min)")
     parser.add_argument("--budget", type=int, help="candidates per workload (default 24)")

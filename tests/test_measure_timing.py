@@ -107,3 +107,17 @@ def test_cut_off_field_round_trips_and_old_lines_read_without_it():
     del line["cutoff_ms"]  # written before the field existed
     assert Record.from_dict(line).cutoff_ms is None
     assert math.isclose(rec.median_ms, 2.05)
+
+
+@pytest.mark.parametrize("given, expected", [(None, "0"), ("1", "1")])
+def test_graphtune_leaves_tvm_workers_unpinned_unless_told(given, expected):
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TVM_BIND_THREADS"}
+    if given is not None:
+        env["TVM_BIND_THREADS"] = given
+    out = subprocess.run([sys.executable, "-c", "import os, graphtune; print(os.environ['TVM_BIND_THREADS'])"],
+                         env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == expected

@@ -166,11 +166,22 @@ def test_default_knobs_use_the_requested_block(block):
     assert x86.layouts_of(DEPTHWISE, x86.default_knobs(DEPTHWISE, block, ZEN)) == (f"NCHW{block}c",) * 2
 
 
-def test_default_knobs_fall_back_to_nearest_divisor():
-    knobs = x86.default_knobs(ODD, 16, ZEN)  # 16 divides neither 24 nor 40: nearest divisors 12, 20
-    assert (knobs["ic_bn"], knobs["oc_bn"]) == (12, 20)
+def test_default_knobs_fall_back_to_nearest_vector_friendly_divisor():
+    knobs = x86.default_knobs(ODD, 16, ZEN)  # 16 divides neither 24 nor 40: 12, 10 (not 20: 16 + 4 lanes)
+    assert (knobs["ic_bn"], knobs["oc_bn"]) == (12, 10)
+    assert x86.default_knobs(ODD, 16, HASWELL)["ic_bn"] == 24  # 3 whole AVX2 vectors (tie with 8: larger)
+    assert x86.default_knobs(ODD, 16, HASWELL)["oc_bn"] == 8  # 40 = 5 AVX2 vectors, 20 = 2.5
     with pytest.raises(KnobError, match="block"):
         x86.default_knobs(CONV3, 0)
+
+
+def test_depthwise_candidates_prefer_one_vector_then_parts_of_one():
+    wide = x86.conv2d_workload([1, 960, 7, 7], [960, 1, 5, 5], padding=[2, 2, 2, 2], groups=960)
+    odd = x86.conv2d_workload([1, 72, 28, 28], [72, 1, 3, 3], padding=[1, 1, 1, 1], groups=72)
+    top = [k["bn"] for k in x86.candidates(wide, ZEN, max_candidates=4)]
+    assert top[0] == 16 and set(top) <= {16, 8, 32, 4}  # never 48 or 64
+    assert {k["bn"] for k in x86.candidates(odd, ZEN, max_candidates=4)} == {8, 4}
+    assert x86.default_knobs(odd, 16, ZEN)["bn"] == 12
 
 
 def test_layouts_of_dense_and_bad_max_candidates():

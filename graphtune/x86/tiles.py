@@ -35,12 +35,15 @@ MAX_BLOCK = 64
 
 
 def _block_penalty(block: int, lanes: int) -> int:
-    """0 for one or two full vectors, 1 for other whole vectors, 2 for part of a vector, 3 else."""
+    """0 for one or two full vectors, 1 for other whole vectors, 2 for part of a vector (a power of
+    two >= 4 lanes, or at least half a vector: 12 of 16 lanes ran 1x1 convs 1.1-1.5x faster than 8),
+    3 else (blocks over a vector that are no multiple of it, e.g. 18, 20, 23 on 16 lanes: 6-20x
+    slower than 8 in isolation)."""
     if block in (lanes, 2 * lanes):
         return 0
     if block % lanes == 0:
         return 1
-    if lanes % block == 0 and block >= 4:
+    if (lanes % block == 0 and block >= 4) or lanes // 2 <= block < lanes:
         return 2
     return 3
 
@@ -151,9 +154,25 @@ def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
     return sorted(divisors(m, cap=max_block), key=key)
 
 
-def _block_near(channels: int, block: int) -> int:
-    """The divisor of ``channels`` closest to ``block`` (ties: the larger)."""
-    return min(divisors(channels), key=lambda d: (abs(d - block), -d))
+def _depthwise_penalty(block: int, lanes: int) -> int:
+    """:func:`_block_penalty` for a depthwise conv, whose wide blocks lose: one vector 0, part of a
+    vector (>= 4 lanes) or two vectors 1, other whole vectors 2, else 3 (in records on an AVX-512
+    CPU bn 32/48/64 ran 1.2-8x slower than bn 16 and bn 18/20/24/46 3-9x slower than bn 8)."""
+    if block == lanes:
+        return 0
+    if block == 2 * lanes or (lanes % block == 0 and block >= 4):
+        return 1
+    return 2 if block % lanes == 0 else 3
+
+
+def _block_near(channels: int, block: int, target: TargetLike) -> int:
+    """The divisor of ``channels`` closest to ``block`` (ties: the larger) among those filling
+    whole vectors or at most one: 72 channels get 12 for 16, not 18, which splits into a full
+    and a 2-lane vector (6-20x slower in isolation on AVX-512)."""
+    lanes = vector_lanes(target)
+    found = divisors(channels)
+    return min([d for d in found if d % lanes == 0 or d < lanes],
+               key=lambda d: (abs(d - block), -d))
 
 
 # ------------------------------------------------------------------ blocks
@@ -175,9 +194,11 @@ def group_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
 
 
 def depthwise_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
-    """The channel block ``bn`` of a depthwise conv."""
+    """The channel block ``bn`` of a depthwise conv (ranked by :func:`_depthwise_penalty`)."""
     lanes = vector_lanes(target)
-    return [(_block_penalty(b, lanes), {"bn": b}) for b in _ordered_blocks(workload["data"][1], max_block, lanes)]
+    blocks = sorted(divisors(workload["data"][1], cap=max_block),
+                    key=lambda b: (_depthwise_penalty(b, lanes), abs(b - lanes)))
+    return [(_depthwise_penalty(b, lanes), {"bn": b}) for b in blocks]
 
 
 def dense_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
@@ -223,19 +244,19 @@ def dense_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
 # ----------------------------------------------------------------- defaults
 def conv_default(workload: dict, block: int, target: TargetLike, op: Op = Op.CONV2D) -> dict:
     """Channel blocks of a conv2d / conv2d_transpose (``op``) nearest to ``block``."""
-    return {"ic_bn": _block_near(workload["data"][1], block),
-            "oc_bn": _block_near(output_shape(workload, op)[1], block)}
+    return {"ic_bn": _block_near(workload["data"][1], block, target),
+            "oc_bn": _block_near(output_shape(workload, op)[1], block, target)}
 
 
 def group_default(workload: dict, block: int, target: TargetLike) -> dict:
     """Blocks of a group conv nearest to ``block`` (``oc_bn`` mapping onto groups)."""
     oc_bn = min(oc_blocks(workload), key=lambda d: (abs(d - block), -d))
-    return {"ic_bn": _block_near(span(workload, oc_bn), block), "oc_bn": oc_bn}
+    return {"ic_bn": _block_near(span(workload, oc_bn), block, target), "oc_bn": oc_bn}
 
 
 def depthwise_default(workload: dict, block: int, target: TargetLike) -> dict:
     """The depthwise channel block nearest to ``block``."""
-    return {"bn": _block_near(workload["data"][1], block)}
+    return {"bn": _block_near(workload["data"][1], block, target)}
 
 
 def dense_default(workload: dict, block: int, target: TargetLike) -> dict:
