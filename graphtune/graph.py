@@ -656,12 +656,11 @@ class LayoutGraph:
         Examples
         --------
         >>> g = LayoutGraph()
-        >>> g.add_node("a", [Candidate({}, "NCHW", "NCHW8c", 1.0)])
-        >>> for n in ("b", "c"):
-        ...     g.add_node(n, [Candidate({}, "NCHW4c", "NCHW4c", 1.0)])
-        ...     g.add_edge("a", n, cost=[[0.5]], tensors={"x": [1, 8, 4, 4]})
-        >>> g.transform_cost({"a": 0, "b": 0, "c": 0})
-        0.5
+        >>> g.add_node("a", costs=[1.0, 1.0])
+        >>> g.add_node("b", costs=[2.0])
+        >>> g.add_edge("a", "b", cost=[[0.0], [0.25]])
+        >>> g.transform_cost({"a": 0, "b": 0}), g.transform_cost({"a": 1, "b": 0})
+        (0.0, 0.25)
         """
         return float(sum(self.transforms(assignment).values()))
 
