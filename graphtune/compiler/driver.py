@@ -146,8 +146,6 @@ def rewrite_model(mod: tvm.IRModule, config: Config,
     >>> len(anchors), names[0]
     (21, 'conv1')
     """
-    from .. import frontend
-
     steps = frontend.walk(mod)
     ops = [step.layout_op for step in steps if step.role is Role.LAYOUT]
     config.check(ops)

@@ -41,7 +41,9 @@ from tvm.ir.expr import Constant
 from .. import x86
 from ..errors import LayoutError
 from ..layouts import block_of
+from ..x86.fastmath import COMPUTES
 from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
+from ..x86.pools import max_pool2d
 from .rewrite import TRANSFORM_ATTR, NodePlan
 from .sites import call_sites, with_sites
 
@@ -139,7 +141,6 @@ def _fast_math_map() -> dict:
     conv of EfficientNet-B0: 20x the conv); the fastmath computes compile to
     vector instructions. The function names keep TVM's (``tir_sigmoid``...).
     """
-    from ..x86.fastmath import COMPUTES
 
     def lower(op_name: str):
         stock = tvm.ir.Op.get(op_name).get_attr("FLegalize")
@@ -161,7 +162,6 @@ def _pool_map() -> dict:
     Falls back to TVM's pool (a padded copy) when a window lies wholly in the padding, the
     output layout differs or a dimension is symbolic.
     """
-    from ..x86.pools import max_pool2d
 
     stock = tvm.ir.Op.get("relax.nn.max_pool2d").get_attr("FLegalize")
 
