@@ -38,7 +38,7 @@ from .errors import ModelError
 
 __all__ = [
     "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES",
-    "as_op", "op_of", "check_workload", "output_shape", "flops",
+    "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload",
 ]
 
@@ -287,11 +287,22 @@ def _schema(op: Any) -> _Schema:
         raise ModelError(str(err)) from None
 
 
-def _conv_kind(workload: dict) -> Op:
-    groups, channels = workload["groups"], workload["data"][1]
+def conv_op(groups: int, channels: int, out_channels: int) -> Op:
+    """The op of a 2-D convolution: ``conv2d``, ``depthwise_conv2d`` (``groups == C == O``)
+    or ``group_conv2d`` (other ``groups > 1``).
+
+    Examples
+    --------
+    >>> str(conv_op(32, 32, 32)), str(conv_op(2, 32, 64))
+    ('depthwise_conv2d', 'group_conv2d')
+    """
     if groups == 1:
         return Op.CONV2D
-    return Op.DEPTHWISE_CONV2D if groups == channels == workload["kernel"][0] else Op.GROUP_CONV2D
+    return Op.DEPTHWISE_CONV2D if groups == channels == out_channels else Op.GROUP_CONV2D
+
+
+def _conv_kind(workload: dict) -> Op:
+    return conv_op(workload["groups"], workload["data"][1], workload["kernel"][0])
 
 
 def op_of(workload: dict) -> Op:

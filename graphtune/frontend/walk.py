@@ -61,6 +61,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
+from ..ops import conv_op
 from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
@@ -290,6 +291,12 @@ def _ints(values) -> list[int]:
     return [int(v) for v in values]
 
 
+def _padding(attrs) -> list[int]:
+    """A conv's padding as ``[top, left, bottom, right]`` (Relax may give 1 or 2 values)."""
+    pad = _ints(attrs.padding)
+    return {1: pad * 4, 2: pad * 2}.get(len(pad), pad)
+
+
 class _Walker:
     """Classifies bindings one by one, remembering constants and tuples."""
 
@@ -447,17 +454,13 @@ class _Walker:
             return operands
         dshape, wshape, dtype = operands
         attrs = call.attrs
-        pad = _ints(attrs.padding)
-        pad = {1: pad * 4, 2: pad * 2}.get(len(pad), pad)
         groups = int(attrs.groups)
         workload = {
-            "data": dshape, "kernel": wshape, "strides": _ints(attrs.strides), "padding": pad,
-            "dilation": _ints(attrs.dilation), "groups": groups, "dtype": dtype,
+            "data": dshape, "kernel": wshape, "strides": _ints(attrs.strides),
+            "padding": _padding(attrs), "dilation": _ints(attrs.dilation), "groups": groups,
+            "dtype": dtype,
         }
-        if groups == 1:
-            return "conv2d", workload
-        depthwise = groups == dshape[1] == wshape[0] and wshape[1] == 1
-        return ("depthwise_conv2d" if depthwise else "group_conv2d"), workload
+        return conv_op(groups, dshape[1], wshape[0]), workload
 
     def _conv2d_transpose(self, call) -> tuple[str, dict] | str:
         operands = self._conv_operands(call, "conv2d_transpose", "IOHW")
@@ -467,10 +470,9 @@ class _Walker:
         attrs = call.attrs
         if int(attrs.groups) != 1 or _ints(attrs.dilation) != [1, 1]:
             return "conv2d_transpose with groups > 1 or dilation (graphtune.x86 runs groups=1, dilation 1)"
-        pad = _ints(attrs.padding)
         return "conv2d_transpose", {
             "data": dshape, "kernel": wshape, "strides": _ints(attrs.strides),
-            "padding": {1: pad * 4, 2: pad * 2}.get(len(pad), pad),
+            "padding": _padding(attrs),
             "output_padding": _ints(attrs.output_padding), "dilation": _ints(attrs.dilation),
             "groups": int(attrs.groups), "dtype": dtype,
         }
