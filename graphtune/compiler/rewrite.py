@@ -9,7 +9,7 @@ than its producer wrote, and one transform serves every consumer needing the
 same layout (the :func:`graphtune.x86.layout_transform` compute, so compiled
 transforms are the kernels graphtune measured). Layout-agnostic ops (relu,
 clip, bias add and other elementwise ops with per-channel constants, pools,
-spatial means) run in the blocked layout they receive; joins (add of two activations, channel concat) bring their inputs
+spatial means, resize) run in the blocked layout they receive; joins (add of two activations, channel concat) bring their inputs
 to one common layout; every other op (reshape, flatten, transpose, softmax,
 matmul...) and the function's outputs get plain ``NCHW``.
 
@@ -96,7 +96,7 @@ class _Rewriter:
                       Role.JOIN: self.join, Role.FIXED: self.fixed, Role.TUPLE: self.tuple_binding}
         self.forms = {Form.ALIAS: self.alias, Form.UNARY: self.unary, Form.POOL: self.pool,
                       Form.ADAPTIVE_POOL: self.adaptive_pool, Form.MEAN: self.unary,
-                      Form.CHANNEL_CONST: self.channel_binary}
+                      Form.CHANNEL_CONST: self.channel_binary, Form.RESIZE: self.resize}
 
     # ------------------------------------------------------------ tensors
     def get(self, expr: relax.Expr, block: int) -> relax.Expr:
@@ -284,6 +284,19 @@ class _Rewriter:
         size = None if attrs.output_size is None else [int(v) for v in attrs.output_size]
         self.bind(step.var, relax.op.nn.adaptive_avg_pool2d(
             self.get(step.inputs[0], blk), size, layout=layout, out_layout=layout), blk)
+
+    def resize(self, step: Step, blk: int) -> None:
+        """A resize2d in the blocked layout of its input, every other attr of the call kept."""
+        call, attrs = step.value, step.value.attrs
+        out_dtype = None if attrs.out_dtype is None else str(attrs.out_dtype)
+        resized = relax.op.image.resize2d(
+            self.get(step.inputs[0], blk), call.args[1], roi=[float(v) for v in attrs.roi],
+            layout=data_layout(blk), method=str(attrs.method),
+            coordinate_transformation_mode=str(attrs.coordinate_transformation_mode),
+            rounding_method=str(attrs.rounding_method), cubic_alpha=float(attrs.cubic_alpha),
+            cubic_exclude=int(attrs.cubic_exclude),
+            extrapolation_value=float(attrs.extrapolation_value), out_dtype=out_dtype)
+        self.bind(step.var, resized, blk)
 
     def channel_binary(self, step: Step, blk: int) -> None:
         """Binary op of the data input and a scalar / per-channel constant packed to the block."""

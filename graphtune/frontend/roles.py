@@ -60,6 +60,9 @@ class Form(StrEnum):
         Binary elementwise op of two tensors (residual add, SE gating).
     ``CONCAT_JOIN``
         Channel concat.
+    ``RESIZE``
+        ``image.resize2d`` of an ``NCHW`` tensor, re-made with ``NCHW{x}c``
+        layout and its other attrs kept.
 
     Examples
     --------
@@ -75,6 +78,7 @@ class Form(StrEnum):
     CHANNEL_CONST = "channel_const"
     BINARY_JOIN = "binary_join"
     CONCAT_JOIN = "concat_join"
+    RESIZE = "resize"
 
     @classmethod
     def of(cls, op: str | None, join: bool = False) -> "Form | None":
@@ -100,6 +104,7 @@ POOLS = _relax("nn.max_pool2d", "nn.avg_pool2d")
 """2-D pools with an NCHW{x}c form in Relax."""
 ADAPTIVE_POOL = "relax.nn.adaptive_avg_pool2d"
 MEAN = "relax.mean"
+RESIZE = "relax.image.resize2d"
 CONCAT = "relax.concat"
 BINARY = _relax("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 """Broadcasting binary elementwise ops: ``pass`` with a scalar / per-channel constant, else ``join``."""
@@ -118,6 +123,7 @@ _PASS_FORMS = {
     **{op: Form.POOL for op in POOLS},
     ADAPTIVE_POOL: Form.ADAPTIVE_POOL,
     MEAN: Form.MEAN,
+    RESIZE: Form.RESIZE,
     **{op: Form.CHANNEL_CONST for op in BINARY},
 }
 _JOIN_FORMS = {**{op: Form.BINARY_JOIN for op in BINARY}, CONCAT: Form.CONCAT_JOIN}

@@ -18,7 +18,8 @@ a blocked ``NCHW{x}c`` layout. The op tables live in
 ``pass``
     Layout-agnostic: unary elementwise ops (relu, clip (relu6), sigmoid, erf,
     rsqrt, square, log...; ``x * x``), max/avg pools and adaptive average pools in
-    ``NCHW``, spatial keepdims means (global average pool), binary elementwise
+    ``NCHW``, spatial keepdims means (global average pool), ``NCHW`` resize2d to a
+    static size (upsampling: any method and coordinate mode), binary elementwise
     ops (add, multiply, power...) with a scalar or per-channel (``[C,1,1]``,
     ``[1,C,1,1]``) constant operand (bias add, folded BN scale), and aliases
     ``y = x``. The output carries the layout of its data input.
@@ -282,6 +283,12 @@ def _spatial_mean(call) -> bool:
     return axes == [2, 3] and bool(call.attrs.keepdims)
 
 
+def _spatial_resize(call, x) -> bool:
+    """An ``NCHW`` resize2d of ``x`` to a static size that keeps N and C: it runs in ``x``'s block."""
+    return (call.args[0].same_as(x) and isinstance(call.args[1], relax.ShapeExpr)
+            and str(call.attrs.layout) == "NCHW" and static_shape(call)[:2] == static_shape(x)[:2])
+
+
 def _dtype(expr) -> str | None:
     ty = getattr(expr, "ty", None)
     return str(ty.dtype) if isinstance(ty, relax.TensorType) else None
@@ -376,6 +383,8 @@ class _Walker:
             return False
         if form is Form.MEAN:
             return _spatial_mean(call)
+        if form is Form.RESIZE:
+            return _spatial_resize(call, x)
         # pools and adaptive pools: Relax re-makes them with NCHW{x}c layout attrs
         return str(call.attrs.layout) == "NCHW" and str(call.attrs.out_layout) == "NCHW"
 
