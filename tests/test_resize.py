@@ -1,0 +1,100 @@
+"""Resize runs in the blocked NCHW{x}c layout of its input (issue 12, U-Net): no layout transform
+around it, one scheduled function for it, numerically equal to ONNX Runtime (rtol = atol = 1e-4)
+in every mode and block."""
+
+import warnings
+
+import numpy as np
+import pytest
+from onnx import numpy_helper
+from onnx_blocks import Builder
+from test_compile import assert_matches_ort, transforms_in
+from tvm import relax
+
+import graphtune
+from graphtune import extract, models, x86
+from graphtune.compiler.driver import rewrite_model
+from graphtune.config import Config
+from graphtune.frontend import Form, Role, import_model, walk
+from graphtune.x86.generic import audit
+
+pytest.importorskip("onnxruntime")
+
+RESIZES = {  # name: (ONNX attrs, scales or sizes of the 6x7 feature map)
+    "linear_align_corners": ({"mode": "linear", "coordinate_transformation_mode": "align_corners"},
+                             {"scales": [1, 1, 2, 2]}),
+    "linear_half_pixel": ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
+                          {"sizes": [1, 16, 9, 14]}),
+    "nearest": ({"mode": "nearest"}, {"scales": [1, 1, 2, 2]}),
+    "nearest_down_floor": ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                            "nearest_mode": "floor"}, {"sizes": [1, 16, 4, 5]}),
+    "cubic": ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel"},
+              {"sizes": [1, 16, 9, 14]}),
+}
+
+
+def resize_block(kind: str):
+    """conv 3x3 (8 -> 16) -> relu -> Resize -> conv 1x1 (16 -> 16) on a 6x7 input."""
+    attrs, target = RESIZES[kind]
+    b = Builder(seed=6)
+    h = b.node("Relu", [b.conv("c1", "input", 8, 16)], "r1")
+    (which, values), = target.items()
+    dtype = np.float32 if which == "scales" else np.int64
+    b.inits.append(numpy_helper.from_array(np.array(values, dtype), which))
+    inputs = [h, "", "scales"] if which == "scales" else [h, "", "", "sizes"]
+    up = b.node("Resize", inputs, "up", **attrs)
+    return b.model(f"resize_{kind}", [1, 8, 6, 7], b.conv("c2", up, 16, 16, k=(1, 1)))
+
+
+@pytest.mark.parametrize("block", [4, 8, 16])
+@pytest.mark.parametrize("kind", list(RESIZES))
+def test_resize_runs_blocked_and_matches_onnxruntime(kind, block):
+    model = resize_block(kind)
+    config = Config.uniform(model, block=block)
+    c1, c2 = config.nodes["c1"], config.nodes["c2"]
+    new_mod = rewrite_model(import_model(model), config, x86.host_target())[0]
+    # the only transforms are into the first conv and out of the last: none around the resize
+    assert transforms_in(new_mod) == [f"NCHW->{c1.in_layout}", f"{c2.out_layout}->NCHW"]
+    resized = [l for l in new_mod["main"].script().splitlines() if "R.image.resize2d" in l]
+    assert len(resized) == 1 and f'layout="{c1.out_layout}"' in resized[0], resized
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every function scheduled (no generic fallback warning)
+        compiled = graphtune.compile(model, config)
+    assert_matches_ort(model, compiled)
+    assert compiled.schedules["resize2d"] == {"injective": 1}, compiled.schedules
+    for name, func in compiled.functions.items():
+        assert audit(func) == [], name
+
+
+def _resize_mod(layout: str, shape: tuple) -> tuple:
+    """A Relax conv -> resize2d (in ``layout``) -> relu, the walk's steps."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 6, 6), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            w = relax.const(np.ones((8, 8, 1, 1), "float32"))
+            y = bb.emit(relax.op.nn.conv2d(x, w))
+            y = bb.emit(relax.op.image.resize2d(y, shape, layout=layout))
+            out = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(out)
+    return {s.op_name: (s.role, s.form) for s in walk(bb.get())}
+
+
+def test_only_nchw_resizes_of_rank_4_tensors_pass_their_layout():
+    assert _resize_mod("NCHW", (12, 12))["relax.image.resize2d"] == (Role.PASS, Form.RESIZE)
+    # NHWC reads the 8 channels as width: it needs the plain tensor
+    assert _resize_mod("NHWC", (12, 12))["relax.image.resize2d"] == (Role.FIXED, None)
+
+
+def test_unet_has_no_boundary_at_its_resizes():
+    model = models.get("unet", image_size=16)
+    resizes = [n.name for n in model.graph.node if n.op_type == "Resize"]
+    steps = walk(import_model(model))
+    assert [s.form for s in steps if s.op_name == "relax.image.resize2d"] == [Form.RESIZE] * len(resizes)
+    graph = extract(model, max_candidates=2)
+    assert sorted(n for n in graph.nodes if graph.op(n) == "boundary") == ["input", "output"]
+    # each decoder concat reads the conv below it directly (through its relu and resize)
+    joins = ("up1.concat", "up2.concat", "up3.concat")
+    assert {join: sorted(graph.nx.predecessors(join)) for join in joins} == {
+        "up1.concat": ["down2.conv.3", "down3.conv.3"], "up2.concat": ["down1.conv.3", "up1.conv.3"],
+        "up3.concat": ["inc.conv.3", "up2.conv.3"]}
