@@ -20,7 +20,7 @@ from graphtune.x86.generic import audit
 
 pytest.importorskip("onnxruntime")
 
-RESIZES = {  # name: (ONNX attrs, scales or sizes of the 6x7 feature map)
+RESIZES = {  # name: (ONNX attrs, roi and scales or sizes of the 6x7 feature map)
     "linear_align_corners": ({"mode": "linear", "coordinate_transformation_mode": "align_corners"},
                              {"scales": [1, 1, 2, 2]}),
     "linear_half_pixel": ({"mode": "linear", "coordinate_transformation_mode": "half_pixel"},
@@ -30,7 +30,11 @@ RESIZES = {  # name: (ONNX attrs, scales or sizes of the 6x7 feature map)
                             "nearest_mode": "floor"}, {"sizes": [1, 16, 4, 5]}),
     "cubic": ({"mode": "cubic", "coordinate_transformation_mode": "half_pixel"},
               {"sizes": [1, 16, 9, 14]}),
+    "crop_extrapolate": ({"mode": "linear", "coordinate_transformation_mode": "tf_crop_and_resize",
+                          "extrapolation_value": 0.5},
+                         {"roi": [0, 0, 0.1, -0.2, 1, 1, 0.9, 1.1], "sizes": [1, 16, 9, 14]}),
 }
+_DTYPES = {"roi": np.float32, "scales": np.float32, "sizes": np.int64}
 
 
 def resize_block(kind: str):
@@ -38,10 +42,9 @@ def resize_block(kind: str):
     attrs, target = RESIZES[kind]
     b = Builder(seed=6)
     h = b.node("Relu", [b.conv("c1", "input", 8, 16)], "r1")
-    (which, values), = target.items()
-    dtype = np.float32 if which == "scales" else np.int64
-    b.inits.append(numpy_helper.from_array(np.array(values, dtype), which))
-    inputs = [h, "", "scales"] if which == "scales" else [h, "", "", "sizes"]
+    for name, values in target.items():
+        b.inits.append(numpy_helper.from_array(np.array(values, _DTYPES[name]), name))
+    inputs = [h, *(name if name in target else "" for name in _DTYPES)]
     up = b.node("Resize", inputs, "up", **attrs)
     return b.model(f"resize_{kind}", [1, 8, 6, 7], b.conv("c2", up, 16, 16, k=(1, 1)))
 
