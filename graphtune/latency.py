@@ -10,7 +10,11 @@ ResNet-18 with ONNX Runtime, OpenVINO and graphtune in one process: one
 settle call left ONNX Runtime bimodal (8.5 or 14-31 ms, depending on who ran
 before it), three gave 8.3-8.7 ms in every mix; sleeping 50 ms between calls
 instead let thread pools go cold (ONNX Runtime 16.9 ms), which a serving loop
-calling back to back never sees.
+calling back to back never sees. A count alone is too short for small models:
+on MobileNetV3 (2.7 ms alone, AMD EPYC Zen 5, 2 threads) graphtune timed right
+after ONNX Runtime with 3 settle calls ran at 6.5 ms (ONNX Runtime's threads,
+in another process, still spinning); settling for at least ``settle_ms`` (50)
+gave its alone time back.
 
 Examples
 --------
@@ -27,11 +31,11 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["interleaved", "median_ms"]
+__all__ = ["interleaved", "median_ms", "settled_call_ms"]
 
 
 def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, warmup: int = 3,
-                settle: int = 3) -> dict[str, np.ndarray]:
+                settle: int = 3, settle_ms: float = 50.0) -> dict[str, np.ndarray]:
     """Time each zero-argument call ``repeat`` times, interleaved; milliseconds per call.
 
     Parameters
@@ -45,7 +49,9 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
     warmup : int
         Untimed rounds first (JIT, caches, thread pools).
     settle : int
-        Untimed calls of the same runtime right before each timed call.
+        Untimed calls of the same runtime right before each timed call (at least).
+    settle_ms : float
+        ... and untimed calls until at least this much time has passed.
 
     Returns
     -------
@@ -57,9 +63,9 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
     >>> median_ms(interleaved({"noop": lambda: None}, repeat=3, warmup=0))["noop"] < 1
     True
     """
-    if repeat < 1 or warmup < 0 or settle < 0:
-        raise ValueError(f"repeat must be >= 1, warmup and settle >= 0, got {repeat}, {warmup} "
-                         f"and {settle}")
+    if repeat < 1 or warmup < 0 or settle < 0 or settle_ms < 0:
+        raise ValueError(f"repeat must be >= 1, warmup, settle and settle_ms >= 0, got {repeat}, "
+                         f"{warmup}, {settle} and {settle_ms}")
     names = list(calls)
     samples: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(warmup + repeat):
@@ -67,16 +73,30 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
         for name in names[shift:] + names[:shift]:
             call = calls[name]
             if hasattr(call, "timed"):  # a runtime in another process times itself
-                elapsed_ms = call.timed(settle)
+                elapsed_ms = call.timed(settle, settle_ms)
             else:
-                for _ in range(settle):
-                    call()
-                start = time.perf_counter()
-                call()
-                elapsed_ms = (time.perf_counter() - start) * 1e3
+                elapsed_ms = settled_call_ms(call, settle, settle_ms)
             if round_ >= warmup:
                 samples[name].append(elapsed_ms)
     return {name: np.asarray(values) for name, values in samples.items()}
+
+
+def settled_call_ms(call: Callable[[], object], settle: int, settle_ms: float) -> float:
+    """Untimed calls (at least ``settle`` of them and ``settle_ms`` of time), then one timed call (ms).
+
+    Examples
+    --------
+    >>> settled_call_ms(lambda: None, settle=2, settle_ms=1.0) < 1
+    True
+    """
+    end = time.perf_counter() + settle_ms / 1e3
+    done = 0
+    while done < settle or time.perf_counter() < end:
+        call()
+        done += 1
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1e3
 
 
 def median_ms(samples: Mapping[str, np.ndarray]) -> dict[str, float]:

@@ -20,7 +20,6 @@ Examples
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -28,6 +27,7 @@ import numpy as np
 import onnx
 
 from .errors import ArgumentError, ModelError
+from .latency import settled_call_ms
 from .procs import Child, ChildFailure, Mode
 
 __all__ = ["PEERS", "peer", "available", "PeerProcess", "PeerStage"]
@@ -144,14 +144,11 @@ def _start(name: str, model_bytes: bytes, threads: int,
     return (run, feeds), [np.asarray(o) for o in run(feeds)]
 
 
-def _timed(kept: tuple[Run, dict], settle: int) -> float:
-    """Peer process (``Mode.USE``): ``settle`` untimed calls, then one timed call (ms)."""
+def _timed(kept: tuple[Run, dict], settle: int, settle_ms: float) -> float:
+    """Peer process (``Mode.USE``): untimed calls, then one timed call (ms); see
+    :func:`graphtune.latency.settled_call_ms`."""
     run, feeds = kept
-    for _ in range(settle):
-        run(feeds)
-    start = time.perf_counter()
-    run(feeds)
-    return (time.perf_counter() - start) * 1e3
+    return settled_call_ms(lambda: run(feeds), settle, settle_ms)
 
 
 class PeerProcess:
@@ -207,9 +204,10 @@ class PeerProcess:
             self.close()
             raise ModelError(f"peer {self.name!r} failed to {stage.value}: {err.message}") from None
 
-    def timed(self, settle: int) -> float:
-        """Run ``settle`` untimed calls, then one timed call; its latency in ms."""
-        return float(self._call(_timed, (int(settle),), PeerStage.RUN, Mode.USE))
+    def timed(self, settle: int, settle_ms: float = 0.0) -> float:
+        """Untimed calls (at least ``settle`` and ``settle_ms`` of them), then one timed call; its
+        latency in ms."""
+        return float(self._call(_timed, (int(settle), float(settle_ms)), PeerStage.RUN, Mode.USE))
 
     def close(self) -> None:
         """Stop the peer's process."""

@@ -1,0 +1,46 @@
+"""graphtune.latency: interleaved rounds and settling before each timed call."""
+
+import time
+
+import numpy as np
+import pytest
+
+from graphtune.latency import interleaved, median_ms, settled_call_ms
+
+
+def _counter(sleep_s: float = 0.0):
+    calls = []
+
+    def call():
+        calls.append(time.perf_counter())
+        if sleep_s:
+            time.sleep(sleep_s)
+
+    return call, calls
+
+
+def test_settling_lasts_at_least_settle_ms_and_settle_calls():
+    call, calls = _counter(sleep_s=0.001)
+    settled_call_ms(call, settle=2, settle_ms=30.0)
+    # the settle calls span >= 30 ms before the timed (last) call starts
+    assert calls[-1] - calls[0] >= 0.030
+    assert len(calls) >= 3
+
+    call, calls = _counter()
+    settled_call_ms(call, settle=5, settle_ms=0.0)
+    assert len(calls) == 6  # 5 untimed + 1 timed: the count holds when time is no bound
+
+
+def test_interleaved_times_every_runtime_every_round_after_settling():
+    a, a_calls = _counter()
+    b, b_calls = _counter()
+    samples = interleaved({"a": a, "b": b}, repeat=4, warmup=1, settle=1, settle_ms=0.0)
+    assert {k: len(v) for k, v in samples.items()} == {"a": 4, "b": 4}
+    assert len(a_calls) == len(b_calls) == (4 + 1) * 2
+    assert set(median_ms(samples)) == {"a", "b"} and all(np.isfinite(list(median_ms(samples).values())))
+
+
+@pytest.mark.parametrize("bad", [dict(repeat=0), dict(settle=-1), dict(settle_ms=-1.0)])
+def test_interleaved_rejects_bad_counts(bad):
+    with pytest.raises(ValueError, match="repeat must be"):
+        interleaved({"a": lambda: None}, **bad)
