@@ -13,6 +13,7 @@ CONV = x86.conv2d_workload([1, 16, 8, 7], [32, 16, 3, 3], padding=[1, 1, 1, 1])
 CONV_KNOBS = [
     {"ic_bn": 8, "oc_bn": 16, "reg_n": 3, "unroll_kw": True},
     {"ic_bn": 16, "oc_bn": 32, "reg_n": 7, "unroll_kw": False},
+    {"ic_bn": 1, "oc_bn": 1, "reg_n": 7, "unroll_kw": True, "oc_tile": 4, "oh_bn": 2},
 ]
 
 
@@ -43,7 +44,7 @@ def te_conv_bias_relu_add(knobs: dict) -> tvm.tirx.PrimFunc:
     return te.create_prim_func([data, kernel, bias, residual, out]).with_attr("global_symbol", "main")
 
 
-@pytest.mark.parametrize("knobs", CONV_KNOBS, ids=["8c-16c-reg3", "16c-32c-reg7"])
+@pytest.mark.parametrize("knobs", CONV_KNOBS, ids=["8c-16c-reg3", "16c-32c-reg7", "plain-width-oc4-rows2"])
 def test_te_fused_conv_bias_relu_residual(knobs):
     func = x86.schedule_fused(te_conv_bias_relu_add(knobs), CONV, knobs)
     script = func.script()

@@ -30,6 +30,16 @@ CONV_CASES = {
         x86.conv2d_workload([1, 3, 23, 23], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3]),
         {"ic_bn": [1, 3], "oc_bn": [8, 16], "reg_n": [5, 12], "unroll_kw": [True, False]},
     ),
+    "plain_nchw_width_vectorised_pointwise": (
+        x86.conv2d_workload([1, 6, 5, 7], [6, 6, 1, 1]),
+        {"ic_bn": [1], "oc_bn": [1], "reg_n": [7], "unroll_kw": [False], "oc_tile": [1, 2, 3, 6],
+         "oh_bn": [1, 2, 5]},
+    ),
+    "plain_nchw_width_vectorised_padded_dilated": (
+        x86.conv2d_workload([2, 4, 6, 19], [6, 4, 3, 2], padding=[0, 1, 2, 0], dilation=[2, 1]),
+        {"ic_bn": [1], "oc_bn": [1], "reg_n": [19], "unroll_kw": [True, False], "oc_tile": [2, 3],
+         "oh_bn": [1, 4]},
+    ),
     "batch2_rect_kernel_mixed_strides": (
         x86.conv2d_workload([2, 4, 7, 5], [12, 4, 3, 2], [1, 2], [0, 1, 1, 0]),
         {"ic_bn": [2, 4], "oc_bn": [4, 12], "reg_n": [3], "unroll_kw": [True]},

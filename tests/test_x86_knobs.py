@@ -99,6 +99,13 @@ def test_dense_feature_mismatch():
         (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True, "bn": 4}, r"unknown \['bn'\]"),
         (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "oh_bn": 57}, "'oh_bn' = 57"),
         (STEM, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}, r"3 input channels; valid values: 1, 3"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 1, "reg_n": 56, "unroll_kw": True, "oc_tile": 2},
+         r"'oc_tile' = 2 needs ic_bn = oc_bn = 1"),
+        (STEM, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": True, "oc_tile": 2}, "needs stride 1"),
+        (CONV3, {"ic_bn": 1, "oc_bn": 1, "reg_n": 56, "unroll_kw": True, "oc_tile": 5},
+         "'oc_tile' = 5 must divide the 64 output channels"),
+        (CONV3, {"ic_bn": 1, "oc_bn": 1, "reg_n": 8, "unroll_kw": True, "oc_tile": 2},
+         r"'reg_n' = 8 must be the whole output width with oc_tile; valid values: 56"),
         (DEPTHWISE, {"bn": 64, "reg_n": 4}, "'bn' = 64 must divide the 96 channels"),
         (DENSE, {"oc_bn": 16, "k_bn": 8}, "'oc_bn' = 16 must divide the 1000 output features"),
         (DENSE, {"oc_bn": 8, "k_bn": 3}, "'k_bn' = 3 must divide the 2048 input features"),
@@ -145,6 +152,9 @@ def test_candidate_tiles_respect_register_budget():
     for target in (ZEN, HASWELL):
         lanes, budget = x86.vector_lanes(target), x86.knobs.register_budget(target)
         for k in x86.candidates(CONV1, target):
+            if "oc_tile" in k:  # the width is vectorised: oc_tile x oh_bn rows of width vectors
+                assert k["oc_tile"] * k["oh_bn"] * -(-k["reg_n"] // lanes) <= budget
+                continue
             vectors = -(-k["oc_bn"] // lanes)
             assert k["reg_n"] * k.get("oh_bn", 1) * vectors <= max(budget, vectors)
 
@@ -155,8 +165,20 @@ def test_stem_candidates_block_the_three_input_channels():
 
 
 def test_pointwise_candidates_tile_rows():
-    assert {k["oh_bn"] for k in x86.candidates(CONV1, ZEN)} == {1, 2, 4}
-    assert all("oh_bn" not in k for k in x86.candidates(CONV3, ZEN))
+    blocked = [k for k in x86.candidates(CONV1, ZEN) if "oc_tile" not in k]
+    assert {k["oh_bn"] for k in blocked} == {1, 2, 4}
+    assert all("oh_bn" not in k for k in x86.candidates(CONV3, ZEN) if "oc_tile" not in k)
+
+
+def test_plain_nchw_width_tiles_rank_early_only_where_no_vector_block_divides():
+    # ShuffleNetV2's 116 channels: 1, 2, 4, 29, 58 -- no block fills a 16-lane vector
+    shuffle = x86.conv2d_workload([1, 116, 14, 14], [116, 116, 1, 1])
+    top = x86.candidates(shuffle, ZEN, max_candidates=32)
+    width = [k for k in top if "oc_tile" in k]
+    assert width and all(k["ic_bn"] == k["oc_bn"] == 1 and k["reg_n"] == 14 for k in width)
+    assert not [k for k in x86.candidates(CONV3, ZEN, max_candidates=32) if "oc_tile" in k]
+    # stride 2 reads every other column: no width tiles at all
+    assert not [k for k in x86.candidates(STEM, ZEN) if "oc_tile" in k]
 
 
 @pytest.mark.parametrize("block", [4, 8, 16, 32])

@@ -8,6 +8,11 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``unroll_kw`` (bool: unroll the kernel-width loop) and optional ``oh_bn``
   (output rows per register tile, 1..OH, default 1; useful for 1x1 convs).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o``.
+  Optional ``oc_tile`` (plain ``NCHW`` only: ``ic_bn == oc_bn == 1``, stride 1):
+  the output *width* is vectorised instead of the channel block (``reg_n``
+  must then be the whole width) and ``oc_tile`` output channels (divides O)
+  times ``oh_bn`` rows are the register tile — for channel counts no vector
+  block divides (ShuffleNetV2's 58, 116, 232).
 - conv2d_transpose: conv2d's knobs and layouts (``unroll_kw`` unrolls the
   column taps); the kernel is packed per output phase (see
   :mod:`graphtune.x86.conv2d_transpose`).
@@ -104,10 +109,28 @@ def _tile_rules(op: Op, workload: dict, knobs: dict) -> None:
     _check_range(op, knobs, "reg_n", ow, "output columns")
 
 
+def _width_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """``oc_tile``: a plain-NCHW conv2d of stride 1 whose whole output width is one vector tile."""
+    _, o, _, ow = output_shape(workload, op)
+    if op != Op.CONV2D:
+        raise KnobError(f"{op} knob 'oc_tile' is for conv2d only; remove it")
+    if knobs["ic_bn"] != 1 or knobs["oc_bn"] != 1:
+        _fail(op, "oc_tile", knobs["oc_tile"], "needs ic_bn = oc_bn = 1 (plain NCHW)",
+              "any divisor of the output channels, with ic_bn = oc_bn = 1")
+    if list(workload["strides"]) != [1, 1]:
+        _fail(op, "oc_tile", knobs["oc_tile"], f"needs stride 1 (got {workload['strides']})",
+              "none for this workload")
+    _check_divides(op, knobs, "oc_tile", o, "output channels")
+    if knobs["reg_n"] != ow:
+        _fail(op, "reg_n", knobs["reg_n"], "must be the whole output width with oc_tile", [ow])
+
+
 def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
     _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
     _check_divides(op, knobs, "oc_bn", output_shape(workload, op)[1], "output channels")
     _tile_rules(op, workload, knobs)
+    if "oc_tile" in knobs:
+        _width_rules(op, workload, knobs)
 
 
 def _group_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -170,8 +193,8 @@ class KnobSpace:
 
 
 _CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn",))
-CONV_KNOBS = KnobSpace(*_CONV_NAMES, _conv_rules)
-"""conv2d and conv2d_transpose knobs."""
+CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile",), _conv_rules)
+"""conv2d and conv2d_transpose knobs (``oc_tile``: conv2d only)."""
 GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
 """group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`)."""
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)

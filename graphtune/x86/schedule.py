@@ -147,6 +147,9 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     ``epilogue`` is the folded elementwise block writing the output, or None
     (the tile is then written through a ``cache_write`` block).
     """
+    if "oc_tile" in knobs:
+        _schedule_conv2d_width(sch, anchor, epilogue, knobs)
+        return
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
@@ -159,6 +162,27 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     if knobs["unroll_kw"]:
         sch.unroll(kw)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
+
+
+def _schedule_conv2d_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Plain-NCHW conv2d (blocks of 1): the whole output width vectorised, ``oc_tile`` output
+    channels x ``oh_bn`` rows unrolled as the register tile, kernel taps outside it."""
+    n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
+    oc_outer, oc_inner = sch.split(oc_chunk, [None, knobs["oc_tile"]])
+    oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
+    sch.reorder(n, oc_outer, oh_outer, ic_chunk, kh, ic_block, kw, oc_inner, oh_inner, oc_block, ow)
+    if epilogue is None:
+        epilogue = sch.cache_write(anchor, 0, "local")
+    sch.reverse_compute_at(epilogue, oh_outer)  # its innermost loop is the width (unit loops dropped)
+    outer = sch.fuse(n, oc_outer, oh_outer)
+    sch.parallel(outer)
+    _vectorize_below(sch, epilogue, outer)
+    sch.vectorize(ow)
+    sch.unroll(oc_inner)
+    sch.unroll(oh_inner)
+    if knobs["unroll_kw"]:
+        sch.unroll(kw)
+    _vectorize_init(sch, anchor, ic_chunk, outer)
 
 
 def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:

@@ -186,13 +186,24 @@ def _block_near(channels: int, block: int, target: TargetLike) -> int:
 
 
 # ------------------------------------------------------------------ blocks
+def _width_vectorised(workload: dict, op: Op) -> bool:
+    """Whether a plain-NCHW (blocks of 1) conv can vectorise its output width (``oc_tile``)."""
+    return op == Op.CONV2D and list(workload["strides"]) == [1, 1]
+
+
 def conv_blocks(workload: dict, max_block: int, target: TargetLike, op: Op = Op.CONV2D) -> list:
-    """``(ic_bn, oc_bn)`` pairs of a conv2d or conv2d_transpose (``op``): vector fit of both."""
+    """``(ic_bn, oc_bn)`` pairs of a conv2d or conv2d_transpose (``op``): vector fit of both.
+
+    When no output block is a whole vector, plain NCHW (blocks of 1) ranks with parts of a vector
+    (its width-vectorised tiles use whole vectors: ShuffleNetV2's 116->116 1x1 at 14x14 ran 0.022
+    ms, 2x its best blocked candidate)."""
     lanes = vector_lanes(target)
     ics = _ordered_blocks(workload["data"][1], max_block, lanes)
     ocs = _ordered_blocks(output_shape(workload, op)[1], max_block, lanes)
+    plain = _width_vectorised(workload, op) and min(_block_penalty(o, lanes) for o in ocs) >= 2
     return [
-        (_block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
+        (2 if plain and i == o == 1 else _block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2,
+         {"ic_bn": i, "oc_bn": o})
         for o in ocs
         for i in ics
     ]
@@ -221,10 +232,30 @@ def _with(blocks: dict, tiles: list) -> list:
     return [{**blocks, **tile} for tile in tiles]
 
 
+def _width_tiles(workload: dict, target: TargetLike, kw: int) -> list:
+    """``oc_tile`` x ``oh_bn`` register tiles of a plain-NCHW conv2d whose output width is vectorised
+    (about half the register budget of accumulators, as the other 3x3 tiles)."""
+    lanes, budget = vector_lanes(target), register_budget(target)
+    _, o, oh, ow = output_shape(workload, Op.CONV2D)
+    vecs = math.ceil(ow / lanes)
+    ranked = []
+    for oc_tile in divisors(o):
+        for oh_bn in (1, 2, 4, 7, 8):
+            acc = oc_tile * oh_bn * vecs
+            if oh_bn <= oh and acc <= budget:
+                knobs = {"reg_n": ow, "unroll_kw": kw > 1, "oc_tile": oc_tile, "oh_bn": oh_bn}
+                ranked.append(((oh % oh_bn != 0, abs(acc - budget // 2), -oc_tile), knobs))
+    return [k for _, k in sorted(ranked, key=lambda item: item[0])]
+
+
 def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CONV2D) -> list:
-    """Knobs of a conv2d or group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``."""
+    """Knobs of a conv2d or group conv with ``blocks`` ``{"ic_bn", "oc_bn"}`` (plain NCHW conv2d:
+    the width-vectorised tiles first)."""
     kh, kw = workload["kernel"][2:]
-    return _with(blocks, _register_tiles(workload, op, blocks["oc_bn"], target, kh, kw, 1))
+    tiles = _register_tiles(workload, op, blocks["oc_bn"], target, kh, kw, 1)
+    if blocks["ic_bn"] == blocks["oc_bn"] == 1 and _width_vectorised(workload, op):
+        tiles = _width_tiles(workload, target, kw) + tiles
+    return _with(blocks, tiles)
 
 
 def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
