@@ -141,6 +141,15 @@ def _vectorize_init(sch: s_tir.Schedule, anchor, loop, outer) -> None:
     _vectorize_below(sch, init, outer)
 
 
+def _register_tile(sch: s_tir.Schedule, vector, unrolled: tuple, kw, knobs: dict) -> None:
+    """Vectorise ``vector``, unroll the ``unrolled`` tile loops, and ``kw`` when ``unroll_kw``."""
+    sch.vectorize(vector)
+    for loop in unrolled:
+        sch.unroll(loop)
+    if knobs["unroll_kw"]:
+        sch.unroll(kw)
+
+
 def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     """Schedule the NCHWc conv anchor (conv2d, group conv2d, conv2d_transpose) with ``knobs``.
 
@@ -156,11 +165,7 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     sch.reorder(n, oc_chunk, oh_outer, ow_outer, ic_chunk, kh, ic_block, kw, oh_inner, ow_inner, oc_block)
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, oc_chunk, oh_outer))
-    sch.vectorize(oc_block)
-    sch.unroll(ow_inner)
-    sch.unroll(oh_inner)
-    if knobs["unroll_kw"]:
-        sch.unroll(kw)
+    _register_tile(sch, oc_block, (ow_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
 
 
@@ -177,11 +182,7 @@ def _schedule_conv2d_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -
     outer = sch.fuse(n, oc_outer, oh_outer)
     sch.parallel(outer)
     _vectorize_below(sch, epilogue, outer)
-    sch.vectorize(ow)
-    sch.unroll(oc_inner)
-    sch.unroll(oh_inner)
-    if knobs["unroll_kw"]:
-        sch.unroll(kw)
+    _register_tile(sch, ow, (oc_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, outer)
 
 
