@@ -177,8 +177,10 @@ def test_plain_nchw_width_tiles_rank_early_only_where_no_vector_block_divides():
     width = [k for k in top if "oc_tile" in k]
     assert width and all(k["ic_bn"] == k["oc_bn"] == 1 and k["reg_n"] == 14 for k in width)
     assert not [k for k in x86.candidates(CONV3, ZEN, max_candidates=32) if "oc_tile" in k]
-    # stride 2 reads every other column: no width tiles at all
+    # stride 2 reads every other column, padded 3x3 loads are guarded: no width tiles offered
     assert not [k for k in x86.candidates(STEM, ZEN) if "oc_tile" in k]
+    head = x86.conv2d_workload([1, 1024, 8, 8], [324, 1024, 3, 3], padding=[1, 1, 1, 1])
+    assert not [k for k in x86.candidates(head, ZEN) if "oc_tile" in k]
 
 
 @pytest.mark.parametrize("block", [4, 8, 16, 32])
