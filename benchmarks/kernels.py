@@ -80,28 +80,23 @@ def decoder_workloads() -> list[tuple[dict, list[str]]]:
     return found
 
 
-def group_workloads() -> list[tuple[dict, list[str]]]:
-    """Distinct group convs of ResNeXt-50 32x4d and RegNetY-800MF (the ``groups`` suite)."""
+def distinct_workloads(model_names: tuple[str, ...], ops: tuple[str, ...]) -> list[tuple[dict, list[str]]]:
+    """Distinct ``ops`` workloads of the zoo models ``model_names``, each with the nodes using it
+    (``model:node``): the ``groups`` and ``depthwise`` suites."""
     found: dict[str, tuple[dict, list[str]]] = {}
-    for name in ("resnext50_32x4d", "regnet_y_800mf"):
-        for workload, nodes in conv_workloads(models.get(name), ("group_conv2d",)):
+    for name in model_names:
+        for workload, nodes in conv_workloads(models.get(name), ops):
             key = json.dumps(workload, sort_keys=True)
             found.setdefault(key, (workload, []))[1].extend(f"{name}:{n}" for n in nodes)
     return list(found.values())
 
 
-def depthwise_workloads() -> list[tuple[dict, list[str]]]:
-    """Distinct depthwise convs of MobileNetV3-Large and EfficientNet-B0 (the ``depthwise`` suite)."""
-    found: dict[str, tuple[dict, list[str]]] = {}
-    for name in ("mobilenet_v3_large", "efficientnet_b0"):
-        for workload, nodes in conv_workloads(models.get(name), ("depthwise_conv2d",)):
-            key = json.dumps(workload, sort_keys=True)
-            found.setdefault(key, (workload, []))[1].extend(f"{name}:{n}" for n in nodes)
-    return list(found.values())
-
-
-SUITES = {"resnet50": lambda: conv_workloads(models.get("resnet50")), "decoder": decoder_workloads,
-          "groups": group_workloads, "depthwise": depthwise_workloads}
+SUITES = {
+    "resnet50": lambda: conv_workloads(models.get("resnet50")),
+    "decoder": decoder_workloads,
+    "groups": lambda: distinct_workloads(("resnext50_32x4d", "regnet_y_800mf"), ("group_conv2d",)),
+    "depthwise": lambda: distinct_workloads(("mobilenet_v3_large", "efficientnet_b0"), ("depthwise_conv2d",)),
+}
 
 
 def dense_twin(workload: dict) -> dict:

@@ -176,12 +176,9 @@ def _schedule_conv2d_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -
     oc_outer, oc_inner = sch.split(oc_chunk, [None, knobs["oc_tile"]])
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     sch.reorder(n, oc_outer, oh_outer, ic_chunk, kh, ic_block, kw, oc_inner, oh_inner, oc_block, ow)
-    if epilogue is None:
-        epilogue = sch.cache_write(anchor, 0, "local")
-    sch.reverse_compute_at(epilogue, oh_outer)  # its innermost loop is the width (unit loops dropped)
+    _write_back(sch, anchor, epilogue, oh_outer)  # its innermost loop is the width (unit loops dropped)
     outer = sch.fuse(n, oc_outer, oh_outer)
     sch.parallel(outer)
-    _vectorize_below(sch, epilogue, outer)
     _register_tile(sch, ow, (oc_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, outer)
 
