@@ -40,6 +40,15 @@ CONV_CASES = {
         {"ic_bn": [1], "oc_bn": [1], "reg_n": [19], "unroll_kw": [True, False], "oc_tile": [2, 3],
          "oh_bn": [1, 4]},
     ),
+    "pointwise_threads_share_rows": (
+        x86.conv2d_workload([1, 16, 6, 6], [8, 16, 1, 1]),
+        {"ic_bn": [4, 16], "oc_bn": [4, 8], "reg_n": [3, 6], "unroll_kw": [False], "oh_bn": [1, 4],
+         "rows_outer": [True]},
+    ),
+    "batch2_padded_stride2_threads_share_rows": (
+        x86.conv2d_workload([2, 4, 9, 7], [6, 4, 3, 3], [2, 1], [1, 1, 1, 1]),
+        {"ic_bn": [4], "oc_bn": [3, 6], "reg_n": [3, 7], "unroll_kw": [True], "rows_outer": [True]},
+    ),
     "batch2_rect_kernel_mixed_strides": (
         x86.conv2d_workload([2, 4, 7, 5], [12, 4, 3, 2], [1, 2], [0, 1, 1, 0]),
         {"ic_bn": [2, 4], "oc_bn": [4, 12], "reg_n": [3], "unroll_kw": [True]},

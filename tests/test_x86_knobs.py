@@ -106,6 +106,10 @@ def test_dense_feature_mismatch():
          "'oc_tile' = 5 must divide the 64 output channels"),
         (CONV3, {"ic_bn": 1, "oc_bn": 1, "reg_n": 8, "unroll_kw": True, "oc_tile": 2},
          r"'reg_n' = 8 must be the whole output width with oc_tile; valid values: 56"),
+        (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "rows_outer": "yes"},
+         "'rows_outer' = 'yes' must be a bool"),
+        (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 56, "unroll_kw": False, "oc_tile": 2, "rows_outer": True},
+         "'rows_outer' = True does not combine with oc_tile"),
         (DEPTHWISE, {"bn": 64, "reg_n": 4}, "'bn' = 64 must divide the 96 channels"),
         (DENSE, {"oc_bn": 16, "k_bn": 8}, "'oc_bn' = 16 must divide the 1000 output features"),
         (DENSE, {"oc_bn": 8, "k_bn": 3}, "'k_bn' = 3 must divide the 2048 input features"),
@@ -168,6 +172,15 @@ def test_pointwise_candidates_tile_rows():
     blocked = [k for k in x86.candidates(CONV1, ZEN) if "oc_tile" not in k]
     assert {k["oh_bn"] for k in blocked} == {1, 2, 4}
     assert all("oh_bn" not in k for k in x86.candidates(CONV3, ZEN) if "oc_tile" not in k)
+
+
+def test_pointwise_candidates_share_rows_between_threads_when_the_input_is_the_largest_operand():
+    wide_input = x86.conv2d_workload([1, 256, 56, 56], [64, 256, 1, 1])
+    wide_output = x86.conv2d_workload([1, 64, 56, 56], [256, 64, 1, 1])
+    heavy_weights = x86.conv2d_workload([1, 2048, 7, 7], [512, 2048, 1, 1])
+    assert all(k["rows_outer"] for k in x86.candidates(wide_input, ZEN) if "oc_tile" not in k)
+    for workload in (wide_output, heavy_weights, CONV3):
+        assert not [k for k in x86.candidates(workload, ZEN) if "rows_outer" in k]
 
 
 def test_plain_nchw_width_tiles_rank_early_only_where_no_vector_block_divides():

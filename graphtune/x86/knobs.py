@@ -6,7 +6,10 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   block, divides O; vectorised), ``reg_n`` (output-width tile kept in
   registers, 1..OW; a tile that does not divide OW gets a guarded tail),
   ``unroll_kw`` (bool: unroll the kernel-width loop) and optional ``oh_bn``
-  (output rows per register tile, 1..OH, default 1; useful for 1x1 convs).
+  (output rows per register tile, 1..OH, default 1; useful for 1x1 convs) and
+  ``rows_outer`` (bool, default False: threads share the output rows instead of the output
+  channel blocks, so each reads a band of the input rather than all of it; candidates set it
+  on 1x1 convs whose input is their largest operand, :func:`graphtune.x86.tiles._rows_outer`).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``, kernel ``OIHW{ic_bn}i{oc_bn}o``.
   Optional ``oc_tile`` (plain ``NCHW`` only: ``ic_bn == oc_bn == 1``, stride 1):
   the output *width* is vectorised instead of the channel block (``reg_n``
@@ -102,8 +105,9 @@ def _check_range(op: str, knobs: dict, knob: str, total: int, what: str) -> None
 def _tile_rules(op: Op, workload: dict, knobs: dict) -> None:
     """The register tile of a (group / transposed) conv: ``unroll_kw``, ``oh_bn``, ``reg_n``."""
     _, _, oh, ow = output_shape(workload, op)
-    if not isinstance(knobs["unroll_kw"], bool):
-        _fail(op, "unroll_kw", knobs["unroll_kw"], "must be a bool", [True, False])
+    for knob in ("unroll_kw", "rows_outer"):
+        if not isinstance(knobs.get(knob, False), bool):
+            _fail(op, knob, knobs[knob], "must be a bool", [True, False])
     if "oh_bn" in knobs:
         _check_range(op, knobs, "oh_bn", oh, "output rows")
     _check_range(op, knobs, "reg_n", ow, "output columns")
@@ -114,6 +118,8 @@ def _width_rules(op: Op, workload: dict, knobs: dict) -> None:
     _, o, _, ow = output_shape(workload, op)
     if op != Op.CONV2D:
         raise KnobError(f"{op} knob 'oc_tile' is for conv2d only; remove it")
+    if knobs.get("rows_outer"):
+        _fail(op, "rows_outer", True, "does not combine with oc_tile", [False])
     if knobs["ic_bn"] != 1 or knobs["oc_bn"] != 1:
         _fail(op, "oc_tile", knobs["oc_tile"], "needs ic_bn = oc_bn = 1 (plain NCHW)",
               "any divisor of the output channels, with ic_bn = oc_bn = 1")
@@ -192,7 +198,7 @@ class KnobSpace:
         return knobs
 
 
-_CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn",))
+_CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn", "rows_outer"))
 CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile",), _conv_rules)
 """conv2d and conv2d_transpose knobs (``oc_tile``: conv2d only)."""
 GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)

@@ -162,9 +162,12 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
-    sch.reorder(n, oc_chunk, oh_outer, ow_outer, ic_chunk, kh, ic_block, kw, oh_inner, ow_inner, oc_block)
+    # threads split the parallel loop into contiguous ranges: rows first gives each one a band of
+    # rows (a share of the input), channels first a share of the output channels (of the weights)
+    parallel = (oh_outer, oc_chunk) if knobs.get("rows_outer") else (oc_chunk, oh_outer)
+    sch.reorder(n, *parallel, ow_outer, ic_chunk, kh, ic_block, kw, oh_inner, ow_inner, oc_block)
     _write_back(sch, anchor, epilogue, ow_outer)
-    sch.parallel(sch.fuse(n, oc_chunk, oh_outer))
+    sch.parallel(sch.fuse(n, *parallel))
     _register_tile(sch, oc_block, (ow_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
 

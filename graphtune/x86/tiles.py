@@ -251,11 +251,38 @@ def _width_tiles(workload: dict, target: TargetLike, kw: int) -> list:
     return [k for _, k in sorted(ranked, key=lambda item: item[0])]
 
 
+def _rows_outer(workload: dict) -> bool:
+    """Whether a 1x1 conv2d's threads share its output rows (``rows_outer``), not its channel blocks.
+
+    Sharing output channels, every thread reads the whole input; sharing rows, a band of it (and
+    all the weights). Rows win when the input is the largest operand (over the weights and the
+    output). When the host runs the two threads on cores without a shared cache (it changes within
+    seconds, see :mod:`graphtune.hoststate`), ResNet-50's layer1.1.conv1 (256->64 at 56x56) ran
+    0.45 ms sharing channels and 0.21 ms sharing rows, 0.22 and 0.21 when they share one; its
+    layer1.1.conv3 (64->256, output-heavy) 0.22 and 0.24 with a shared cache.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> _rows_outer(conv2d_workload([1, 256, 56, 56], [64, 256, 1, 1]))
+    True
+    >>> _rows_outer(conv2d_workload([1, 64, 56, 56], [256, 64, 1, 1]))  # the output is larger
+    False
+    >>> _rows_outer(conv2d_workload([1, 2048, 7, 7], [512, 2048, 1, 1]))  # the weights are larger
+    False
+    """
+    n, c, h, w = workload["data"]
+    _, o, oh, ow = output_shape(workload, Op.CONV2D)
+    return c * h * w >= max(c * o, o * oh * ow)
+
+
 def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CONV2D) -> list:
     """Knobs of a conv2d or group conv with ``blocks`` ``{"ic_bn", "oc_bn"}`` (plain NCHW conv2d:
-    the width-vectorised tiles first)."""
+    the width-vectorised tiles first; 1x1 conv2d: threads sharing rows where :func:`_rows_outer`)."""
     kh, kw = workload["kernel"][2:]
     tiles = _register_tiles(workload, op, blocks["oc_bn"], target, kh, kw, 1)
+    if op == Op.CONV2D and kh == kw == 1 and _rows_outer(workload):
+        tiles = [{**tile, "rows_outer": True} for tile in tiles]
     if blocks["ic_bn"] == blocks["oc_bn"] == 1 and _width_vectorised(workload, op):
         tiles = _width_tiles(workload, target, kw) + tiles
     return _with(blocks, tiles)
