@@ -314,7 +314,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         flat = [t for tasks in kernel_tasks.values() for t in tasks]
         by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
         for node, tasks in kernel_tasks.items():
-            graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key))
+            graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key,
+                                                                    runner.timing))
         lap("kernels")
 
         module = import_model(onnx_model, shape_dict=shape_dict)
@@ -331,7 +332,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         for (shape, src, dst), rec in zip(pairs, transform_records):
             if not rec.ok:
                 raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
-                                   f"{rec.error}; {_retry_hint(store, [rec.task], key)}")
+                                   f"{rec.error}; {_retry_hint(store, [rec.task], key, runner.timing)}")
             transform_ms[(shape, src, dst)] = rec.median_ms
         graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
         tie_self_joins(graph)
@@ -352,9 +353,9 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     return result
 
 
-def _retry_hint(store: Records, tasks: list[Task], key: dict) -> str:
+def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> str:
     """How to measure failed ``tasks`` again: retry_errors, or which record lines to delete."""
-    lines = sorted({n for n in (store.line_of(t, key) for t in tasks) if n is not None})
+    lines = sorted({n for n in (store.line_of(t, key, timing) for t in tasks) if n is not None})
     where = ""
     if store.path is not None and lines:
         shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
@@ -364,7 +365,7 @@ def _retry_hint(store: Records, tasks: list[Task], key: dict) -> str:
 
 
 def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task, Any],
-                             store: Records, key: dict) -> list[Candidate]:
+                             store: Records, key: dict, timing: str) -> list[Candidate]:
     """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair."""
     best: dict[tuple[str, str], Candidate] = {}
     errors = []
@@ -380,5 +381,5 @@ def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task
     if not best:
         raise MeasureError(f"node {node!r}: all {len(tasks)} candidates failed to build or run; "
                            f"first error: {errors[0] if errors else 'none'}; "
-                           f"{_retry_hint(store, tasks, key)}")
+                           f"{_retry_hint(store, tasks, key, timing)}")
     return sorted(best.values(), key=lambda c: c.cost)

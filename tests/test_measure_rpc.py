@@ -69,9 +69,10 @@ def test_measures_through_tracker_on_every_server(fleet, tmp_path):
         assert rec.target["rpc_key"] == fleet.key
         assert rec.target["mcpu"] == remote["mcpu"]
         assert rec.target["threads"] == rec.threads == remote["threads"]
+    assert {rec.timing for rec in recs} == {runner.timing} == {"flush-v2"}  # output flushed too
     saved = Records.load(path)
-    assert all(saved.get(t, runner.target_key(target)) is not None for t in TASKS)
-    assert all(saved.get(t, target) is None for t in TASKS)  # a local lookup finds nothing
+    assert all(saved.get(t, runner.target_key(target), runner.timing) is not None for t in TASKS)
+    assert all(saved.get(t, target, runner.timing) is None for t in TASKS)  # a local lookup: none
     assert _sessions_served(fleet, 0) >= 1 and _sessions_served(fleet, 1) >= 1
 
     lines = path.read_text().splitlines()
@@ -110,7 +111,7 @@ def test_server_killed_mid_run_loses_nothing(own_fleet, tmp_path):
     assert len(saved) == len(tasks)
     key = runner.target_key(target)
     for task in tasks:
-        rec = saved.get(task, key)
+        rec = saved.get(task, key, runner.timing)
         assert rec is not None
         assert rec.ok or "failed" in rec.error
     assert sum(rec.ok for rec in saved) >= len(tasks) - 1

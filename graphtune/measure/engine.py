@@ -106,7 +106,7 @@ def measure(tasks: Iterable[Task], target: Any = None,
     found: dict[Task, Record] = {}
     todo: list[Task] = []
     for task in dict.fromkeys(tasks):
-        record = records.get(task, key)
+        record = records.get(task, key, runner.timing)
         if record is not None and (record.ok or not retry_errors):
             found[task] = record
         else:

@@ -139,7 +139,7 @@ class Record:
 
     @classmethod
     def failure(cls, task: Task, target: Mapping, error: str, *,
-                threads: int | None = None) -> "Record":
+                threads: int | None = None, timing: str = TIMING) -> "Record":
         """An error record: ``task`` could not be built or run, ``error`` says why.
 
         Examples
@@ -150,7 +150,7 @@ class Record:
         'run: timed out'
         """
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, [], None,
-                   str(error), tvm_version(), threads, _now(), None, TIMING)
+                   str(error), tvm_version(), threads, _now(), None, timing)
 
     @property
     def ok(self) -> bool:
@@ -338,7 +338,7 @@ pass it to measure(..., records=PATH) to create it
         self._offset += end
         return data[end:]
 
-    def line_of(self, task: Task, target: Any = None) -> int | None:
+    def line_of(self, task: Task, target: Any = None, timing: str = TIMING) -> int | None:
         """The line of the records file holding the record :meth:`get` returns, or None.
 
         Examples
@@ -348,7 +348,7 @@ pass it to measure(..., records=PATH) to create it
         >>> Records().line_of(t, {"kind": "llvm"}) is None
         True
         """
-        return self._line.get(record_key(task, target_key_of(target), tvm_version()))
+        return self._line.get(record_key(task, target_key_of(target), tvm_version(), timing))
 
     def __len__(self) -> int:
         return len(self._index)
@@ -398,14 +398,16 @@ pass it to measure(..., records=PATH) to create it
         self._index[record.key] = record
         self._line[record.key] = self._lines
 
-    def get(self, task: Task, target: Any = None) -> Record | None:
-        """The record of ``task`` on ``target`` with the installed TVM, or None.
+    def get(self, task: Task, target: Any = None, timing: str = TIMING) -> Record | None:
+        """The record of ``task`` on ``target`` with the installed TVM and protocol ``timing``, or None.
 
         Parameters
         ----------
         task : Task
         target : tvm.target.Target, dict or None
             See :func:`target_key_of`; None is the host target.
+        timing : str
+            Timing protocol of the record (default the current one).
 
         Examples
         --------
@@ -414,4 +416,4 @@ pass it to measure(..., records=PATH) to create it
         >>> Records().get(t, {"kind": "llvm"}) is None
         True
         """
-        return self._index.get(record_key(task, target_key_of(target), tvm_version()))
+        return self._index.get(record_key(task, target_key_of(target), tvm_version(), timing))

@@ -248,7 +248,7 @@ def _time_in_session(session: Any, path: str, specs: Sequence, repeat: int,
         else:
             arr = tvm.runtime.tensor(random_array(shape, dtype, seed=position), dev)
         args.append(arr)
-    return time_module(module, dev, args, repeat, min_repeat_ms)
+    return time_module(module, dev, args, repeat, min_repeat_ms, timing=RPCRunner.timing)
 
 
 def _remote_fill(session: Any) -> Any:
@@ -310,7 +310,10 @@ class RPCRunner(Runner):
     -----
     Records are keyed by the remote target: its ``mcpu``, ``num-cores``,
     vector width and runtime thread count, plus ``"rpc_key"``, so that
-    records from different machines (or a local run) never mix.
+    records from different machines (or a local run) never mix. Remote
+    kernels are timed with the ``flush-v2`` protocol (:attr:`timing`): a
+    server can flush only through TVM's own functions, which flush the output
+    too (:data:`graphtune.measure.timing.PROTOCOLS`).
 
     Examples
     --------
@@ -325,6 +328,8 @@ class RPCRunner(Runner):
     ...
     graphtune.errors.MeasureError: RPC tracker address ...port from 1 to 65535...
     """
+
+    timing = "flush-v2"
 
     def __init__(self, tracker: str, key: str, *, session_timeout: float | None = None,
                  max_sessions: int | None = None, target: Any = None, retries: int = 2,
@@ -511,7 +516,7 @@ class RPCRunner(Runner):
                     if ok:
                         ready.append([task, value, []])
                     else:
-                        yield Record.failure(task, key, str(value))
+                        yield Record.failure(task, key, str(value), timing=self.timing)
                 if not changed:
                     time.sleep(_POLL)
         finally:
@@ -562,7 +567,7 @@ class RPCRunner(Runner):
         (task, built, _), slot.job, slot.stage = slot.job, None, SessionStage.IDLE
         os.remove(built["path"])
         return Record.success(task, key, timed["ms"], threads=key["threads"],
-                              number=timed["number"])
+                              number=timed["number"], timing=self.timing)
 
     def _failed(self, slot: _Slot, message: str, key: dict,
                 ready: collections.deque) -> Record | None:
@@ -576,7 +581,7 @@ class RPCRunner(Runner):
         os.remove(job[1]["path"])
         return Record.failure(job[0], key,
                               f"{Stage.RUN.value}: failed {len(job[2])} times ({self._where()}): "
-                              + " | ".join(job[2]))
+                              + " | ".join(job[2]), timing=self.timing)
 
     def _check_same_machine(self, info: dict) -> None:
         first = self.describe_remote()

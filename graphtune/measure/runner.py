@@ -60,7 +60,12 @@ class Stage(enum.Enum):
 
 
 class Runner(ABC):
-    """Builds and times tasks for one target; subclasses say where the timing runs."""
+    """Builds and times tasks for one target; subclasses say where the timing runs.
+
+    ``timing`` is the protocol its records are taken with (and looked up by).
+    """
+
+    timing: str = TIMING
 
     def resolve_target(self, target: Any = None) -> "tvm.target.Target":  # noqa: F821
         """The TVM target kernels are built for (None: the machine that runs them).
@@ -187,7 +192,7 @@ class LocalRunner(Runner):
                                  timeout, stage=Stage.BUILD)
                 for task, (ok, value) in zip(batch, built):
                     if not ok:
-                        yield Record.failure(task, key, str(value))
+                        yield Record.failure(task, key, str(value), timing=self.timing)
                         continue
                     group = _cutoff_group(task) if cutoff else None
                     bound = cutoff * best[group] if group in best else None
@@ -213,7 +218,7 @@ class LocalRunner(Runner):
                                   number=out["number"], timing=timing,
                                   cutoff_ms=out["cutoff_ms"])
         except ChildFailure as err:
-            return Record.failure(task, key, str(err))
+            return Record.failure(task, key, str(err), timing=timing)
         finally:
             os.remove(built["path"])
 

@@ -112,22 +112,25 @@ class Task:
         return f"Task({self.kind!r}, {self.workload!r}, {self.knobs!r})"
 
 
-TIMING = "flush-v2"
+TIMING = "flush-v3"
 """How kernels are timed, part of every record key so that records taken another way never mix.
 
-Before every timed call the CPU caches are flushed of every argument but the
-first (the data input, which its producer has just written), so weights
+Before every timed call the weights are flushed from the CPU caches (every
+argument but the first, the data input its producer has just written, and
+the last, the output, which lands in a buffer the runtime reuses), so they
 stream from memory as they do inside a whole model. Timing with hot weights
-instead predicted ResNet-18's late 3x3 convs 20-60% too fast (layer4.1.conv1:
-0.42 ms hot, 0.67 ms flushed, 0.68 ms inside the model).
+predicted ResNet-18's late 3x3 convs 20-60% too fast (layer4.1.conv1: 0.42 ms
+hot, 0.67 ms flushed, 0.68 ms inside the model); flushing the output too
+(``flush-v2``) timed memory-bound kernels 1.4-2.4x slower than they run in the
+model (MobileNetV2's features.3.conv.1.0, depthwise: 0.071 ms, 0.029 without,
+0.038 in the model).
 
-``flush-v2`` (current): calls per repeat from the wall time of a flushed call
+``flush-v3`` (current): calls per repeat from the wall time of a flushed call
 (flush included), short repeats, extra repeats only when noisy, and early
 cut-off of candidates clearly slower than the best of their layout pair
-(:data:`graphtune.measure.timing.PROTOCOLS`). ``flush-v1`` records (calls per
-repeat from the kernel time alone: on CPUs with a slow ``clflush`` 93% of the
-tuning time was flushing) are superseded: lookups ignore them and the tasks
-are measured again."""
+(:data:`graphtune.measure.timing.PROTOCOLS`). Records of other protocols are
+superseded: lookups ignore them and the tasks are measured again (RPC servers
+time with ``flush-v2``, see :class:`graphtune.measure.RPCRunner`)."""
 
 
 def tvm_version() -> str:
