@@ -52,21 +52,41 @@ from graphtune.errors import GraphtuneError
 from graphtune.report import evaluate, markdown_table
 
 
+MIN_STATE_ROUNDS = 5
+"""Rounds a model needs in a host state for its ratio in that state to enter the summary."""
+
+
 def suite_summary(rows: list[dict]) -> dict:
-    """Geomean and minimum of ORT / gt-graph over the rows that have it, and the slowest model.
+    """Geomean and minimum of ORT / gt-graph over the rows that have it, and the slowest model;
+    the same over the rounds timed in each host state (``shared`` / ``split``, see
+    :mod:`graphtune.hoststate`), for models with at least :data:`MIN_STATE_ROUNDS` of them.
 
     Examples
     --------
     >>> suite_summary([{"model": "a", "speedup_vs_ort": 2.0}, {"model": "b", "speedup_vs_ort": 0.5}])
-    {'models': 2, 'geomean_ort_over_gt': 1.0, 'min_ort_over_gt': 0.5, 'min_model': 'b', 'failed': []}
+    {'models': 2, 'geomean_ort_over_gt': 1.0, 'min_ort_over_gt': 0.5, 'min_model': 'b', 'failed': [], 'by_state': {}}
+    >>> suite_summary([{"model": "a", "speedup_vs_ort": 1.0, "speedup_vs_ort_split": 0.8,
+    ...                 "rounds_split": 9}])["by_state"]
+    {'split': {'models': 1, 'geomean_ort_over_gt': 0.8, 'min_ort_over_gt': 0.8, 'min_model': 'a'}}
     """
-    ratios = {row["model"]: row["speedup_vs_ort"] for row in rows if row.get("speedup_vs_ort")}
+    summary = {**_ratios_summary({row["model"]: row["speedup_vs_ort"] for row in rows
+                                  if row.get("speedup_vs_ort")}),
+               "failed": [row["model"] for row in rows if "error" in row], "by_state": {}}
+    for state in ("shared", "split"):
+        ratios = {row["model"]: row[f"speedup_vs_ort_{state}"] for row in rows
+                  if row.get(f"speedup_vs_ort_{state}")
+                  and row.get(f"rounds_{state}", 0) >= MIN_STATE_ROUNDS}
+        if ratios:
+            summary["by_state"][state] = _ratios_summary(ratios)
+    return summary
+
+
+def _ratios_summary(ratios: dict) -> dict:
     slowest = min(ratios, key=ratios.get) if ratios else None
     return {"models": len(ratios),
             "geomean_ort_over_gt": math.exp(sum(map(math.log, ratios.values())) / len(ratios))
             if ratios else None,
-            "min_ort_over_gt": ratios.get(slowest), "min_model": slowest,
-            "failed": [row["model"] for row in rows if "error" in row]}
+            "min_ort_over_gt": ratios.get(slowest), "min_model": slowest}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +166,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{'-' if geomean is None else format(summary['min_ort_over_gt'], '.3f')} "
               f"({summary['min_model']})"
               + (f"; failed: {', '.join(summary['failed'])}" if summary["failed"] else ""))
+        for state, part in summary["by_state"].items():
+            print(f"  rounds with the threads' cache {state}: {part['models']} models, geomean "
+                  f"{part['geomean_ort_over_gt']:.3f}, minimum {part['min_ort_over_gt']:.3f} "
+                  f"({part['min_model']})")
     if args.json:
         import tvm
 

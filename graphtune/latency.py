@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
-__all__ = ["interleaved", "median_ms", "settled_call_ms"]
+__all__ = ["interleaved", "median_ms", "probed_rounds", "settled_call_ms"]
 
 
 def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, warmup: int = 3,
@@ -63,12 +63,32 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
     >>> median_ms(interleaved({"noop": lambda: None}, repeat=3, warmup=0))["noop"] < 1
     True
     """
+    return probed_rounds(calls, None, repeat, warmup, settle, settle_ms)[0]
+
+
+def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[], float] | None,
+                  repeat: int = 30, warmup: int = 3, settle: int = 3,
+                  settle_ms: float = 50.0) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """:func:`interleaved`, calling ``probe()`` before each timed round: (samples, probe values).
+
+    The probe tells the state of the machine each round was timed in (e.g.
+    :meth:`graphtune.hoststate.HandoffProbe.ratio`), so rounds can be grouped by it.
+
+    Examples
+    --------
+    >>> samples, probes = probed_rounds({"noop": lambda: None}, lambda: 1.0, repeat=4, warmup=1)
+    >>> len(samples["noop"]), probes.tolist()
+    (4, [1.0, 1.0, 1.0, 1.0])
+    """
     if repeat < 1 or warmup < 0 or settle < 0 or settle_ms < 0:
         raise ValueError(f"repeat must be >= 1, warmup, settle and settle_ms >= 0, got {repeat}, "
                          f"{warmup}, {settle} and {settle_ms}")
     names = list(calls)
     samples: dict[str, list[float]] = {name: [] for name in names}
+    probes = []
     for round_ in range(warmup + repeat):
+        if probe is not None and round_ >= warmup:
+            probes.append(float(probe()))
         shift = round_ % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             call = calls[name]
@@ -78,7 +98,7 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
                 elapsed_ms = settled_call_ms(call, settle, settle_ms)
             if round_ >= warmup:
                 samples[name].append(elapsed_ms)
-    return {name: np.asarray(values) for name, values in samples.items()}
+    return {name: np.asarray(values) for name, values in samples.items()}, np.asarray(probes)
 
 
 def settled_call_ms(call: Callable[[], object], settle: int, settle_ms: float) -> float:

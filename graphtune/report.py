@@ -23,7 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from .latency import interleaved, median_ms
+from .hoststate import HandoffProbe, by_state
+from .latency import median_ms, probed_rounds
 
 __all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table"]
 
@@ -59,7 +60,9 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     dict
         ``latency_ms`` (median per runtime), ``samples_ms``, ``max_abs_diff`` (per
         runtime, against the reference), ``reference``, ``compile_s`` per build,
-        ``threads``, ``skipped``.
+        ``threads``, ``skipped``; with several threads also ``handoff_ratio`` (the
+        host-state probe before each round, :class:`graphtune.hoststate.HandoffProbe`)
+        and ``by_state`` (medians over the rounds of each state, :func:`graphtune.hoststate.by_state`).
     """
     from . import peers as peer_mod
     from .compiler import compile as gt_compile
@@ -90,15 +93,19 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     reference = next(iter(outputs)) if outputs else None
     diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outs, outputs[reference]))
              for name, outs in outputs.items()} if reference else {}
+    probe = HandoffProbe().ratio if threads > 1 else None
     try:
-        samples = interleaved(calls, repeat=repeat, warmup=warmup)
+        samples, ratios = probed_rounds(calls, probe, repeat=repeat, warmup=warmup)
     finally:
         for process in processes:
             process.close()
-    return {"latency_ms": median_ms(samples),
-            "samples_ms": {k: v.tolist() for k, v in samples.items()},
-            "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
-            "threads": threads, "skipped": skipped}
+    row = {"latency_ms": median_ms(samples),
+           "samples_ms": {k: v.tolist() for k, v in samples.items()},
+           "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
+           "threads": threads, "skipped": skipped}
+    if probe is not None:
+        row.update(handoff_ratio=ratios.tolist(), by_state=by_state(samples, ratios))
+    return row
 
 
 def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", "openvino"),
@@ -128,7 +135,9 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
     dict
         :func:`compare`'s fields plus ``model``, ``predicted_ms``, ``speedup_vs_ort``
         (ort / gt-graph), ``speedup_vs_uniform``, ``prediction_error``
-        ((measured - predicted) / measured), ``tune_s``, ``phase_seconds``, ``solver``.
+        ((measured - predicted) / measured), ``tune_s``, ``phase_seconds``, ``solver``;
+        per host state seen while timing (``shared`` / ``split``, :mod:`graphtune.hoststate`)
+        ``rounds_STATE``, ``speedup_vs_ort_STATE`` and ``prediction_error_STATE``.
 
     Examples
     --------
@@ -163,6 +172,12 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         solver={"method": sol.method, "optimal": bool(sol.optimal), "gap": sol.relative_gap,
                 "energy": sol.energy, "lower_bound": sol.lower_bound, "seconds": sol.seconds},
     )
+    for state, part in row.get("by_state", {}).items():
+        state_ms = part["latency_ms"]
+        row[f"rounds_{state}"] = part["rounds"]
+        if "ort" in state_ms:
+            row[f"speedup_vs_ort_{state}"] = state_ms["ort"] / state_ms["gt-graph"]
+        row[f"prediction_error_{state}"] = (state_ms["gt-graph"] - result.predicted_ms) / state_ms["gt-graph"]
     return row
 
 
@@ -211,14 +226,17 @@ def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
     for row in rows:
         columns += [c for c in row["latency_ms"] if c not in columns]
     extras = [e for e in ("predicted_ms", "speedup_vs_ort", "speedup_vs_uniform",
-                          "prediction_error", "tune_s")
+                          "prediction_error", "tune_s", "rounds_shared", "speedup_vs_ort_shared",
+                          "prediction_error_shared", "rounds_split", "speedup_vs_ort_split",
+                          "prediction_error_split")
               if any(e in row for row in rows)]
     head = ["model", *columns, *extras]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         cells = [row["model"], *(_fmt(row["latency_ms"].get(c)) for c in columns)]
-        cells += [_fmt(row.get(e), "+.1%" if e == "prediction_error" else
-                       ".1f" if e == "tune_s" else ".2f") for e in extras]
+        cells += [_fmt(row.get(e), "+.1%" if e.startswith("prediction_error") else
+                       ".1f" if e == "tune_s" else "d" if e.startswith("rounds") else ".2f")
+                  for e in extras]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,0 +1,148 @@
+"""Probe whether this process's threads exchange data cheaply right now (a host-state probe).
+
+On a cloud VM the host moves vCPUs between cores; two vCPUs sharing a last-level cache
+hand data to each other at cache speed, two that do not, at memory speed. The guest
+cannot see or choose this, and it changes within seconds. On the AMD EPYC (Zen 5) guest
+this project is measured on, with 2 threads, a 4 MB copy whose two halves were written by
+the other thread took 0.07 ms for a while, then 0.3 ms for a while; ResNet-50 (one
+compiled config) ran 18.2 ms in the first state and 21.0 ms in the second, its
+memory-bound ops 2-5x slower, while ONNX Runtime stayed within 17.9-19.3 ms.
+
+:func:`handoff_ratio` times a parallel copy reading data the *other* thread just wrote
+against one reading what the *same* thread wrote: about 1 when threads share a cache,
+several times more when they do not. Benchmarks record it with every timing round
+(``benchmarks/e2e.py``), so figures taken in the two states are not mixed unknowingly.
+
+Examples
+--------
+>>> probe = HandoffProbe(megabytes=1.0)
+>>> ratio = probe.ratio(calls=20)
+>>> ratio > 0
+True
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Mapping, Sequence
+
+__all__ = ["HandoffProbe", "SHARED_LIMIT", "by_state"]
+
+SHARED_LIMIT = 1.5
+"""A handoff ratio above this means the threads did not share a cache while probed (the two
+states measured gave 0.8-0.9 and 3.5-4.5)."""
+
+
+def by_state(samples: Mapping[str, Sequence[float]], ratios: Sequence[float]) -> dict:
+    """Median latency per runtime over the rounds of each state (``shared`` / ``split`` cache).
+
+    Parameters
+    ----------
+    samples : mapping of str to sequence of float
+        Per runtime, one latency per round.
+    ratios : sequence of float
+        The probe's handoff ratio of each round (:meth:`HandoffProbe.ratio`).
+
+    Returns
+    -------
+    dict
+        ``{"shared" | "split": {"rounds": n, "latency_ms": {name: median}}}`` for the states seen.
+
+    Examples
+    --------
+    >>> by_state({"a": [1.0, 2.0, 5.0]}, [1.0, 0.9, 4.0])
+    {'shared': {'rounds': 2, 'latency_ms': {'a': 1.5}}, 'split': {'rounds': 1, 'latency_ms': {'a': 5.0}}}
+    """
+    states = {}
+    for state, keep in (("shared", lambda r: r <= SHARED_LIMIT), ("split", lambda r: r > SHARED_LIMIT)):
+        rounds = [i for i, ratio in enumerate(ratios) if keep(ratio)]
+        if rounds:
+            states[state] = {"rounds": len(rounds),
+                             "latency_ms": {name: statistics.median(values[i] for i in rounds)
+                                            for name, values in samples.items()}}
+    return states
+
+
+class HandoffProbe:
+    """Two parallel copies of a ``megabytes`` buffer, split between threads by rows or by columns.
+
+    Parameters
+    ----------
+    megabytes : float
+        Size of each of the two buffers: above a core's L2, within the shared L3.
+
+    Examples
+    --------
+    >>> HandoffProbe(megabytes=0.5).megabytes
+    0.5
+    """
+
+    def __init__(self, megabytes: float = 4.0) -> None:
+        self.megabytes = megabytes
+
+    def ratio(self, calls: int = 50) -> float:
+        """Median time of copies reading the other thread's writes over copies reading their own.
+
+        Parameters
+        ----------
+        calls : int
+            Timed copy pairs of each kind (medians).
+
+        Returns
+        -------
+        float
+            About 1 when threads share a cache; above :data:`SHARED_LIMIT` when they do not.
+
+        Examples
+        --------
+        >>> HandoffProbe(megabytes=0.5).ratio(calls=5) > 0
+        True
+        """
+        same, shifted, a, b = self._kernels()
+        handoff = _pair_ms(same, shifted, a, b, calls)
+        local = _pair_ms(same, same, a, b, calls)
+        return handoff / local
+
+    def _kernels(self) -> tuple:
+        """(copy row i to row i, copy row i + rows/2 to row i, buffer a, buffer b), built once."""
+        import numpy as np
+        import tvm
+
+        if not hasattr(self, "_built"):
+            columns = 1024
+            rows = 2 * max(1, int(self.megabytes * 2**20 / 4 / columns / 2))
+            dev = tvm.cpu(0)
+            a = tvm.runtime.tensor(np.random.default_rng(0).random((rows, columns), "float32"), dev)
+            b = tvm.runtime.tensor(np.zeros((rows, columns), "float32"), dev)
+            self._built = (_row_copy((rows, columns), 0), _row_copy((rows, columns), rows // 2), a, b)
+        return self._built
+
+
+def _pair_ms(first, second, a, b, calls: int) -> float:
+    """Median ms of ``first(a -> b)`` then ``second(b -> a)`` (3 untimed pairs first)."""
+    times = []
+    for _ in range(calls + 3):
+        start = time.perf_counter()
+        first(a, b)
+        second(b, a)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times[3:]) * 1e3
+
+
+def _row_copy(shape: tuple, shift: int):
+    """Compiled ``dst[i] = src[(i + shift) % rows]``, rows split between threads in ranges."""
+    import tvm
+    from tvm import s_tir, te
+
+    from .x86 import host_target, vector_lanes
+
+    target = host_target()
+    rows = shape[0]
+    src = te.placeholder(shape, "float32", name="src")
+    dst = te.compute(shape, lambda i, j: src[(i + shift) % rows, j], name="dst")
+    sch = s_tir.Schedule(te.create_prim_func([src, dst]).with_attr("global_symbol", "main"))
+    row, column = sch.get_loops(sch.get_sblock("dst"))
+    sch.parallel(row)
+    sch.vectorize(sch.split(column, [None, vector_lanes(target)])[1])
+    return tvm.compile(sch.mod, target=target)["main"]
