@@ -1,0 +1,64 @@
+"""The host-state probe and the per-state figures of the side-by-side benchmarks."""
+
+import math
+import pathlib
+import sys
+
+import pytest
+
+from graphtune import models
+from graphtune.config import Config
+from graphtune.hoststate import SHARED_LIMIT, HandoffProbe, by_state
+from graphtune.report import compare
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
+import e2e  # noqa: E402
+
+
+def test_probe_ratio_is_a_finite_positive_ratio_and_builds_its_kernels_once():
+    probe = HandoffProbe(megabytes=0.25)
+    first = probe.ratio(calls=5)
+    kernels = probe._kernels()
+    assert math.isfinite(first) and first > 0
+    assert probe.ratio(calls=5) > 0 and probe._kernels() is kernels
+
+
+def test_probe_copies_move_the_rows_they_say():
+    import numpy as np
+
+    same, shifted, a, b = HandoffProbe(megabytes=0.25)._kernels()
+    rows = a.shape[0]
+    same(a, b)
+    np.testing.assert_array_equal(b.numpy(), a.numpy())
+    shifted(a, b)
+    np.testing.assert_array_equal(b.numpy(), np.roll(a.numpy(), -(rows // 2), axis=0))
+
+
+def test_by_state_groups_rounds_at_the_limit():
+    samples = {"gt": [1.0, 2.0, 3.0, 10.0], "ort": [2.0, 2.0, 2.0, 4.0]}
+    states = by_state(samples, [0.9, SHARED_LIMIT, 1.1, SHARED_LIMIT + 0.01])
+    assert states["shared"] == {"rounds": 3, "latency_ms": {"gt": 2.0, "ort": 2.0}}
+    assert states["split"] == {"rounds": 1, "latency_ms": {"gt": 10.0, "ort": 4.0}}
+    assert by_state(samples, [1.0] * 4).keys() == {"shared"}
+
+
+@pytest.mark.parametrize("threads, probed", [(2, True), (1, False)])
+def test_compare_probes_the_host_before_every_round_with_several_threads(threads, probed):
+    model = models.get("resnet18", image_size=32)
+    row = compare(model, {"gt-uniform": Config.uniform(model)}, peers=["ort"], repeat=3,
+                  warmup=1, threads=threads)
+    assert ("handoff_ratio" in row) is probed and ("by_state" in row) is probed
+    if probed:
+        assert len(row["handoff_ratio"]) == 3 and all(r > 0 for r in row["handoff_ratio"])
+        assert sum(part["rounds"] for part in row["by_state"].values()) == 3
+
+
+def test_suite_summary_per_state_needs_enough_rounds():
+    rows = [{"model": "a", "speedup_vs_ort": 1.2, "speedup_vs_ort_shared": 1.5, "rounds_shared": 10,
+             "speedup_vs_ort_split": 0.9, "rounds_split": e2e.MIN_STATE_ROUNDS - 1},
+            {"model": "b", "speedup_vs_ort": 0.8, "speedup_vs_ort_shared": 0.6, "rounds_shared": 20}]
+    summary = e2e.suite_summary(rows)
+    assert summary["by_state"].keys() == {"shared"}
+    shared = summary["by_state"]["shared"]
+    assert shared["models"] == 2 and shared["min_model"] == "b"
+    assert shared["geomean_ort_over_gt"] == pytest.approx(math.sqrt(1.5 * 0.6))
