@@ -4,7 +4,8 @@ For each model: ``graphtune.tune`` (measurements reused from
 ``OUT/MODEL.records.jsonl`` on reruns; ``make demo`` uses the same files), then, timed side by side in the same
 interleaved rounds with the same thread count:
 
-- ``ort`` (ONNX Runtime, no spinning), ``openvino`` (fp32 forced; OpenVINO
+- ``ort`` (ONNX Runtime, no spinning; the rounds split between ``--peer-processes``
+  fresh processes of each peer, default 3), ``openvino`` (fp32 forced; OpenVINO
   defaults to bf16 on AVX512-BF16 CPUs: ``--bf16`` adds ``openvino-bf16``
   as its own column),
 - ``gt-uniform`` (16c everywhere, default knobs: the "default heuristic"),
@@ -22,7 +23,11 @@ every model's measurements in one records file (default one per model in
 
 JSON per model: every latency, ``speedup_vs_ort`` (ort / gt-graph),
 ``speedup_vs_uniform``, ``prediction_error`` ((measured - predicted) /
-measured), ``max_abs_diff`` vs ORT, tuning wall time and solver status. The
+measured), ``max_abs_diff`` vs ORT, tuning wall time and solver status; with 2+
+threads also the host-state probe of every round (``handoff_ratio``, see
+:mod:`graphtune.hoststate`) and the same figures over the rounds of each state
+(``rounds_shared``, ``speedup_vs_ort_shared``, ``prediction_error_shared``, and
+``..._split``); the suite summary adds the geomean per state (``by_state``). The
 measured layout graphs are saved to ``OUT/MODEL.graph.json`` for
 ``benchmarks/solvers.py --graphs OUT``. A Markdown table is printed.
 
@@ -100,6 +105,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="kernel candidates measured per workload (default 32)")
     parser.add_argument("--repeat", type=int, default=30, help="timed interleaved rounds (default 30)")
     parser.add_argument("--peers", default="ort,openvino", help="peer runtimes (default ort,openvino)")
+    parser.add_argument("--peer-processes", type=int, default=3,
+                        help="fresh processes per peer the rounds are split between (default 3: "
+                             "a process's speed is a draw)")
     parser.add_argument("--bf16", action="store_true", help="also time OpenVINO in its default bf16")
     parser.add_argument("--random", action="store_true", help="also time a random per-node config")
     parser.add_argument("--out", default="out",
@@ -117,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_positive(args.max_candidates, "--max-candidates", integer=True)
         check_positive(args.repeat, "--repeat", integer=True)
+        check_positive(args.peer_processes, "--peer-processes", integer=True)
         for path, what in ((args.json, "JSON file (--json)"), (args.records, "records (--records)")):
             if path:
                 check_writable(path, what)
@@ -129,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.models == parser.get_default("models"):
             names = ["resnet18"]
         args.image_size = args.image_size or 64
-        args.max_candidates, args.repeat = 4, 5
+        args.max_candidates, args.repeat, args.peer_processes = 4, 5, 1
     peers = [p for p in args.peers.split(",") if p] + (["openvino-bf16"] if args.bf16 else [])
 
     rows = []
@@ -146,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             print(result.summary(), flush=True)
             extra = {"gt-random": Config.random(model, seed=0)} if args.random else {}
             row = evaluate(model, result, tag, peers=peers, repeat=args.repeat, extra=extra,
-                           kernel_best=not args.suite)
+                           kernel_best=not args.suite, peer_processes=args.peer_processes)
         except GraphtuneError as err:
             if not args.suite:
                 raise

@@ -53,6 +53,7 @@ import numpy as np
 
 from .checks import check_positive
 from .errors import ArgumentError
+from .hoststate import SHARED_LIMIT, HandoffProbe
 
 __all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times"]
 
@@ -172,6 +173,10 @@ class ProfileResult:
     loadavg : list of float
         The host's 1-minute load average before and after measuring (a loaded
         host inflates TVM's statically partitioned parallel loops most).
+    handoff_ratio : list of float
+        The host-state probe before and after graphtune's runs, with 2+ threads
+        (:class:`graphtune.hoststate.HandoffProbe`: above ``SHARED_LIMIT`` the
+        threads did not share a cache, and memory-bound calls run 2-5x slower).
     """
 
     model: str
@@ -185,6 +190,7 @@ class ProfileResult:
     repeat: int = 0
     threads: int = 0
     loadavg: list[float] = field(default_factory=list)
+    handoff_ratio: list[float] = field(default_factory=list)
 
     @property
     def gt_total_ms(self) -> float:
@@ -237,6 +243,9 @@ class ProfileResult:
         lines = [f"model {self.model}: {len([r for r in self.rows if r.index >= 0])} calls, "
                  f"{self.threads} threads, medians of {self.repeat} runs"
                  + (f" (load average {max(self.loadavg):.1f})" if self.loadavg else "")
+                 + (f", host handoff ratio {'/'.join(f'{r:.1f}' for r in self.handoff_ratio)}"
+                    f" ({'split' if max(self.handoff_ratio) > SHARED_LIMIT else 'shared'} cache)"
+                    if self.handoff_ratio else "")
                  + f"; VM {self.vm_ms:.3f} ms, "
                  f"sum of calls {self.gt_total_ms:.3f} ms"
                  + (f", ORT sum of nodes {self.ort_total_ms:.3f} ms" if self.ort_total_ms else ""),
@@ -594,8 +603,11 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
         warnings.simplefilter("ignore", UserWarning)
         compiled = gt_compile(proto, config, shape_dict=shape_dict)
     load_before = os.getloadavg()[0]
+    probe = HandoffProbe() if threads > 1 else None
+    handoff = [probe.ratio()] if probe else []
     vm_ms = float(np.median(compiled.time(repeat=repeat)))
     order, per_run, walls = _vm_call_times(compiled, repeat)
+    handoff += [probe.ratio()] if probe else []
     names = _align(order, compiled.call_sites)
     from .frontend.fold import fold_constants
 
@@ -643,4 +655,4 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
                                    None, entry["ms"]))
     return ProfileResult(name, rows, vm_ms, walls, [float(sum(r)) for r in per_run],
                          predicted, ort_total, unplaced, repeat, threads,
-                         [load_before, os.getloadavg()[0]])
+                         [load_before, os.getloadavg()[0]], handoff)

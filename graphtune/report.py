@@ -31,11 +31,15 @@ __all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table
 
 def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort",),
             repeat: int = 30, warmup: int = 3, threads: int | None = None,
-            seed: int = 0) -> dict:
+            seed: int = 0, peer_processes: int = 1) -> dict:
     """Latency and output agreement of graphtune builds and peers on one model.
 
     Peers run in processes of their own (:class:`graphtune.peers.PeerProcess`);
-    graphtune's builds run in this one.
+    graphtune's builds run in this one. With ``peer_processes`` > 1 the rounds
+    are split between that many fresh processes of each peer, started one after
+    the other: a process's speed is a draw (ONNX Runtime on ResNet-18, 2
+    threads, one process to the next: 7.8, 10.2, 11.3 and 17.0 ms; graphtune
+    7.8-8.1 ms in the same rounds).
 
     Parameters
     ----------
@@ -48,19 +52,22 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         reference for ``max_abs_diff``. Peers whose package is missing are
         skipped (listed under ``skipped``).
     repeat, warmup : int
-        Timed and untimed interleaved rounds.
+        Timed and untimed interleaved rounds (``warmup`` per peer process).
     threads : int, optional
         Threads for the peers; default ``TVM_NUM_THREADS``, the count graphtune's
         runtime uses, for a like-for-like comparison.
     seed : int
         Seed of the random input.
+    peer_processes : int
+        Fresh processes per peer the rounds are split between (at most ``repeat``).
 
     Returns
     -------
     dict
         ``latency_ms`` (median per runtime), ``samples_ms``, ``max_abs_diff`` (per
         runtime, against the reference), ``reference``, ``compile_s`` per build,
-        ``threads``, ``skipped``; with several threads also ``handoff_ratio`` (the
+        ``threads``, ``skipped``, ``process_ms`` (per runtime, the median of each
+        peer process's rounds); with several threads also ``handoff_ratio`` (the
         host-state probe before each round, :class:`graphtune.hoststate.HandoffProbe`)
         and ``by_state`` (medians over the rounds of each state, :func:`graphtune.hoststate.by_state`).
     """
@@ -74,43 +81,56 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     arrays = [rng.standard_normal(s).astype("float32") for s in shapes]
     feeds = dict(zip(names, arrays))
 
-    calls: dict[str, Any] = {}
     outputs: dict[str, list[np.ndarray]] = {}
     skipped = [p for p in peers if not peer_mod.available(p)]
-    processes = [peer_mod.PeerProcess(name, model, threads, feeds)
-                 for name in peers if name not in skipped]
-    for name, process in zip((p for p in peers if p not in skipped), processes):
-        outputs[name] = process.outputs
-        calls[name] = process
+    started = [p for p in peers if p not in skipped]
+    builds: dict[str, Any] = {}
     compile_s = {}
     for name, config in configs.items():
         compiled = gt_compile(model, config)
         compile_s[name] = compiled.compile_seconds
         result = compiled(*arrays)
         outputs[name] = result if isinstance(result, list) else [result]
-        calls[name] = compiled.bound_call(*arrays)
+        builds[name] = compiled.bound_call(*arrays)
 
-    reference = next(iter(outputs)) if outputs else None
-    diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outs, outputs[reference]))
-             for name, outs in outputs.items()} if reference else {}
     probe = HandoffProbe().ratio if threads > 1 else None
-    try:
-        samples, ratios = probed_rounds(calls, probe, repeat=repeat, warmup=warmup)
-    finally:
-        for process in processes:
-            process.close()
+    parts = max(1, min(peer_processes, repeat))
+    samples: dict[str, list] = {}
+    ratios: list = []
+    process_ms: dict[str, list] = {}
+    for part in range(parts):
+        processes = [peer_mod.PeerProcess(name, model, threads, feeds) for name in started]
+        try:
+            for name, process in zip(started, processes):
+                outputs.setdefault(name, process.outputs)
+            calls = {**dict(zip(started, processes)), **builds}
+            rounds = repeat // parts + (part < repeat % parts)
+            part_samples, part_ratios = probed_rounds(calls, probe, repeat=rounds, warmup=warmup)
+        finally:
+            for process in processes:
+                process.close()
+        for name, values in part_samples.items():
+            samples.setdefault(name, []).extend(values.tolist())
+            process_ms.setdefault(name, []).append(float(np.median(values)))
+        ratios.extend(part_ratios.tolist())
+
+    order = started + list(configs)
+    reference = order[0] if order else None
+    diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outputs[name], outputs[reference]))
+             for name in order} if reference else {}
+    samples = {name: np.asarray(samples[name]) for name in order}
     row = {"latency_ms": median_ms(samples),
            "samples_ms": {k: v.tolist() for k, v in samples.items()},
            "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
-           "threads": threads, "skipped": skipped}
+           "threads": threads, "skipped": skipped, "process_ms": process_ms}
     if probe is not None:
-        row.update(handoff_ratio=ratios.tolist(), by_state=by_state(samples, ratios))
+        row.update(handoff_ratio=ratios, by_state=by_state(samples, ratios))
     return row
 
 
 def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", "openvino"),
              repeat: int = 30, extra: Mapping[str, Any] | None = None,
-             kernel_best: bool = True) -> dict:
+             kernel_best: bool = True, peer_processes: int = 1) -> dict:
     """The e2e row of a tuned model: peers, gt-uniform, gt-kernel-best, gt-graph, predicted.
 
     Parameters
@@ -129,6 +149,8 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         More builds to time alongside (e.g. ``{"gt-random": Config.random(model)}``).
     kernel_best : bool, default True
         Also time ``gt-kernel-best`` (each node its fastest kernel, transforms ignored).
+    peer_processes : int, default 1
+        Fresh processes per peer the rounds are split between (see :func:`compare`).
 
     Returns
     -------
@@ -157,7 +179,8 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         configs["gt-kernel-best"] = Config.from_solution(
             result.graph, kernel_best_solution(result.graph), model_name=name)
     configs.update({"gt-graph": result.config, **(extra or {})})
-    row = {"model": name, **compare(model, configs, peers=peers, repeat=repeat)}
+    row = {"model": name, **compare(model, configs, peers=peers, repeat=repeat,
+                                    peer_processes=peer_processes)}
     lat = row["latency_ms"]
     graph_ms = lat["gt-graph"]
     sol = result.solution

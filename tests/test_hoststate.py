@@ -62,3 +62,12 @@ def test_suite_summary_per_state_needs_enough_rounds():
     shared = summary["by_state"]["shared"]
     assert shared["models"] == 2 and shared["min_model"] == "b"
     assert shared["geomean_ort_over_gt"] == pytest.approx(math.sqrt(1.5 * 0.6))
+
+
+def test_compare_splits_the_rounds_between_fresh_peer_processes():
+    model = models.get("resnet18", image_size=32)
+    row = compare(model, {"gt-uniform": Config.uniform(model)}, peers=["ort"], repeat=5,
+                  warmup=1, peer_processes=2)
+    assert {name: len(ms) for name, ms in row["process_ms"].items()} == {"ort": 2, "gt-uniform": 2}
+    assert all(len(values) == 5 for values in row["samples_ms"].values())
+    assert row["reference"] == "ort" and row["max_abs_diff"]["ort"] == 0.0

@@ -119,6 +119,12 @@ def test_json_round_trip(result):
     assert ProfileResult.from_dict(data) == result
 
 
+def test_host_state_is_probed_around_the_runs_with_several_threads(result):
+    assert len(result.handoff_ratio) == (2 if result.threads > 1 else 0)
+    assert all(r > 0 for r in result.handoff_ratio)
+    assert ("host handoff ratio" in result.table()) is (result.threads > 1)
+
+
 def test_bad_arguments_raise_before_work():
     with pytest.raises(graphtune.ArgumentError, match="repeat"):
         graphtune.profile("resnet18", repeat=0)
