@@ -6,9 +6,9 @@ cannot see or choose this, and it changes within seconds. On the AMD EPYC (Zen 5
 this project is measured on, with 2 threads, a 4 MB copy whose two halves were written by
 the other thread took 0.07 ms for a while, then 0.3 ms for a while; ResNet-50 (one
 compiled config) ran 18.2 ms in the first state and 21.0 ms in the second, its
-memory-bound ops 2-5x slower, while ONNX Runtime stayed within 17.9-19.3 ms.
+memory-bound ops 2-5x slower, its compute-bound 3x3 convs not.
 
-:func:`handoff_ratio` times a parallel copy reading data the *other* thread just wrote
+:meth:`HandoffProbe.ratio` times a parallel copy reading data the *other* thread just wrote
 against one reading what the *same* thread wrote: about 1 when threads share a cache,
 several times more when they do not. Benchmarks record it with every timing round
 (``benchmarks/e2e.py``), so figures taken in the two states are not mixed unknowingly.
@@ -65,7 +65,8 @@ def by_state(samples: Mapping[str, Sequence[float]], ratios: Sequence[float]) ->
 
 
 class HandoffProbe:
-    """Two parallel copies of a ``megabytes`` buffer, split between threads by rows or by columns.
+    """Two parallel row copies of a ``megabytes`` buffer, rows split between threads in ranges:
+    one copies row ``i`` to row ``i``, the other row ``i + rows/2`` (written by another thread).
 
     Parameters
     ----------

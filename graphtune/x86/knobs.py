@@ -103,7 +103,7 @@ def _check_range(op: str, knobs: dict, knob: str, total: int, what: str) -> None
 
 
 def _tile_rules(op: Op, workload: dict, knobs: dict) -> None:
-    """The register tile of a (group / transposed) conv: ``unroll_kw``, ``oh_bn``, ``reg_n``."""
+    """The register tile of a (group / transposed) conv: ``unroll_kw``, ``rows_outer``, ``oh_bn``, ``reg_n``."""
     _, _, oh, ow = output_shape(workload, op)
     for knob in ("unroll_kw", "rows_outer"):
         if not isinstance(knobs.get(knob, False), bool):
