@@ -165,15 +165,22 @@ def test_cli_writes_json(tmp_path, capsys):
 
 
 def test_transform_predictions_come_from_the_records(tmp_path):
+    from graphtune.config import Config
+    from graphtune.solve import Solution
+
     records = tmp_path / "r18.records.jsonl"
     tuned = graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
                            min_repeat_ms=1, repeat=1, progress=False)
-    result = graphtune.profile("resnet18", tuned.config, image_size=32, repeat=2, ort=False,
+    graph = tuned.graph  # alternate first and last candidates: layouts change along the chain,
+    order = list(graph.nodes)  # through transforms tune measured (whatever the optimum was)
+    choice = {n: (len(graph.candidates(n)) - 1) * (i % 2) for i, n in enumerate(order)}
+    mixed = Config.from_solution(graph, Solution(choice, graph.energy(choice), 0.0, False, "test", 0.0))
+    result = graphtune.profile("resnet18", mixed, image_size=32, repeat=2, ort=False,
                                records=records)
     transforms = [r for r in result.rows if r.kind == "transform"]
     assert transforms and all(r.predicted_ms is not None and r.predicted_ms > 0
                               for r in transforms if not r.nodes)
-    assert result.predicted["transform"] == pytest.approx(tuned.transform_ms)
+    assert result.predicted["transform"] == pytest.approx(mixed.solution["transform_ms"])
     with pytest.raises(graphtune.MeasureError, match="does not exist"):
         graphtune.profile("resnet18", image_size=32, records=tmp_path / "none.jsonl")
 
