@@ -54,14 +54,13 @@ def by_state(samples: Mapping[str, Sequence[float]], ratios: Sequence[float]) ->
     >>> by_state({"a": [1.0, 2.0, 5.0]}, [1.0, 0.9, 4.0])
     {'shared': {'rounds': 2, 'latency_ms': {'a': 1.5}}, 'split': {'rounds': 1, 'latency_ms': {'a': 5.0}}}
     """
-    states = {}
-    for state, keep in (("shared", lambda r: r <= SHARED_LIMIT), ("split", lambda r: r > SHARED_LIMIT)):
-        rounds = [i for i, ratio in enumerate(ratios) if keep(ratio)]
-        if rounds:
-            states[state] = {"rounds": len(rounds),
-                             "latency_ms": {name: statistics.median(values[i] for i in rounds)
-                                            for name, values in samples.items()}}
-    return states
+    rounds: dict[str, list[int]] = {"shared": [], "split": []}
+    for i, ratio in enumerate(ratios):
+        rounds["shared" if ratio <= SHARED_LIMIT else "split"].append(i)
+    return {state: {"rounds": len(kept),
+                    "latency_ms": {name: statistics.median(values[i] for i in kept)
+                                   for name, values in samples.items()}}
+            for state, kept in rounds.items() if kept}
 
 
 class HandoffProbe:
@@ -136,14 +135,12 @@ def _row_copy(shape: tuple, shift: int):
     import tvm
     from tvm import s_tir, te
 
-    from .x86 import host_target, vector_lanes
+    from .x86 import host_target, schedule_elementwise, vector_lanes
 
     target = host_target()
     rows = shape[0]
     src = te.placeholder(shape, "float32", name="src")
     dst = te.compute(shape, lambda i, j: src[(i + shift) % rows, j], name="dst")
     sch = s_tir.Schedule(te.create_prim_func([src, dst]).with_attr("global_symbol", "main"))
-    row, column = sch.get_loops(sch.get_sblock("dst"))
-    sch.parallel(row)
-    sch.vectorize(sch.split(column, [None, vector_lanes(target)])[1])
+    schedule_elementwise(sch, sch.get_sblock("dst"), vector_lanes(target))  # rows parallel
     return tvm.compile(sch.mod, target=target)["main"]

@@ -604,10 +604,10 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
         compiled = gt_compile(proto, config, shape_dict=shape_dict)
     load_before = os.getloadavg()[0]
     probe = HandoffProbe() if threads > 1 else None
-    handoff = [probe.ratio()] if probe else []
+    before = probe.ratio() if probe else None
     vm_ms = float(np.median(compiled.time(repeat=repeat)))
     order, per_run, walls = _vm_call_times(compiled, repeat)
-    handoff += [probe.ratio()] if probe else []
+    handoff = [before, probe.ratio()] if probe else []
     names = _align(order, compiled.call_sites)
     from .frontend.fold import fold_constants
 
