@@ -1,6 +1,7 @@
 """Model -> Relax -> layout graph: the frontend of graphtune.
 
 :func:`fold_constants` evaluates an ONNX graph's shape computations;
+:func:`pad_output_channels` pads odd output-channel counts where that is free;
 :func:`import_model` turns an ONNX model (or a Relax module) into a static
 Relax ``IRModule`` (folding first); :func:`walk` and :func:`layout_ops` read its ``main`` the
 same way for extraction and compilation, so node names agree; :func:`extract`
@@ -17,10 +18,11 @@ Examples
 from .extract import extract
 from .fold import fold_constants
 from .importer import import_model
+from .pad import pad_output_channels
 from .roles import Form, Role
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
 __all__ = [
-    "extract", "fold_constants", "import_model", "layout_ops", "walk", "LayoutOp", "Step", "ROLES",
+    "extract", "fold_constants", "import_model", "pad_output_channels", "layout_ops", "walk", "LayoutOp", "Step", "ROLES",
     "Role", "Form",
 ]

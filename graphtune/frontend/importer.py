@@ -19,7 +19,9 @@ the layout-agnostic Relax ops. An inference ``BatchNormalization`` with
 constant statistics becomes what it computes, a per-channel scale and shift
 (``multiply`` + ``add`` by ``[C, 1, 1]`` constants), which runs in any channel
 layout. Shape computations (``Shape -> Gather -> ... -> Reshape``) are folded
-on the ONNX graph first (:func:`graphtune.frontend.fold.fold_constants`).
+on the ONNX graph first (:func:`graphtune.frontend.fold.fold_constants`), and convs
+with odd output-channel counts whose output leaves the blocked layout anyway
+compute a few zero channels more (:func:`graphtune.frontend.pad.pad_output_channels`).
 
 Examples
 --------
@@ -46,6 +48,7 @@ from tvm.relax.frontend.onnx import from_onnx
 
 from ..errors import ModelError
 from .fold import fold_constants
+from .pad import pad_output_channels
 from .walk import _DEFAULT_NAME, bindings, op_name
 
 __all__ = ["import_model"]
@@ -106,7 +109,7 @@ def import_model(
         return model
     proto = _load_onnx(model)
     shapes = _static_input_shapes(proto, shape_dict)
-    proto = fold_constants(proto, shapes)
+    proto = pad_output_channels(fold_constants(proto, shapes))
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")  # onnx.checker nits; real import failures raise

@@ -1,0 +1,61 @@
+"""Output-channel padding of convs whose output leaves the blocked layout (frontend/pad.py)."""
+
+import numpy as np
+import pytest
+
+from graphtune import Config, compile, extract
+from graphtune.frontend import pad_output_channels
+from onnx_blocks import Builder
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def head_model(channels: int = 81, consumer: str = "Transpose", group: int = 1):
+    """input [1, 16, 8, 8] -> 3x3 conv to ``channels`` -> ``consumer`` (SSD's class head)."""
+    b = Builder(seed=3)
+    y = b.conv("head", "input", 16, channels, group=group)
+    if consumer == "Transpose":
+        out = b.node("Transpose", [y], "head.transpose", perm=[0, 2, 3, 1])
+    elif consumer == "Relu":
+        out = b.node("Relu", [y], "head.relu")
+    else:
+        out = y
+    return b.model("head", [1, 16, 8, 8], out)
+
+
+def run(model, x):
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return session.run(None, {"input": x})[0]
+
+
+def test_head_conv_is_padded_to_a_multiple_of_16_and_sliced_back():
+    model = head_model(81)
+    padded = pad_output_channels(model)
+    weights = {t.name: list(t.dims) for t in padded.graph.initializer}
+    conv = next(n for n in padded.graph.node if n.name == "head")
+    assert weights[conv.input[1]] == [96, 16, 3, 3] and weights[conv.input[2]] == [96]
+    assert [n.op_type for n in padded.graph.node] == ["Conv", "Slice", "Transpose"]
+    assert {t.name: list(t.dims) for t in model.graph.initializer}["head.w"] == [81, 16, 3, 3]
+    x = np.random.default_rng(0).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(run(padded, x), run(model, x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("channels, consumer, group", [
+    (81, "Relu", 1),        # the output stays in the blocked layout: a slice would cost a pass
+    (81, None, 1),          # a graph output
+    (84, "Transpose", 2),   # group conv
+    (24, "Transpose", 1),   # 32 would add a third more channels
+    (80, "Transpose", 1),   # already a multiple of 16
+])
+def test_convs_that_do_not_qualify_are_left_alone(channels, consumer, group):
+    model = head_model(channels, consumer, group)
+    assert pad_output_channels(model) is model
+
+
+def test_padded_head_compiles_to_the_same_numbers_as_onnx_runtime():
+    model = head_model(81)
+    graph = extract(model, max_candidates=2)
+    assert graph.workload("head")["kernel"][0] == 96
+    compiled = compile(model, Config.uniform(model))
+    x = compiled.random_inputs(seed=1)[0]
+    np.testing.assert_allclose(compiled(x), run(model, x), rtol=1e-4, atol=1e-4)
