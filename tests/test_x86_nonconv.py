@@ -216,3 +216,18 @@ def test_te_conv_silu_epilogue(second_output):
         got[0] = ref
     np.testing.assert_allclose(got[0], ref, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(got[1], ref / (1 + np.exp(-ref)), rtol=1e-4, atol=1e-4)
+
+
+def test_average_pool_in_a_block_of_three_vectors():
+    """NCHW48c: LLVM widens a 48-float vector to 64 and masks it; the window sums use 16s."""
+    b = Builder(seed=5)
+    h = b.conv("c1", "input", 48, 48, k=(1, 1), pads=[0, 0, 0, 0])
+    a = b.node("AveragePool", [h], "ap", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
+    model = b.model("pool48", [1, 48, 9, 9], b.conv("c2", a, 48, 16, k=(1, 1), pads=[0, 0, 0, 0]))
+    compiled = _compile(model, 48)
+    assert_matches_ort(model, compiled)
+    _check_scheduled(compiled)
+    [pool] = [f.script() for f in compiled.functions.values() if str(f.attrs["graphtune.op"]) == "avg_pool2d"]
+    assert "T.int64(1), T.int64(1), T.int64(9), T.int64(9), T.int64(48)" in pool
+    update = pool[:pool.index('T.sblock("pool_sum_update")')]
+    assert update.rindex("T.vectorized(T.int64(16))") > update.rindex("T.grid(T.int64(3), T.int64(3))")

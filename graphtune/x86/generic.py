@@ -201,15 +201,21 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
         return
     inner, spatial = spatial[-1], spatial[:-1]
     extent = _static(sch.get(inner).extent)
+    vectors = []
     if extent > 4 * lanes:
         spatial.append(sch.split(inner, [None, _divisor(extent, lanes)])[0])
         inner = sch.get_loops(block)[len(spatial)]
+    elif extent > lanes and extent & (extent - 1):
+        # LLVM widens a vector of 48 floats to 64 and masks it (2-5x slower): power-of-two
+        # vectors, each accumulated over the window in turn
+        chunks, inner = sch.split(inner, [None, extent & -extent])
+        vectors = [chunks]
     tile = []
     if spatial:
         width = _static(sch.get(spatial[-1]).extent) or 1
         outer, tile_loop = sch.split(spatial[-1], [None, _divisor(width, _POOL_TILE)])
         spatial, tile = spatial[:-1] + [outer], [tile_loop]
-    sch.reorder(*spatial, *reduce, *tile, inner)
+    sch.reorder(*spatial, *vectors, *reduce, *tile, inner)
     for producer in sch.get_producers(block):
         if _is_padding(sch, producer):
             _try(sch.compute_inline, producer)  # read through the guard, no padded copy
