@@ -313,6 +313,25 @@ def test_shufflenet_as_exported_compiles_and_matches_onnxruntime():
     assert_matches_ort(model, compiled)
 
 
+def test_flat_pixel_pointwise_convs_in_a_model_match_onnxruntime():
+    """ShuffleNetV2's stage-2 1x1 convs (4x4 maps at 32 px: one vector of pixels) on knob ``flat``."""
+    from graphtune.pipeline import extract
+    from graphtune.solve import Solution
+
+    model = models.get("shufflenet_v2", image_size=32)
+    graph = extract(model, max_candidates=32)
+    assignment = {}
+    for node in graph.nodes:
+        flat = [i for i, c in enumerate(graph.candidates(node)) if "flat" in c.knobs]
+        assignment[node] = flat[0] if flat else 0
+    picked = [n for n in graph.nodes if "flat" in graph.candidates(n)[assignment[n]].knobs]
+    assert len(picked) >= 8, picked
+    config = Config.from_solution(graph, Solution(assignment, 1.0, 1.0, True, "test", 0.0))
+    compiled = compile(model, config)
+    assert_scheduled(compiled)
+    assert_matches_ort(model, compiled)
+
+
 @pytest.mark.parametrize("name, size", [
     *[pytest.param(name, 32, marks=pytest.mark.slow)  # 15-30 s each on 2 busy cores
       for name in ("efficientnet_b0", "mobilenet_v3_large", "googlenet", "densenet121")],

@@ -77,6 +77,33 @@ def test_second_output_falls_back_to_a_correct_schedule():
     np.testing.assert_allclose(x86.unpack_data(outs[1].numpy()), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("second_output", [False, True])
+def test_flat_pixel_pointwise_conv_writes_its_tile_through_the_epilogue(second_output):
+    """knob ``flat``: tiles span rows (12 pixels of 4-wide rows), the epilogue follows the tile."""
+    workload = x86.conv2d_workload([1, 6, 3, 4], [10, 6, 1, 1])
+    knobs = {"ic_bn": 1, "oc_bn": 1, "reg_n": 12, "flat": 4, "unroll_kw": False, "oc_tile": 5}
+    d, k, o = x86.conv2d_nchwc_shapes(workload, knobs)
+    data, kernel, bias = te.placeholder(d, name="data"), te.placeholder(k, name="kernel"), te.placeholder([10], name="b")
+    conv = x86.conv2d_nchwc(data, kernel, workload, knobs)
+    relu = te.compute(o, lambda n, c, h, w, b: te.max(conv[n, c, h, w, b] + bias[c], 0.0), name="T_relu")
+    outputs = [conv, relu] if second_output else [relu]
+    func = x86.schedule_fused(te.create_prim_func([data, kernel, bias, *outputs]), workload, knobs)
+    script = func.script()
+    # a second output leaves the relu to a loop nest of its own
+    assert script.count("T.parallel") == 1 + second_output and "T.vectorized(4)" in script
+    rng = np.random.default_rng(5)
+    x, w, b = random(workload["data"], rng), random(workload["kernel"], rng), random([10], rng)
+    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"])
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=TARGET)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(a, dev) for a in (x86.pack_data(x, 1), x86.pack_conv_kernel(w, 1, 1), b)]
+    outs = [tvm.runtime.tensor(np.full(o, np.nan, "float32"), dev) for _ in outputs]
+    lib["main"](*args, *outs)
+    expected = [ref, np.maximum(ref + b[None, :, None, None], 0.0)][-len(outputs):]
+    for got, want in zip(outs, expected):
+        np.testing.assert_allclose(x86.unpack_data(got.numpy()), want, rtol=1e-4, atol=1e-4)
+
+
 def test_fused_depthwise_bias_clip():
     workload = x86.conv2d_workload([1, 16, 7, 7], [16, 1, 3, 3], [2, 2], [1, 1, 1, 1], groups=16)
     knobs = {"bn": 8, "reg_n": 2}

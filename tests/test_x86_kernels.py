@@ -40,6 +40,11 @@ CONV_CASES = {
         {"ic_bn": [1], "oc_bn": [1], "reg_n": [19], "unroll_kw": [True, False], "oc_tile": [2, 3],
          "oh_bn": [1, 4]},
     ),
+    "plain_nchw_flat_pixels_pointwise": (
+        x86.conv2d_workload([2, 6, 4, 8], [6, 6, 1, 1]),
+        {"ic_bn": [1], "oc_bn": [1], "reg_n": [8, 16, 32], "flat": [4, 8], "unroll_kw": [False],
+         "oc_tile": [1, 2, 3]},
+    ),
     "pointwise_threads_share_rows": (
         x86.conv2d_workload([1, 16, 6, 6], [8, 16, 1, 1]),
         {"ic_bn": [4, 16], "oc_bn": [4, 8], "reg_n": [3, 6], "unroll_kw": [False], "oh_bn": [1, 4],

@@ -108,6 +108,16 @@ def test_dense_feature_mismatch():
          r"'reg_n' = 8 must be the whole output width with oc_tile; valid values: 56"),
         (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "rows_outer": "yes"},
          "'rows_outer' = 'yes' must be a bool"),
+        (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": False, "flat": 16},
+         "'flat' needs oc_tile"),
+        (CONV3, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": False, "oc_tile": 2, "flat": 16},
+         "'flat' = 16 needs an unpadded 1x1 kernel"),
+        (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 120, "unroll_kw": False, "oc_tile": 2, "flat": 16},
+         "'flat' = 16 must divide reg_n = 120"),
+        (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 96, "unroll_kw": False, "oc_tile": 2, "flat": 16},
+         "'reg_n' = 96 must divide the 3136 output pixels with flat"),
+        (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": False, "oc_tile": 2, "flat": 16,
+                 "oh_bn": 2}, "'oh_bn' = 2 does not combine with flat"),
         (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 56, "unroll_kw": False, "oc_tile": 2, "rows_outer": True},
          "'rows_outer' = True does not combine with oc_tile"),
         (DEPTHWISE, {"bn": 64, "reg_n": 4}, "'bn' = 64 must divide the 96 channels"),
@@ -156,6 +166,9 @@ def test_candidate_tiles_respect_register_budget():
     for target in (ZEN, HASWELL):
         lanes, budget = x86.vector_lanes(target), x86.knobs.register_budget(target)
         for k in x86.candidates(CONV1, target):
+            if "flat" in k:  # oc_tile x reg_n pixels in vectors of flat = lanes
+                assert k["flat"] == lanes and k["oc_tile"] * k["reg_n"] // lanes <= budget
+                continue
             if "oc_tile" in k:  # the width is vectorised: oc_tile x oh_bn rows of width vectors
                 assert k["oc_tile"] * k["oh_bn"] * -(-k["reg_n"] // lanes) <= budget
                 continue
@@ -192,6 +205,11 @@ def test_plain_nchw_width_tiles_rank_early_only_where_no_vector_block_divides():
     assert not [k for k in x86.candidates(CONV3, ZEN, max_candidates=32) if "oc_tile" in k]
     # stride 2 reads every other column, padded 3x3 loads are guarded: no width tiles offered
     assert not [k for k in x86.candidates(STEM, ZEN) if "oc_tile" in k]
+    # 28x28 maps are 49 whole vectors of pixels: flattened-pixel tiles lead
+    stage2 = x86.conv2d_workload([1, 58, 28, 28], [58, 58, 1, 1])
+    first = x86.candidates(stage2, ZEN, max_candidates=32)[0]
+    assert first["flat"] == 16 and first["reg_n"] % 16 == 0 and 784 % first["reg_n"] == 0
+    assert not [k for k in top if "flat" in k]  # 14x14 = 196 pixels: no whole vectors
     head = x86.conv2d_workload([1, 1024, 8, 8], [324, 1024, 3, 3], padding=[1, 1, 1, 1])
     assert not [k for k in x86.candidates(head, ZEN) if "oc_tile" in k]
 

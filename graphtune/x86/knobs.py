@@ -15,7 +15,11 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   the output *width* is vectorised instead of the channel block (``reg_n``
   must then be the whole width) and ``oc_tile`` output channels (divides O)
   times ``oh_bn`` rows are the register tile — for channel counts no vector
-  block divides (ShuffleNetV2's 58, 116, 232).
+  block divides (ShuffleNetV2's 58, 116, 232). With ``flat`` (an int, the
+  vector length; unpadded 1x1 convs only) the output rows and columns are one
+  flattened pixel axis instead: ``reg_n`` pixels (a multiple of ``flat``
+  dividing ``OH * OW``) times ``oc_tile`` channels are the register tile, so a
+  28x28 map is 49 whole vectors rather than 28 rows of a 28-lane one.
 - conv2d_transpose: conv2d's knobs and layouts (``unroll_kw`` unrolls the
   column taps); the kernel is packed per output phase (see
   :mod:`graphtune.x86.conv2d_transpose`).
@@ -110,7 +114,10 @@ def _tile_rules(op: Op, workload: dict, knobs: dict) -> None:
             _fail(op, knob, knobs[knob], "must be a bool", [True, False])
     if "oh_bn" in knobs:
         _check_range(op, knobs, "oh_bn", oh, "output rows")
-    _check_range(op, knobs, "reg_n", ow, "output columns")
+    if "flat" in knobs:
+        _check_range(op, knobs, "reg_n", oh * ow, "output pixels")
+    else:
+        _check_range(op, knobs, "reg_n", ow, "output columns")
 
 
 def _width_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -127,8 +134,26 @@ def _width_rules(op: Op, workload: dict, knobs: dict) -> None:
         _fail(op, "oc_tile", knobs["oc_tile"], f"needs stride 1 (got {workload['strides']})",
               "none for this workload")
     _check_divides(op, knobs, "oc_tile", o, "output channels")
-    if knobs["reg_n"] != ow:
+    if "flat" in knobs:
+        _flat_rules(op, workload, knobs)
+    elif knobs["reg_n"] != ow:
         _fail(op, "reg_n", knobs["reg_n"], "must be the whole output width with oc_tile", [ow])
+
+
+def _flat_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """``flat``: an unpadded 1x1 conv tiled over its flattened pixels, vectors of ``flat``."""
+    _, _, oh, ow = output_shape(workload, op)
+    if list(workload["kernel"][2:]) != [1, 1] or any(workload["padding"]):
+        _fail(op, "flat", knobs["flat"], "needs an unpadded 1x1 kernel (input pixel = output pixel)",
+              "none for this workload")
+    if knobs.get("oh_bn", 1) != 1:
+        _fail(op, "oh_bn", knobs["oh_bn"], "does not combine with flat (reg_n counts pixels)", [1])
+    flat = _int_knob(op, knobs, "flat")
+    if knobs["reg_n"] % flat:
+        _fail(op, "flat", flat, f"must divide reg_n = {knobs['reg_n']}", divisors(knobs["reg_n"]))
+    if (oh * ow) % knobs["reg_n"]:
+        _fail(op, "reg_n", knobs["reg_n"], f"must divide the {oh * ow} output pixels with flat",
+              [d for d in divisors(oh * ow) if d % flat == 0])
 
 
 def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -137,6 +162,8 @@ def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
     _tile_rules(op, workload, knobs)
     if "oc_tile" in knobs:
         _width_rules(op, workload, knobs)
+    elif "flat" in knobs:
+        raise KnobError(f"{op} knob 'flat' needs oc_tile (plain NCHW); remove it or add oc_tile")
 
 
 def _group_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -199,8 +226,8 @@ class KnobSpace:
 
 
 _CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn", "rows_outer"))
-CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile",), _conv_rules)
-"""conv2d and conv2d_transpose knobs (``oc_tile``: conv2d only)."""
+CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile", "flat"), _conv_rules)
+"""conv2d and conv2d_transpose knobs (``oc_tile``, ``flat``: conv2d only)."""
 GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
 """group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`)."""
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)

@@ -156,6 +156,9 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     ``epilogue`` is the folded elementwise block writing the output, or None
     (the tile is then written through a ``cache_write`` block).
     """
+    if "flat" in knobs:
+        _schedule_conv2d_flat(sch, anchor, epilogue, knobs)
+        return
     if "oc_tile" in knobs:
         _schedule_conv2d_width(sch, anchor, epilogue, knobs)
         return
@@ -183,6 +186,31 @@ def _schedule_conv2d_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -
     outer = sch.fuse(n, oc_outer, oh_outer)
     sch.parallel(outer)
     _register_tile(sch, ow, (oc_inner, oh_inner), kw, knobs)
+    _vectorize_init(sch, anchor, ic_chunk, outer)
+
+
+def _schedule_conv2d_flat(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Plain-NCHW unpadded 1x1 conv2d over its flattened pixels: ``reg_n`` pixels (vectors of
+    ``flat``) x ``oc_tile`` output channels as the register tile, threads over both.
+
+    The anchor, its register tile and the block writing it out iterate (and index the tile) by
+    pixel ``oh * OW + ow``, so a tile may span rows; the output keeps its shape.
+    """
+    if epilogue is None:
+        epilogue = sch.cache_write(anchor, 0, "local")
+    width = int(sch.get(sch.get_loops(anchor)[3]).extent)
+    sch.transform_layout(anchor, ("write", 0), lambda n, c, h, w, b: (n, c, h * width + w, b))
+    sch.transform_block_layout(epilogue, lambda n, c, h, w, b: (n, c, h * width + w, b))
+    sch.transform_block_layout(anchor, lambda n, c, h, w, b, ic, kh, kw, ib:
+                               (n, c, h * width + w, b, ic, kh, kw, ib))
+    n, oc_chunk, pixel, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
+    oc_outer, oc_inner = sch.split(oc_chunk, [None, knobs["oc_tile"]])
+    pixel_outer, vectors, lanes = sch.split(pixel, [None, knobs["reg_n"] // knobs["flat"], knobs["flat"]])
+    sch.reorder(n, oc_outer, pixel_outer, ic_chunk, kh, ic_block, kw, oc_inner, vectors, oc_block, lanes)
+    _write_back(sch, anchor, epilogue, pixel_outer)
+    outer = sch.fuse(n, oc_outer, pixel_outer)
+    sch.parallel(outer)
+    _register_tile(sch, lanes, (vectors, oc_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, outer)
 
 
