@@ -40,6 +40,18 @@ def test_head_conv_is_padded_to_a_multiple_of_16_and_sliced_back():
     np.testing.assert_allclose(run(padded, x), run(model, x), rtol=1e-6, atol=1e-6)
 
 
+def test_a_weight_shared_by_two_padded_convs_is_padded_once():
+    b = Builder(seed=4)
+    w, bias = b.const("w", (81, 16, 1, 1)), b.const("bias", (81,))
+    heads = [b.node("Conv", ["input", w, bias], f"head{i}", kernel_shape=[1, 1]) for i in range(2)]
+    flat = [b.node("Flatten", [h], f"{h}.flatten") for h in heads]
+    model = b.model("shared", [1, 16, 4, 4], b.node("Add", flat, "sum"))
+    padded = pad_output_channels(model)
+    assert sorted(t.name for t in padded.graph.initializer if t.name.endswith(".padded")) == ["bias.padded", "w.padded"]
+    x = np.random.default_rng(1).standard_normal((1, 16, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(run(padded, x), run(model, x), rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.parametrize("channels, consumer, group", [
     (81, "Relu", 1),        # the output stays in the blocked layout: a slice would cost a pass
     (81, None, 1),          # a graph output

@@ -111,12 +111,14 @@ def _pad(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, target: int)
     """Point ``conv`` at zero-padded weights and a new output; return the Slice restoring it."""
     base = conv.name or conv.output[0]
     channels = int(inits[conv.input[1]].dims[0])
+    present = {t.name for t in graph.initializer}
     for position, name in enumerate(conv.input[1:], start=1):
         if not name:
             continue
-        value = numpy_helper.to_array(inits[name])
-        widths = [(0, target - channels)] + [(0, 0)] * (value.ndim - 1)
-        graph.initializer.append(numpy_helper.from_array(np.pad(value, widths), f"{name}.padded"))
+        if f"{name}.padded" not in present:  # a weight shared by two padded convs is padded once
+            value = numpy_helper.to_array(inits[name])
+            widths = [(0, target - channels)] + [(0, 0)] * (value.ndim - 1)
+            graph.initializer.append(numpy_helper.from_array(np.pad(value, widths), f"{name}.padded"))
         conv.input[position] = f"{name}.padded"
     real = conv.output[0]
     conv.output[0] = f"{real}.padded"
