@@ -511,6 +511,65 @@ def _align(order: list[str], sites: list[tuple[str, list[str]]] | None) -> list[
     return out
 
 
+def _place_groups(order: list[str], placed: list[list[str]], model: Any,
+                  config: Any) -> tuple[dict[int, list[float]], dict[str, float], float]:
+    """Give each op group of the config (``solution["op_groups"]``: a pool, an unfused elementwise
+    chain, a kernel's fused epilogue) to the call that runs it.
+
+    A group is measured in a probe compile whose function names may be numbered differently, so
+    it is matched by its owner (the node whose layout it runs in) and its function's ops without
+    their numbers; a call's owner is the first config node up the ONNX graph from its first node.
+    Returns ``({call index: [ms...]}, {node: ms moved off its cost}, ms of plain groups no call
+    matched)``; a group of a layout the config does not choose, or with no such call, stays in its
+    node's cost (plain ones in the third value).
+    """
+    producer = {out: node for node in model.graph.node for out in node.output}
+    by_name = {node.name: node for node in model.graph.node}
+
+    def owner(name: str) -> str | None:
+        seen = set()
+        while name not in config.nodes and name in by_name and name not in seen:
+            seen.add(name)
+            inputs = [producer[i] for i in by_name[name].input if i in producer]
+            if not inputs:
+                return None
+            name = inputs[0].name
+        return name if name in config.nodes else None
+
+    def ops(label: str) -> str:
+        return re.sub(r"\d+(?=_|$)", "", label.removeprefix("fused_"))
+
+    calls: dict[tuple, list[int]] = {}
+    for i, (symbol, nodes) in enumerate(zip(order, placed)):
+        calls.setdefault((owner(nodes[0]) if nodes else None, ops(symbol)), []).append(i)
+    groups = [g for g in (config.solution or {}).get("op_groups") or []
+              if g[0] is None or (g[0] in config.nodes and config.nodes[g[0]].out_layout == g[1])]
+    rows: dict[int, list[float]] = {}
+    moved: dict[str, float] = {}
+
+    def give(group: list, free: list[int]) -> None:
+        node, _, _, ms = group
+        rows.setdefault(free.pop(0), []).append(float(ms))
+        if node is not None:
+            moved[node] = moved.get(node, 0.0) + float(ms)
+
+    left = []
+    for group in groups:  # by owner and ops first; then (plain groups, owners the probe saw
+        free = calls.get((group[0], ops(group[2])), [])  # otherwise) by ops alone
+        if free:
+            give(group, free)
+        else:
+            left.append(group)
+    unmatched = 0.0
+    for group in left:
+        free = next((v for k, v in calls.items() if k[1] == ops(group[2]) and v), None)
+        if free:
+            give(group, free)
+        elif group[0] is None:
+            unmatched += float(group[3])
+    return rows, moved, unmatched
+
+
 def _transform_ms(func: Any, records: Any) -> float | None:
     """Measured cost of a ``layout_transform`` PrimFunc in ``records`` (None if not there)."""
     from .layouts import block_of
@@ -616,14 +675,16 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     onnx_kinds = _onnx_kinds(folded)
     medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))
 
+    groups, moved, unmatched = _place_groups(order, placed, folded, config)
     rows = []
     for i, (symbol, nodes) in enumerate(zip(order, placed)):
         attrs = compiled.functions[symbol].attrs or {}
         op = str(attrs[OP_ATTR]) if OP_ATTR in attrs else ""
         kind = _GT_OPS.get(op) or next((onnx_kinds[n] for n in nodes if n in onnx_kinds), None) \
             or _TVM_KINDS.get(re.sub(r"\d+$", "", op), "other")
-        costs = [config.nodes[n].cost_ms for n in nodes
+        costs = [config.nodes[n].cost_ms - moved.get(n, 0.0) for n in nodes
                  if n in config.nodes and config.nodes[n].cost_ms is not None]
+        costs += groups.get(i, [])
         if store is not None and (cost := _transform_ms(compiled.functions[symbol], store)):
             costs.append(cost)
         rows.append(ProfileRow(i, symbol, kind, nodes,
@@ -634,7 +695,11 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     for node_name, node in config.nodes.items():
         if node.cost_ms is not None:
             kind = onnx_kinds.get(node_name) or _GT_OPS.get(node.op, "other")
-            predicted[kind] = predicted.get(kind, 0.0) + float(node.cost_ms)
+            predicted[kind] = predicted.get(kind, 0.0) + float(node.cost_ms) - moved.get(node_name, 0.0)
+    for i, costs in groups.items():
+        predicted[rows[i].kind] = predicted.get(rows[i].kind, 0.0) + sum(costs)
+    if unmatched:
+        predicted["other"] = predicted.get("other", 0.0) + unmatched
     transform_ms = (config.solution or {}).get("transform_ms")
     if isinstance(transform_ms, (int, float)):
         predicted["transform"] = predicted.get("transform", 0.0) + float(transform_ms)

@@ -164,13 +164,36 @@ def test_cli_writes_json(tmp_path, capsys):
     assert {"conv1", "layer4.1.conv2", "fc"} <= {n for r in data["rows"] for n in r["nodes"]}
 
 
-def test_transform_predictions_come_from_the_records(tmp_path):
+@pytest.fixture(scope="module")
+def tuned18(tmp_path_factory):
+    """ResNet-18 at 32 px tuned on 2 candidates, and its records file."""
+    records = tmp_path_factory.mktemp("r18") / "r18.records.jsonl"
+    return graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
+                          min_repeat_ms=1, repeat=1, progress=False), records
+
+
+def test_op_groups_are_predicted_on_the_calls_that_run_them(tuned18):
+    tuned, _ = tuned18
+    config = tuned.config
+    result = graphtune.profile("resnet18", config, image_size=32, repeat=2, ort=False)
+    by_node = {n: r for r in result.rows for n in r.nodes}
+    pool_group = [g for g in config.solution["op_groups"] if g[2].startswith("max_pool2d")]
+    assert len(pool_group) == 1 and pool_group[0][0] == "conv1"  # the pool runs in conv1's layout
+    pool, conv = by_node["maxpool"], by_node["conv1"]
+    assert pool.kind == "pool" and pool.predicted_ms == pytest.approx(pool_group[0][3])
+    epilogues = sum(g[3] for g in config.solution["op_groups"] if g[0] == "conv1" and g is not pool_group[0])
+    assert conv.predicted_ms == pytest.approx(config.nodes["conv1"].cost_ms - pool_group[0][3])
+    assert conv.predicted_ms >= epilogues
+    # moved, not added: the kinds still sum to the model's prediction
+    assert sum(result.predicted.values()) == pytest.approx(config.solution["predicted_ms"])
+    assert result.totals()["pool"]["predicted_ms"] >= pool_group[0][3]
+
+
+def test_transform_predictions_come_from_the_records(tuned18, tmp_path):
     from graphtune.config import Config
     from graphtune.solve import Solution
 
-    records = tmp_path / "r18.records.jsonl"
-    tuned = graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
-                           min_repeat_ms=1, repeat=1, progress=False)
+    tuned, records = tuned18
     graph = tuned.graph  # alternate first and last candidates: layouts change along the chain,
     order = list(graph.nodes)  # through transforms tune measured (whatever the optimum was)
     choice = {n: (len(graph.candidates(n)) - 1) * (i % 2) for i, n in enumerate(order)}
