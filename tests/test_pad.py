@@ -71,3 +71,10 @@ def test_padded_head_compiles_to_the_same_numbers_as_onnx_runtime():
     compiled = compile(model, Config.uniform(model))
     x = compiled.random_inputs(seed=1)[0]
     np.testing.assert_allclose(compiled(x), run(model, x), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"multiple": 0}, "multiple=0 must be a positive int"),
+                                           ({"max_fraction": -1}, "max_fraction=-1 must be >= 0")])
+def test_bad_limits_raise(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        pad_output_channels(head_model(), **kwargs)

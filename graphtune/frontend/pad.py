@@ -60,12 +60,22 @@ def pad_output_channels(model: onnx.ModelProto, multiple: int = PAD_MULTIPLE,
         the same outputs. Each padded conv keeps its name; its ``Slice`` is
         named ``{conv}.unpad``.
 
+    Raises
+    ------
+    ValueError
+        ``multiple`` below 1 or ``max_fraction`` below 0.
+
     Examples
     --------
     >>> from graphtune import models
-    >>> pad_output_channels(models.get("resnet18", image_size=32)) is not None
+    >>> model = models.get("resnet18", image_size=32)
+    >>> pad_output_channels(model) is model  # every conv's channels are multiples of 16
     True
     """
+    if not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"multiple={multiple!r} must be a positive int (e.g. 16, the AVX-512 fp32 lanes)")
+    if max_fraction < 0:
+        raise ValueError(f"max_fraction={max_fraction!r} must be >= 0 (0.25: at most a quarter more channels)")
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in model.graph.node:
         for name in node.input:
