@@ -65,6 +65,22 @@ def test_probe_groups_belong_to_the_node_whose_layout_they_run_in():
             assert grp.layout in {c.out_layout for c in g.candidates(grp.node)}
 
 
+def test_transforms_fused_with_other_ops_are_op_groups():
+    """ShuffleNetV2's concat + channel shuffle, fused with a transform to plain NCHW, is priced;
+    a transform with only views of it (reshape) is left to the edges."""
+    from graphtune import models
+
+    model = models.get("shufflenet_v2", image_size=32)
+    g = extract(model, max_candidates=4)
+    groups = probe_groups(import_model(model), g, probe_choices(g)[0], x86.host_target())
+    shuffles = [grp for grp in groups if "concatenate" in grp.label and "transpose" in grp.label]
+    assert len(shuffles) == 16  # one per ShuffleNet unit
+    assert all(grp.node is not None and grp.layout in {c.out_layout for c in g.candidates(grp.node)}
+               for grp in shuffles)
+    assert not any(set(grp.label.split("_")) <= {"layout", "transform", "reshape", "NCHW", "NCHW16c"}
+                   for grp in groups)
+
+
 def test_segment_task_key_is_its_code_and_it_builds_and_times(tmp_path):
     model = _model()
     g = extract(model, max_candidates=1)

@@ -58,7 +58,10 @@ from .task import Task
 __all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task", "segment_func",
            "op_costs", "apply_op_costs", "tie_self_joins"]
 
-_TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)(?![0-9a-z])")
+_TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)\d*(?=_|$)")
+"""A layout transform in a function's name (Relax numbers repeated names: ``..._NCHW1``)."""
+_VIEWS = re.compile(r"(reshape|squeeze|expand_dims)\d*|[\d_]+")
+"""What a function's name may hold besides transforms without computing anything more."""
 _KERNEL_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
 
 
@@ -347,13 +350,17 @@ class _Tracer:
         acts = [a for a in args if isinstance(a, relax.Var) and a in self.state]
         label = value.args[0].name_hint.removeprefix("fused_")
         dst = self.transform_dst(func, label)
-        if dst is not None:  # fused ones too: the edge prices the transform
+        if dst is not None and not _VIEWS.sub("", _TRANSFORM.sub("", label)):
             self.state[var] = (self.state[acts[0]][0] if acts else None, dst in (PLAIN, DENSE))
-            return None
+            return None  # transforms (and views of them) alone: the edges price them
         plan = self.plan_of(func, args)
         if plan is not None:
             return self.kernel(var, func, label, plan, acts)
-        return self.rest(var, func, label, acts)
+        group = self.rest(var, func, label, acts)
+        if dst is not None:  # transforms fused with other ops (a concat): the whole function is a
+            # group, its transforms inlined, so their edges over-count them a little
+            self.state[var] = (self.state[var][0], dst in (PLAIN, DENSE))
+        return group
 
     @staticmethod
     def transform_dst(func, label: str) -> str | None:
