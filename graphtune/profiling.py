@@ -527,14 +527,12 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
     by_name = {node.name: node for node in model.graph.node}
 
     def owner(name: str) -> str | None:
-        seen = set()
-        while name not in config.nodes and name in by_name and name not in seen:
-            seen.add(name)
-            inputs = [producer[i] for i in by_name[name].input if i in producer]
+        while name not in config.nodes:  # up the first inputs of a DAG: it ends
+            inputs = [producer[i] for i in by_name[name].input if i in producer] if name in by_name else []
             if not inputs:
                 return None
             name = inputs[0].name
-        return name if name in config.nodes else None
+        return name
 
     def ops(label: str) -> str:
         return re.sub(r"\d+(?=_|$)", "", label.removeprefix("fused_"))
@@ -668,9 +666,9 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     order, per_run, walls = _vm_call_times(compiled, repeat)
     handoff = [before, probe.ratio()] if probe else []
     names = _align(order, compiled.call_sites)
-    from .frontend.fold import fold_constants
+    from .frontend import prepare_onnx
 
-    folded = fold_constants(proto, {n: shape for n, shape, _ in compiled.inputs})
+    folded = prepare_onnx(proto, {n: shape for n, shape, _ in compiled.inputs})
     placed, unplaced = _place(folded, list(zip(order, names)))
     onnx_kinds = _onnx_kinds(folded)
     medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))

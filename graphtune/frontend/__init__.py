@@ -17,12 +17,12 @@ Examples
 
 from .extract import extract
 from .fold import fold_constants
-from .importer import import_model
+from .importer import import_model, prepare_onnx
 from .pad import pad_output_channels
 from .roles import Form, Role
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
 __all__ = [
-    "extract", "fold_constants", "import_model", "pad_output_channels", "layout_ops", "walk", "LayoutOp", "Step", "ROLES",
+    "extract", "fold_constants", "import_model", "prepare_onnx", "pad_output_channels", "layout_ops", "walk", "LayoutOp", "Step", "ROLES",
     "Role", "Form",
 ]

@@ -51,7 +51,7 @@ from .fold import fold_constants
 from .pad import pad_output_channels
 from .walk import _DEFAULT_NAME, bindings, op_name
 
-__all__ = ["import_model"]
+__all__ = ["import_model", "prepare_onnx"]
 
 # ONNX op types and the Relax op each becomes, one call per node, in graph order;
 # True: count only nodes / calls whose inputs are all activations (joins), which
@@ -109,7 +109,7 @@ def import_model(
         return model
     proto = _load_onnx(model)
     shapes = _static_input_shapes(proto, shape_dict)
-    proto = pad_output_channels(fold_constants(proto, shapes))
+    proto = prepare_onnx(proto, shapes)
     try:
         with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
             warnings.simplefilter("ignore")  # onnx.checker nits; real import failures raise
@@ -124,6 +124,22 @@ def import_model(
     main = _BatchNormToAffine(mod).visit_expr(_TirClipToRelax(mod).visit_expr(mod["main"]))
     mod["main"] = _name_after_onnx(main, proto)
     return relax.transform.DeadCodeElimination(["main"])(mod)
+
+
+def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
+    """The ONNX graph :func:`import_model` hands to TVM: shape computations folded for the static
+    input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), odd output channels padded
+    where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`). Its node names are
+    those of the compiled model's calls.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> ssd = prepare_onnx(models.get("ssd_resnet50_512", image_size=64), {"input": [1, 3, 64, 64]})
+    >>> "class_predictors.0.unpad" in {n.name for n in ssd.graph.node}
+    True
+    """
+    return pad_output_channels(fold_constants(proto, shapes))
 
 
 def _load_onnx(model) -> onnx.ModelProto:

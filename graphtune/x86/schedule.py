@@ -199,10 +199,14 @@ def _schedule_conv2d_flat(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) ->
     if epilogue is None:
         epilogue = sch.cache_write(anchor, 0, "local")
     width = int(sch.get(sch.get_loops(anchor)[3]).extent)
-    sch.transform_layout(anchor, ("write", 0), lambda n, c, h, w, b: (n, c, h * width + w, b))
-    sch.transform_block_layout(epilogue, lambda n, c, h, w, b: (n, c, h * width + w, b))
+
+    def pixels(n, c, h, w, b):
+        return n, c, h * width + w, b
+
+    sch.transform_layout(anchor, ("write", 0), pixels)
+    sch.transform_block_layout(epilogue, pixels)
     sch.transform_block_layout(anchor, lambda n, c, h, w, b, ic, kh, kw, ib:
-                               (n, c, h * width + w, b, ic, kh, kw, ib))
+                               (*pixels(n, c, h, w, b), ic, kh, kw, ib))
     n, oc_chunk, pixel, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oc_outer, oc_inner = sch.split(oc_chunk, [None, knobs["oc_tile"]])
     pixel_outer, vectors, lanes = sch.split(pixel, [None, knobs["reg_n"] // knobs["flat"], knobs["flat"]])
