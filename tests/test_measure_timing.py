@@ -40,7 +40,7 @@ def run(tasks, timing=TIMING):
 
 def test_clearly_slower_candidate_of_the_same_layout_pair_is_cut_off_after_its_probe():
     fast, slow = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)])
-    assert fast.ok and fast.cutoff_ms is None and len(fast.ms) >= 3
+    assert fast.ok and fast.cutoff_ms is None and len(fast.ms) == 3  # every repeat run
     assert slow.ok and slow.cutoff_ms == pytest.approx(PROTOCOLS[TIMING].cutoff * fast.median_ms)
     assert len(slow.ms) == 2 and slow.number == 1  # the two probe calls only
     assert slow.median_ms > slow.cutoff_ms > fast.median_ms  # it can never be its pair's best
@@ -51,10 +51,9 @@ def test_no_cut_off_across_layout_pairs_before_a_best_or_with_flush_v1():
     first_slow = run([Task("conv2d", CONV, SLOW_KNOBS), Task("conv2d", CONV, FAST_KNOBS)])
     other_pair = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, OTHER_PAIR)])
     old = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)], "flush-v1")
-    for records in (first_slow, other_pair, old):
-        assert all(r.ok and r.cutoff_ms is None and len(r.ms) >= 3 for r in records)
+    for records in (first_slow, other_pair, old):  # measured in full: every repeat, no cut-off
+        assert all(r.ok and r.cutoff_ms is None and len(r.ms) == 3 for r in records)
     assert {r.timing for r in old} == {"flush-v1"}
-    assert old[1].median_ms > 1.0  # measured in full: 4 calls of usleep(500)
 
 
 def test_calls_per_repeat_come_from_the_wall_time_of_a_flushed_call():
