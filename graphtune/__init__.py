@@ -22,8 +22,9 @@ import importlib as _importlib
 import os as _os
 
 # TVM starts one worker thread on these VMs unless told otherwise; this must
-# happen before the TVM runtime creates its thread pool.
-_os.environ.setdefault("TVM_NUM_THREADS", str(len(_os.sched_getaffinity(0))))
+# happen before the TVM runtime creates its thread pool. An empty value counts as unset.
+if not _os.environ.get("TVM_NUM_THREADS", "").strip():
+    _os.environ["TVM_NUM_THREADS"] = str(len(_os.sched_getaffinity(0)))
 # TVM pins its workers to cores by default; its parallel loops are split statically, so on a
 # shared host every kernel waited for a worker pinned to a busy core (MobileNetV3-Large: 6.8-9.3 ms
 # pinned, 3.3-3.7 ms not, ORT 3.1-3.3 ms). Set TVM_BIND_THREADS=1 to pin on a dedicated machine.

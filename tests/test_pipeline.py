@@ -23,7 +23,10 @@ def test_tune_fills_every_cost_and_proves_the_optimum(tuned):
     result.graph.validate()  # every node and edge cost measured
     assert result.solution.optimal
     brute_free = graphtune.solve(result.graph, method="cpsat")
-    assert result.predicted_ms == pytest.approx(brute_free.energy, rel=1e-6)
+    assert result.solution.energy == pytest.approx(brute_free.energy, rel=1e-6)  # both optimal
+    # the objective charges every consumer its own transform; the prediction counts the shared
+    # ones the compiled model runs once (equal when no two consumers share a transform)
+    assert result.predicted_ms <= result.solution.energy + 1e-9
     assert result.kernel_ms + result.ops_ms + result.transform_ms == pytest.approx(result.predicted_ms)
     assert set(result.phase_seconds) == {"extract", "kernels", "ops", "transforms", "solve"}
 

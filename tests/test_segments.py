@@ -105,7 +105,7 @@ def test_tune_charges_op_groups_per_layout_and_predicts_the_whole_model(tuned):
             assert (n, c.out_layout) in ops.per_layout
     assert ops.per_layout[("expand", graph.candidates("expand")[0].out_layout)] > 0  # SE pool
     assert result.ops_ms > 0 and result.kernel_ms > 0
-    assert result.predicted_ms == pytest.approx(result.solution.energy)
+    assert result.predicted_ms <= result.solution.energy + 1e-9  # shared transforms run once
     assert result.predicted_ms == pytest.approx(result.kernel_ms + result.ops_ms + result.transform_ms)
     kinds = [json.loads(line)["kind"] for line in records.read_text().splitlines()]
     assert kinds.count("segment") == result.measured["ops"] > 0
