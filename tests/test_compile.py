@@ -313,8 +313,11 @@ def test_shufflenet_as_exported_compiles_and_matches_onnxruntime():
     assert_matches_ort(model, compiled)
 
 
-def test_flat_pixel_pointwise_convs_in_a_model_match_onnxruntime():
-    """ShuffleNetV2's stage-2 1x1 convs (4x4 maps at 32 px: one vector of pixels) on knob ``flat``."""
+@pytest.mark.parametrize("knob, at_least", [("flat", 8), ("c_tile", 8)])
+def test_plain_nchw_tiles_in_a_model_match_onnxruntime(knob, at_least):
+    """ShuffleNetV2 with every node that offers them on ShuffleNetV2's plain-NCHW tiles: its
+    stage-2 1x1 convs (4x4 maps at 32 px: one vector of pixels) on knob ``flat``, its stride-1
+    depthwise convs width-vectorised on knob ``c_tile`` (padding copied per tile)."""
     from graphtune.pipeline import extract
     from graphtune.solve import Solution
 
@@ -322,10 +325,10 @@ def test_flat_pixel_pointwise_convs_in_a_model_match_onnxruntime():
     graph = extract(model, max_candidates=32)
     assignment = {}
     for node in graph.nodes:
-        flat = [i for i, c in enumerate(graph.candidates(node)) if "flat" in c.knobs]
-        assignment[node] = flat[0] if flat else 0
-    picked = [n for n in graph.nodes if "flat" in graph.candidates(n)[assignment[n]].knobs]
-    assert len(picked) >= 8, picked
+        offered = [i for i, c in enumerate(graph.candidates(node)) if knob in c.knobs]
+        assignment[node] = offered[0] if offered else 0
+    picked = [n for n in graph.nodes if knob in graph.candidates(n)[assignment[n]].knobs]
+    assert len(picked) >= at_least, picked
     config = Config.from_solution(graph, Solution(assignment, 1.0, 1.0, True, "test", 0.0))
     compiled = compile(model, config)
     assert_scheduled(compiled)

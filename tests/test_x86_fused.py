@@ -104,12 +104,21 @@ def test_flat_pixel_pointwise_conv_writes_its_tile_through_the_epilogue(second_o
         np.testing.assert_allclose(x86.unpack_data(got.numpy()), want, rtol=1e-4, atol=1e-4)
 
 
-def test_fused_depthwise_bias_clip():
-    workload = x86.conv2d_workload([1, 16, 7, 7], [16, 1, 3, 3], [2, 2], [1, 1, 1, 1], groups=16)
-    knobs = {"bn": 8, "reg_n": 2}
+DEPTHWISE_FUSED = [
+    (x86.conv2d_workload([1, 16, 7, 7], [16, 1, 3, 3], [2, 2], [1, 1, 1, 1], groups=16),
+     {"bn": 8, "reg_n": 2}),
+    # plain NCHW, width vectorised: the padding is copied per tile, the clip reads the tile
+    (x86.conv2d_workload([1, 16, 7, 7], [16, 1, 3, 3], padding=[1, 1, 1, 1], groups=16),
+     {"bn": 1, "reg_n": 7, "c_tile": 2, "oh_bn": 3}),
+]
+
+
+@pytest.mark.parametrize("workload, knobs", DEPTHWISE_FUSED, ids=["8c-stride2", "plain-width-c2-rows3"])
+def test_fused_depthwise_bias_clip(workload, knobs):
+    bn = knobs["bn"]
     d, k, o = x86.depthwise_nchwc_shapes(workload, knobs)
     data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
-    bias = te.placeholder([1, 2, 1, 1, 8], name="bias")
+    bias = te.placeholder([1, 16 // bn, 1, 1, bn], name="bias")
     conv = x86.depthwise_conv2d_nchwc(data, kernel, workload, knobs)
     biased = te.compute(o, lambda n, c, h, w, b: conv[n, c, h, w, b] + bias[0, c, 0, 0, b], name="T_add")
     clip = te.compute(o, lambda *i: te.min(te.max(biased(*i), 0.0), 6.0), name="T_clip")
@@ -119,7 +128,7 @@ def test_fused_depthwise_bias_clip():
     x, w, b = random(workload["data"], rng) * 8, random(workload["kernel"], rng), random([16], rng)
     ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], groups=16)
     ref = np.clip(ref + b[None, :, None, None], 0.0, 6.0)
-    inputs = [x86.pack_data(x, 8), x86.pack_depthwise_kernel(w, 8), x86.pack_data(b.reshape(1, 16, 1, 1), 8)]
+    inputs = [x86.pack_data(x, bn), x86.pack_depthwise_kernel(w, bn), x86.pack_data(b.reshape(1, 16, 1, 1), bn)]
     out = run(func.with_attr("global_symbol", "main"), inputs, o)
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
 

@@ -69,6 +69,15 @@ DEPTHWISE_CASES = {
         x86.conv2d_workload([1, 24, 9, 9], [24, 1, 3, 3], [2, 2], [1, 1, 1, 1], groups=24),
         {"bn": [4, 8, 24], "reg_n": [2, 5]},
     ),
+    "plain_nchw_width_vectorised": (
+        x86.conv2d_workload([1, 6, 7, 9], [6, 1, 3, 3], padding=[1, 1, 1, 1], groups=6),
+        {"bn": [1], "reg_n": [9], "c_tile": [1, 2, 3], "oh_bn": [1, 2, 7]},
+    ),
+    "plain_nchw_width_vectorised_dilated_batch2": (
+        x86.conv2d_workload([2, 4, 8, 19], [4, 1, 3, 3], padding=[2, 1, 2, 1], dilation=[2, 1],
+                            groups=4),
+        {"bn": [1], "reg_n": [19], "c_tile": [1, 4], "oh_bn": [1, 3]},
+    ),
 }
 
 DENSE_WORKLOAD = x86.dense_workload([3, 40], [12, 40])

@@ -121,6 +121,14 @@ def test_dense_feature_mismatch():
         (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 56, "unroll_kw": False, "oc_tile": 2, "rows_outer": True},
          "'rows_outer' = True does not combine with oc_tile"),
         (DEPTHWISE, {"bn": 64, "reg_n": 4}, "'bn' = 64 must divide the 96 channels"),
+        (DEPTHWISE, {"bn": 4, "reg_n": 28, "c_tile": 2}, r"'c_tile' = 2 needs bn = 1 \(plain NCHW\)"),
+        (DEPTHWISE, {"bn": 1, "reg_n": 28, "c_tile": 5}, "'c_tile' = 5 must divide the 96 channels"),
+        (DEPTHWISE, {"bn": 1, "reg_n": 14, "c_tile": 2},
+         r"'reg_n' = 14 must be the whole output width with c_tile; valid values: 28"),
+        (DEPTHWISE, {"bn": 1, "reg_n": 28, "c_tile": 2, "oh_bn": 29}, "'oh_bn' = 29 must not exceed the 28"),
+        (DEPTHWISE, {"bn": 1, "reg_n": 28, "oh_bn": 2}, "'oh_bn' needs c_tile"),
+        (x86.conv2d_workload([1, 96, 28, 28], [96, 1, 3, 3], [2, 2], [1, 1, 1, 1], groups=96),
+         {"bn": 1, "reg_n": 14, "c_tile": 2}, r"'c_tile' = 2 needs stride 1"),
         (DENSE, {"oc_bn": 16, "k_bn": 8}, "'oc_bn' = 16 must divide the 1000 output features"),
         (DENSE, {"oc_bn": 8, "k_bn": 3}, "'k_bn' = 3 must divide the 2048 input features"),
         (DENSE, [8, 8], "must be a dict"),
@@ -237,6 +245,21 @@ def test_depthwise_candidates_prefer_one_vector_then_parts_of_one():
     assert top[0] == 16 and set(top) <= {16, 8, 32, 4}  # never 48 or 64
     assert {k["bn"] for k in x86.candidates(odd, ZEN, max_candidates=4)} == {8, 4}
     assert x86.default_knobs(odd, 16, ZEN)["bn"] == 12
+
+
+def test_plain_nchw_depthwise_width_tiles_where_no_block_fills_a_vector():
+    # ShuffleNetV2's 58 channels (1, 2, 29, 58): plain NCHW with its width vectorised leads
+    stage2 = x86.conv2d_workload([1, 58, 28, 28], [58, 1, 3, 3], padding=[1, 1, 1, 1], groups=58)
+    top = x86.candidates(stage2, ZEN, max_candidates=32)
+    assert top[0]["bn"] == 1 and top[0]["reg_n"] == 28 and "c_tile" in top[0]
+    lanes, budget = x86.vector_lanes(ZEN), x86.knobs.register_budget(ZEN)
+    width = [k for k in top if "c_tile" in k]
+    assert all(k["c_tile"] * k["oh_bn"] * -(-28 // lanes) <= budget // 2 for k in width)
+    # a vector block exists (96 = 6 x 16): width tiles only behind the blocked ones, never first
+    assert "c_tile" not in x86.candidates(DEPTHWISE, ZEN)[0]
+    # stride 2 would read every other column: no width tiles
+    strided = x86.conv2d_workload([1, 58, 56, 56], [58, 1, 3, 3], [2, 2], [1, 1, 1, 1], groups=58)
+    assert not [k for k in x86.candidates(strided, ZEN) if "c_tile" in k]
 
 
 def test_layouts_of_dense_and_bad_max_candidates():

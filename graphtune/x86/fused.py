@@ -4,7 +4,8 @@
 (the *anchor*) built by graphtune.x86's TE compute for the op (see
 :data:`graphtune.x86.specs.SPECS`), possibly with padding before it and
 elementwise blocks after it (bias add, relu, residual add, clip) as Relax's
-FuseOps + FuseTIR produce. It inlines the padding, folds the elementwise
+FuseOps + FuseTIR produce. It inlines the padding (unless the op's schedule
+places it, :attr:`~graphtune.x86.specs.OpSpec.keeps_padding`), folds the elementwise
 chain into its last block, and applies the op's schedule
 (:mod:`graphtune.x86.schedule`); blocks it cannot fold (e.g. a second
 output) get a plain parallel + vectorised schedule, never a wrong result.
@@ -105,9 +106,15 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
     op = spec.op
     sch = s_tir.Schedule(func)
     anchor = _find_anchor(sch, workload, knobs, op)
-    _inline_producers(sch, anchor)
+    padding = []
+    if spec.keeps_padding(knobs):  # the schedule places it; what feeds it is inlined into it
+        padding = [b for b in sch.get_producers(anchor) if not _domain(sch, b)[1]]
+        for block in padding:
+            _inline_producers(sch, block)
+    else:
+        _inline_producers(sch, anchor)
     epilogue = _fold_epilogue(sch, anchor)
-    mine = {sch.get(b).name_hint for b in (anchor, epilogue) if b is not None}
+    mine = {sch.get(b).name_hint for b in (anchor, epilogue, *padding) if b is not None}
     leftovers = [b for b in _blocks(sch) if sch.get(b).name_hint not in mine]
     name = sch.get(anchor).name_hint
     if len(sch.get_loops(anchor)) != len(sch.get(anchor).iter_vars):

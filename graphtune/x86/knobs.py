@@ -25,6 +25,12 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   :mod:`graphtune.x86.conv2d_transpose`).
 - depthwise_conv2d: ``bn`` (channel block, divides C; vectorised) and
   ``reg_n``. Layouts ``NCHW{bn}c -> NCHW{bn}c``, kernel ``OIHW1i{bn}o``.
+  Optional ``c_tile`` (plain ``NCHW`` only: ``bn == 1``, stride 1): the output
+  *width* is vectorised instead of the channel block (``reg_n`` must then be
+  the whole width), ``c_tile`` channels (divides C) times ``oh_bn`` rows
+  (optional, default 1) are the register tile, and the padded input rows a tile
+  reads are copied next to it (no guarded loads) — for channel counts no vector
+  block divides (ShuffleNetV2's 58, 116).
 - group_conv2d: the conv2d knobs, with the block rules of
   :mod:`graphtune.x86.groups` (``oc_bn`` inside one group or spanning whole
   groups; ``ic_bn`` divides the input channels of the block's groups).
@@ -172,8 +178,24 @@ def _group_rules(op: Op, workload: dict, knobs: dict) -> None:
 
 
 def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
-    _check_divides(op, knobs, "bn", workload["data"][1], "channels")
-    _check_range(op, knobs, "reg_n", output_shape(workload, op)[3], "output columns")
+    _, c, oh, ow = output_shape(workload, op)
+    _check_divides(op, knobs, "bn", c, "channels")
+    _check_range(op, knobs, "reg_n", ow, "output columns")
+    if "c_tile" not in knobs:
+        if "oh_bn" in knobs:
+            raise KnobError(f"{op} knob 'oh_bn' needs c_tile (plain NCHW); remove it or add c_tile")
+        return
+    if knobs["bn"] != 1:
+        _fail(op, "c_tile", knobs["c_tile"], "needs bn = 1 (plain NCHW)",
+              "any divisor of the channels, with bn = 1")
+    if list(workload["strides"]) != [1, 1]:
+        _fail(op, "c_tile", knobs["c_tile"], f"needs stride 1 (got {workload['strides']})",
+              "none for this workload")
+    _check_divides(op, knobs, "c_tile", c, "channels")
+    if "oh_bn" in knobs:
+        _check_range(op, knobs, "oh_bn", oh, "output rows")
+    if knobs["reg_n"] != ow:
+        _fail(op, "reg_n", knobs["reg_n"], "must be the whole output width with c_tile", [ow])
 
 
 def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -230,7 +252,7 @@ CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile", "flat"), _co
 """conv2d and conv2d_transpose knobs (``oc_tile``, ``flat``: conv2d only)."""
 GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
 """group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`)."""
-DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
+DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rules)
 """depthwise_conv2d knobs."""
 DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
 """dense knobs."""

@@ -220,6 +220,9 @@ def _schedule_conv2d_flat(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) ->
 
 def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     """Schedule the depthwise NCHWc anchor with ``knobs`` (see :func:`schedule_conv2d`)."""
+    if "c_tile" in knobs:
+        _schedule_depthwise_width(sch, anchor, epilogue, knobs)
+        return
     n, c_chunk, oh, ow, c_block, kh, kw = sch.get_loops(anchor)
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
     sch.reorder(n, c_chunk, oh, ow_outer, kh, kw, ow_inner, c_block)
@@ -229,6 +232,27 @@ def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> No
     sch.unroll(ow_inner)
     sch.unroll(kw)
     _vectorize_init(sch, anchor, kh, ow_outer)
+
+
+def _schedule_depthwise_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Plain-NCHW depthwise conv of stride 1: the whole output width vectorised, ``c_tile``
+    channels x ``oh_bn`` rows unrolled as the register tile. The padding block (kept by
+    :func:`graphtune.x86.schedule_fused` for this schedule) is computed per tile into the rows
+    the tile reads, so the vector loads of the taps need no guard."""
+    n, c_chunk, oh, ow, c_block, kh, kw = sch.get_loops(anchor)
+    c_outer, c_inner = sch.split(c_chunk, [None, knobs["c_tile"]])
+    oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
+    sch.reorder(n, c_outer, oh_outer, kh, kw, c_inner, oh_inner, c_block, ow)
+    _write_back(sch, anchor, epilogue, oh_outer)
+    outer = sch.fuse(n, c_outer, oh_outer)
+    sch.parallel(outer)
+    for pad in sch.get_producers(anchor):
+        if _try(sch.compute_at, pad, outer):
+            _vectorize_below(sch, pad, outer)
+        else:  # read through the guard: slower, never wrong
+            _try(sch.compute_inline, pad)
+    _register_tile(sch, ow, (c_inner, oh_inner), kw, {"unroll_kw": True})
+    _vectorize_init(sch, anchor, kh, outer)
 
 
 def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:

@@ -86,6 +86,10 @@ class OpSpec:
         ``(workload, blocks, target) -> [knobs, ...]``: full knobs with those blocks, best first.
     default_blocks : callable
         ``(workload, block, target) -> blocks`` nearest to a wanted channel block.
+    keeps_padding : callable
+        ``knobs -> bool``: whether the schedule places the padding block itself (the
+        width-vectorised depthwise conv copies the rows a tile reads) instead of
+        :func:`~graphtune.x86.schedule_fused` inlining it into the anchor's loads.
     """
 
     op: Op
@@ -100,6 +104,7 @@ class OpSpec:
     blocks: Callable[[dict, int, Any], list]
     tiles: Callable[[dict, dict, Any], list]
     default_blocks: Callable[[dict, int, Any], dict]
+    keeps_padding: Callable[[dict], bool] = lambda knobs: False
 
 
 # ------------------------------------------------------------------ layouts
@@ -174,7 +179,8 @@ SPECS = {
     Op.DEPTHWISE_CONV2D: OpSpec(
         Op.DEPTHWISE_CONV2D, DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_nchwc_shapes,
         depthwise_conv2d_nchwc, ("data", "kernel"), _pack_depthwise, _depthwise_anchor, schedule_depthwise,
-        tiles.depthwise_blocks, tiles.depthwise_tiles, tiles.depthwise_default),
+        tiles.depthwise_blocks, tiles.depthwise_tiles, tiles.depthwise_default,
+        keeps_padding=lambda knobs: "c_tile" in knobs),
     Op.GROUP_CONV2D: OpSpec(
         Op.GROUP_CONV2D, GROUP_KNOBS, _blocked_layouts, group_conv_nchwc_shapes, group_conv2d_nchwc,
         ("data", "kernel"), _pack_group, _group_anchor, schedule_conv2d, tiles.group_blocks,
