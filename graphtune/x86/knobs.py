@@ -133,17 +133,28 @@ def _width_rules(op: Op, workload: dict, knobs: dict) -> None:
         raise KnobError(f"{op} knob 'oc_tile' is for conv2d only; remove it")
     if knobs.get("rows_outer"):
         _fail(op, "rows_outer", True, "does not combine with oc_tile", [False])
-    if knobs["ic_bn"] != 1 or knobs["oc_bn"] != 1:
-        _fail(op, "oc_tile", knobs["oc_tile"], "needs ic_bn = oc_bn = 1 (plain NCHW)",
-              "any divisor of the output channels, with ic_bn = oc_bn = 1")
-    if list(workload["strides"]) != [1, 1]:
-        _fail(op, "oc_tile", knobs["oc_tile"], f"needs stride 1 (got {workload['strides']})",
-              "none for this workload")
-    _check_divides(op, knobs, "oc_tile", o, "output channels")
+    _plain_tile_rules(op, workload, knobs, "oc_tile", ("ic_bn", "oc_bn"), o, "output channels")
     if "flat" in knobs:
         _flat_rules(op, workload, knobs)
-    elif knobs["reg_n"] != ow:
-        _fail(op, "reg_n", knobs["reg_n"], "must be the whole output width with oc_tile", [ow])
+    else:
+        _whole_width_rule(op, knobs, "oc_tile", ow)
+
+
+def _plain_tile_rules(op: Op, workload: dict, knobs: dict, tile: str, blocks: tuple, channels: int,
+                      what: str) -> None:
+    """A width-vectorised tile knob (``tile``): plain NCHW (every knob of ``blocks`` is 1),
+    stride 1, and ``tile`` divides the ``channels``."""
+    if any(knobs[block] != 1 for block in blocks):
+        plain = " = ".join(blocks) + " = 1"
+        _fail(op, tile, knobs[tile], f"needs {plain} (plain NCHW)", f"any divisor of the {what}, with {plain}")
+    if list(workload["strides"]) != [1, 1]:
+        _fail(op, tile, knobs[tile], f"needs stride 1 (got {workload['strides']})", "none for this workload")
+    _check_divides(op, knobs, tile, channels, what)
+
+
+def _whole_width_rule(op: Op, knobs: dict, tile: str, ow: int) -> None:
+    if knobs["reg_n"] != ow:
+        _fail(op, "reg_n", knobs["reg_n"], f"must be the whole output width with {tile}", [ow])
 
 
 def _flat_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -185,17 +196,10 @@ def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
         if "oh_bn" in knobs:
             raise KnobError(f"{op} knob 'oh_bn' needs c_tile (plain NCHW); remove it or add c_tile")
         return
-    if knobs["bn"] != 1:
-        _fail(op, "c_tile", knobs["c_tile"], "needs bn = 1 (plain NCHW)",
-              "any divisor of the channels, with bn = 1")
-    if list(workload["strides"]) != [1, 1]:
-        _fail(op, "c_tile", knobs["c_tile"], f"needs stride 1 (got {workload['strides']})",
-              "none for this workload")
-    _check_divides(op, knobs, "c_tile", c, "channels")
+    _plain_tile_rules(op, workload, knobs, "c_tile", ("bn",), c, "channels")
     if "oh_bn" in knobs:
         _check_range(op, knobs, "oh_bn", oh, "output rows")
-    if knobs["reg_n"] != ow:
-        _fail(op, "reg_n", knobs["reg_n"], "must be the whole output width with c_tile", [ow])
+    _whole_width_rule(op, knobs, "c_tile", ow)
 
 
 def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
