@@ -251,7 +251,9 @@ def _schedule_depthwise_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict
             _vectorize_below(sch, pad, outer)
         else:  # read through the guard: slower, never wrong
             _try(sch.compute_inline, pad)
-    _register_tile(sch, ow, (c_inner, oh_inner), kw, {"unroll_kw": True})
+    sch.vectorize(ow)
+    for loop in (c_inner, oh_inner, kw):  # the register tile and the taps
+        sch.unroll(loop)
     _vectorize_init(sch, anchor, kh, outer)
 
 
