@@ -186,11 +186,17 @@ def _block_near(channels: int, block: int, target: TargetLike) -> int:
 
 
 # ------------------------------------------------------------------ blocks
+def _stride_one(workload: dict) -> bool:
+    """Whether consecutive output columns read consecutive input columns (a width tile is then
+    one unstrided vector load per tap)."""
+    return list(workload["strides"]) == [1, 1]
+
+
 def _width_vectorised(workload: dict, op: Op) -> bool:
     """Whether a plain-NCHW (blocks of 1) conv gets width-vectorised tiles (``oc_tile``): unpadded
     1x1 convs of stride 1 (on padded 3x3 convs every vector load is guarded: SSD's 1024->324 head
     ran 82-159 ms that way, 16 ms in 12-channel blocks)."""
-    return (op == Op.CONV2D and list(workload["strides"]) == [1, 1]
+    return (op == Op.CONV2D and _stride_one(workload)
             and list(workload["kernel"][2:]) == [1, 1] and not any(workload["padding"]))
 
 
@@ -226,8 +232,7 @@ def depthwise_blocks(workload: dict, max_block: int, target: TargetLike) -> list
     lanes = vector_lanes(target)
     blocks = sorted(divisors(workload["data"][1], cap=max_block),
                     key=lambda b: (_depthwise_penalty(b, lanes), abs(b - lanes)))
-    plain = (list(workload["strides"]) == [1, 1]
-             and min(_depthwise_penalty(b, lanes) for b in blocks) >= 2)
+    plain = _stride_one(workload) and min(_depthwise_penalty(b, lanes) for b in blocks) >= 2
     return [(2 if plain and b == 1 else _depthwise_penalty(b, lanes), {"bn": b}) for b in blocks]
 
 
@@ -346,7 +351,7 @@ def depthwise_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     """Knobs of a depthwise conv with ``blocks`` ``{"bn"}`` (plain NCHW of stride 1: the
     width-vectorised tiles first)."""
     tiles = _depthwise_register_tiles(workload, blocks["bn"], target)
-    if blocks["bn"] == 1 and list(workload["strides"]) == [1, 1]:
+    if blocks["bn"] == 1 and _stride_one(workload):
         tiles = _depthwise_width_tiles(workload, target) + tiles
     return _with(blocks, tiles)
 
