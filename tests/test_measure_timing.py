@@ -1,4 +1,4 @@
-"""The timing protocol (flush-v3): weights flushed, wall-time-bounded repeats, early cut-off,
+"""The timing protocol (flush-v4): data input rewritten, weights flushed, wall-time-bounded repeats, early cut-off,
 superseded records."""
 
 import dataclasses
@@ -50,7 +50,7 @@ def test_clearly_slower_candidate_of_the_same_layout_pair_is_cut_off_after_its_p
     assert slow.ok and slow.cutoff_ms == pytest.approx(PROTOCOLS[TIMING].cutoff * fast.median_ms)
     assert len(slow.ms) == 2 and slow.number == 1  # the two probe calls only
     assert slow.median_ms > slow.cutoff_ms > fast.median_ms  # it can never be its pair's best
-    assert slow.timing == TIMING == "flush-v3"
+    assert slow.timing == TIMING == "flush-v4"
 
 
 def test_no_cut_off_across_layout_pairs_before_a_best_or_with_flush_v1():
@@ -99,9 +99,9 @@ def test_records_of_older_protocols_are_superseded_and_measured_again(tmp_path):
     path.write_text(old.to_json() + "\n")  # a file written by the old protocol only
     assert Records.load(path).get(task) is None  # never reused
     [again] = measure([task], records=path, min_repeat_ms=2, progress=False)
-    assert again.timing == "flush-v3" and again.median_ms != 123.0
+    assert again.timing == "flush-v4" and again.median_ms != 123.0
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [line["timing"] for line in lines] == ["flush-v2", "flush-v3"]
+    assert [line["timing"] for line in lines] == ["flush-v2", "flush-v4"]
     assert Records.load(path).get(task).median_ms == again.median_ms
     assert Records.load(path).get(task, timing="flush-v2").median_ms == 123.0  # kept, per protocol
     # a runner timing with flush-v2 (as RPCRunner does) finds its own records
@@ -111,7 +111,8 @@ def test_records_of_older_protocols_are_superseded_and_measured_again(tmp_path):
 
 def test_flush_v3_leaves_the_output_in_cache_flush_v2_flushes_it():
     """A kernel writing 16 floats of a 64 MB output: flushing the output dominates a flush-v2
-    call; flush-v3 flushes only the weights (none here). The margin is ~100x, not a speed bound."""
+    call; flush-v3 (and flush-v4) flush only the weights (none here). The margin is ~100x, not a
+    speed bound."""
     import tvm
     from tvm.script import tirx as T
 
@@ -128,3 +129,34 @@ def test_flush_v3_leaves_the_output_in_cache_flush_v2_flushes_it():
     walls = {t: time_module(module, dev, args, repeat=3, min_repeat_ms=5, timing=t)["wall_ms"]
              for t in ("flush-v2", "flush-v3")}
     assert walls["flush-v2"] > 10 * walls["flush-v3"]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32"])
+def test_flush_v4_rewrites_the_data_input_with_its_own_values_before_every_call(dtype):
+    """A kernel that increments its own input in place: under flush-v4 every call starts from the
+    original values again (one increment seen at the end), under flush-v3 the increments add up."""
+    import numpy as np
+    import tvm
+    from tvm.script import tirx as T
+
+    from graphtune.measure.timing import random_array
+
+    @T.prim_func
+    def main(x: T.Buffer((3, 5, 7), dtype), y: T.Buffer((4,), dtype)):
+        for i, j, k in T.grid(3, 5, 7):
+            x[i, j, k] = x[i, j, k] + T.Cast(dtype, 1)
+        for i in range(4):
+            y[i] = x[0, 0, i]
+
+    module = tvm.compile(main, target={"kind": "llvm"}).jit()
+    dev = tvm.cpu(0)
+    for timing, calls_seen in (("flush-v4", 1), ("flush-v3", None)):
+        start = random_array([3, 5, 7], dtype)
+        args = [tvm.runtime.tensor(start, dev), tvm.runtime.tensor(np.zeros(4, dtype), dev)]
+        out = time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing=timing)
+        increments = np.rint(args[0].numpy() - start)  # float sums round off after many calls
+        assert (increments == increments.flat[0]).all()
+        if calls_seen is None:  # warm-up, two probes and every timed call, never restored
+            assert increments.flat[0] >= 3 + 3 * out["number"]
+        else:
+            assert increments.flat[0] == calls_seen
