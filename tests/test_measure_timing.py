@@ -1,5 +1,5 @@
-"""The timing protocol (flush-v4): data input rewritten, weights flushed, wall-time-bounded repeats, early cut-off,
-superseded records."""
+"""The timing protocol (flush-v4): data input rewritten, weights flushed, wall-time-bounded
+repeats, early cut-off, superseded records."""
 
 import dataclasses
 import json

@@ -37,7 +37,7 @@ _FLUSH = "cache_flush_cpu_non_first_arg"
 _FLUSH_WEIGHTS = "graphtune.flush_weights"
 """Ours: every argument but the first and the last (:func:`_flush_weights`)."""
 _WRITE_INPUT = "graphtune.write_input_flush_weights"
-"""Ours: the data input rewritten by a parallel copy, then :data:`_FLUSH_WEIGHTS`."""
+"""Ours: the data input rewritten by a parallel copy, then the protocol's flush."""
 _COPIERS: dict = {}  # dtype -> compiled parallel copy of a flat tensor of any length
 _COPY_CHUNK = 4096
 
