@@ -65,6 +65,36 @@ def test_probe_groups_belong_to_the_node_whose_layout_they_run_in():
             assert grp.layout in {c.out_layout for c in g.candidates(grp.node)}
 
 
+def _dense_block():
+    """DenseNet's pattern: each layer concats its input with conv(relu(norm(input)))."""
+    b = GraphBuilder("tiny_dense", seed=0, batch_size=1, image_size=8)
+    x = b.conv(b.input, "stem", 16, kernel=3, padding=1)
+    for i in range(3):
+        y = b.conv(b.relu(b.norm(x, f"l{i}.norm"), f"l{i}.relu"), f"l{i}.conv", 16, kernel=3, padding=1)
+        x = b.concat([x, y], f"l{i}.concat")
+    x = b.flatten(b.global_avg_pool(b.relu(b.norm(x, "norm5"), "relu5"), "gap"), "flatten")
+    b.dense(x, "fc", 10)
+    return b.model(["fc"])
+
+
+@pytest.mark.parametrize("join_layout", ["NCHW16c", "NCHW"])
+def test_a_join_owns_its_concat_and_the_ops_after_it_in_every_layout(join_layout):
+    """A concat of a conv with the conv's own (normalised) input is not fused into the conv,
+    and a concat in plain layout is the join's, not a constant after a boundary (DenseNet's
+    joins were once free in NCHW, so the solver put 54 of its 58 there)."""
+    model = _dense_block()
+    g = extract(model, max_candidates=4)
+    [choice] = [c for c in probe_choices(g) if g.candidates("l0.concat")[c["l0.concat"]].out_layout
+                == join_layout]
+    groups = probe_groups(import_model(model), g, choice, x86.host_target())
+    owner = {grp.label: (grp.node, grp.layout) for grp in groups}
+    for i in range(3):
+        [concat] = [label for label in owner if f"concatenate{i or ''}" in label.split("_")]
+        assert owner[concat] == (f"l{i}.concat", join_layout)
+    assert owner["mean"] == ("l2.concat", join_layout)
+    assert not any(node is None for node, _ in owner.values())
+
+
 def test_transforms_fused_with_other_ops_are_op_groups():
     """ShuffleNetV2's concat + channel shuffle, fused with a transform to plain NCHW, is priced;
     a transform with only views of it (reshape) is left to the edges."""

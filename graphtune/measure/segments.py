@@ -139,6 +139,22 @@ class OpCosts:
         return sum(g["ms"] for g in self.chosen(layouts))
 
 
+def _reads_twice(func, index: int) -> bool:
+    """True if two blocks of ``func`` read its ``index``-th parameter (e.g. ``conv(x) + x``)."""
+    from tvm import s_tir
+
+    buffer = func.params[index]
+    sch = s_tir.Schedule(func)
+    readers = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
+               if any(region.source.same_as(buffer) for region in sch.get(b).reads)]
+    return len(readers) > 1
+
+
+def _writes_plain(func) -> bool:
+    """True if ``func``'s output (its last parameter) is not channel-blocked (rank 5)."""
+    return len(func.params[-1].shape) != 5
+
+
 def _free(graph: LayoutGraph) -> list[str]:
     return [n for n in graph.nodes if graph.op(n) != "boundary"]
 
@@ -351,15 +367,17 @@ class _Tracer:
         label = value.args[0].name_hint.removeprefix("fused_")
         dst = self.transform_dst(func, label)
         if dst is not None and not _VIEWS.sub("", _TRANSFORM.sub("", label)):
-            self.state[var] = (self.state[acts[0]][0] if acts else None, dst in (PLAIN, DENSE))
+            owner, plain = self.state[acts[0]] if acts else (None, True)
+            self.state[var] = (owner, plain or self.moved_to_plain(owner, dst in (PLAIN, DENSE)))
             return None  # transforms (and views of them) alone: the edges price them
         plan = self.plan_of(func, args)
         if plan is not None:
-            return self.kernel(var, func, label, plan, acts)
+            return self.kernel(var, func, label, plan, args, acts)
         group = self.rest(var, func, label, acts)
-        if dst is not None:  # transforms fused with other ops (a concat): the whole function is a
-            # group, its transforms inlined, so their edges over-count them a little
-            self.state[var] = (self.state[var][0], dst in (PLAIN, DENSE))
+        if dst is not None and group.node is not None:  # transforms fused with other ops (a
+            # concat): the whole function is a group, its transforms inlined, so their edges
+            # over-count them a little; its output is plain if it left its owner's layout
+            self.state[var] = (group.node, self.moved_to_plain(group.node, _writes_plain(func)))
         return group
 
     @staticmethod
@@ -384,15 +402,24 @@ class _Tracer:
             plan = self.by_name.get(str(func.attrs[NODE_ATTR]))
         return plan if plan is not None and plan.name in self.choice else None
 
-    def kernel(self, var, func, label: str, plan, acts: list) -> OpGroup:
+    def moved_to_plain(self, owner: str | None, plain: bool) -> bool:
+        """Whether a tensor of ``owner`` written in plain layout has left the graph's layouts
+        (towards a boundary) rather than being in its owner's own chosen layout (a plain join)."""
+        return plain and self.layout.get(owner) not in (PLAIN, DENSE)
+
+    def kernel(self, var, func, label: str, plan, args: list, acts: list) -> OpGroup:
         """A node's kernel with its fused epilogue, paired with the bare kernel."""
         from .. import x86
 
         bare = segment_task(x86.kernel_func(plan.workload, plan.knobs, self.target), plan.op)
         # a join fused into the kernel (SE scale, residual add) reads its other input;
-        # Relax passes a tensor read twice once, so the data input may be that one
+        # Relax passes a tensor read twice once, so the data input may be that one (then two
+        # blocks read it: the kernel and the join; DenseNet's concat of a conv with its input
+        # is not fused and must not be taken for one)
         srcs = [self.state[a][0] for a in acts if not self.state[a][1]]
-        fused = [frozenset({plan.name, *srcs[1:]}), frozenset({plan.name, *srcs})]
+        fused = [frozenset({plan.name, *srcs[1:]})]
+        if acts and _reads_twice(func, next(i for i, a in enumerate(args) if a.same_as(acts[0]))):
+            fused.append(frozenset({plan.name, *srcs}))
         self.state[var] = (next((self.joins[f] for f in fused if len(f) > 1 and f in self.joins),
                                 plan.name), False)
         return OpGroup(plan.name, plan.out_layout, label, segment_task(func, plan.op), bare)
@@ -405,6 +432,11 @@ class _Tracer:
         task = segment_task(func, ops)
         live = [self.state[a][0] for a in acts if not self.state[a][1]]
         owner = self.join_of(live) if live else None
+        # a join in plain layout (DenseNet's concat) reads tensors moved to plain for it
+        moved = self.join_of(live + [self.state[a][0] for a in acts if self.state[a][1]
+                                     and self.state[a][0] in self.layout])
+        if moved in self.joins.values() and self.layout[moved] in (PLAIN, DENSE):
+            owner = moved
         if owner not in self.layout:  # plain: after a boundary, or on the graph input
             self.state[var] = (owner or (self.state[acts[0]][0] if acts else None), True)
             return OpGroup(None, PLAIN, label, task)
