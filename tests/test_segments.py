@@ -95,6 +95,20 @@ def test_a_join_owns_its_concat_and_the_ops_after_it_in_every_layout(join_layout
     assert not any(node is None for node, _ in owner.values())
 
 
+def test_an_op_on_the_graph_input_is_a_constant_of_the_model():
+    """A per-channel scale + shift of the image before the first conv (input normalisation)
+    reads only the graph input: a plain group of no node, in every probe."""
+    b = GraphBuilder("tiny_prep", seed=0, batch_size=1, image_size=8)
+    x = b.conv(b.affine(b.input, "prep"), "stem", 16, kernel=3, padding=1)
+    b.dense(b.flatten(b.global_avg_pool(x, "gap"), "flatten"), "fc", 10)
+    model = b.model(["fc"])
+    g = extract(model, max_candidates=4)
+    for choice in probe_choices(g):
+        groups = probe_groups(import_model(model), g, choice, x86.host_target())
+        [prep] = [grp for grp in groups if grp.node is None and "multiply" in grp.label]
+        assert prep.layout == "NCHW"
+
+
 def test_transforms_fused_with_other_ops_are_op_groups():
     """ShuffleNetV2's concat + channel shuffle, fused with a transform to plain NCHW, is priced;
     a transform with only views of it (reshape) is left to the edges."""

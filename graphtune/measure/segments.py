@@ -367,8 +367,8 @@ class _Tracer:
         label = value.args[0].name_hint.removeprefix("fused_")
         dst = self.transform_dst(func, label)
         if dst is not None and not _VIEWS.sub("", _TRANSFORM.sub("", label)):
-            owner, plain = self.state[acts[0]] if acts else (None, True)
-            self.state[var] = (owner, plain or self.moved_to_plain(owner, dst in (PLAIN, DENSE)))
+            owner = self.state[acts[0]][0] if acts else None
+            self.state[var] = (owner, self.moved_to_plain(owner, dst in (PLAIN, DENSE)))
             return None  # transforms (and views of them) alone: the edges price them
         plan = self.plan_of(func, args)
         if plan is not None:
@@ -433,8 +433,9 @@ class _Tracer:
         live = [self.state[a][0] for a in acts if not self.state[a][1]]
         owner = self.join_of(live) if live else None
         # a join in plain layout (DenseNet's concat) reads tensors moved to plain for it
-        moved = self.join_of(live + [self.state[a][0] for a in acts if self.state[a][1]
-                                     and self.state[a][0] in self.layout])
+        sources = live + [self.state[a][0] for a in acts if self.state[a][1]
+                          and self.state[a][0] in self.layout]
+        moved = self.join_of(sources) if sources else None
         if moved in self.joins.values() and self.layout[moved] in (PLAIN, DENSE):
             owner = moved
         if owner not in self.layout:  # plain: after a boundary, or on the graph input
