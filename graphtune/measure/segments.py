@@ -62,6 +62,8 @@ _TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)
 """A layout transform in a function's name (Relax numbers repeated names: ``..._NCHW1``)."""
 _VIEWS = re.compile(r"(reshape|squeeze|expand_dims)\d*|[\d_]+")
 """What a function's name may hold besides transforms without computing anything more."""
+_UNBLOCKED = (PLAIN, DENSE)
+"""Layouts without a channel block: a tensor in one of them has left a blocked layout."""
 _KERNEL_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
 
 
@@ -368,7 +370,7 @@ class _Tracer:
         dst = self.transform_dst(func, label)
         if dst is not None and not _VIEWS.sub("", _TRANSFORM.sub("", label)):
             owner = self.state[acts[0]][0] if acts else None
-            self.state[var] = (owner, self.moved_to_plain(owner, dst in (PLAIN, DENSE)))
+            self.state[var] = (owner, self.moved_to_plain(owner, dst in _UNBLOCKED))
             return None  # transforms (and views of them) alone: the edges price them
         plan = self.plan_of(func, args)
         if plan is not None:
@@ -405,7 +407,7 @@ class _Tracer:
     def moved_to_plain(self, owner: str | None, plain: bool) -> bool:
         """Whether a tensor of ``owner`` written in plain layout has left the graph's layouts
         (towards a boundary) rather than being in its owner's own chosen layout (a plain join)."""
-        return plain and self.layout.get(owner) not in (PLAIN, DENSE)
+        return plain and self.layout.get(owner) not in _UNBLOCKED
 
     def kernel(self, var, func, label: str, plan, args: list, acts: list) -> OpGroup:
         """A node's kernel with its fused epilogue, paired with the bare kernel."""
@@ -436,7 +438,7 @@ class _Tracer:
         sources = live + [self.state[a][0] for a in acts if self.state[a][1]
                           and self.state[a][0] in self.layout]
         moved = self.join_of(sources) if sources else None
-        if moved in self.joins.values() and self.layout[moved] in (PLAIN, DENSE):
+        if moved in self.joins.values() and self.layout[moved] in _UNBLOCKED:
             owner = moved
         if owner not in self.layout:  # plain: after a boundary, or on the graph input
             self.state[var] = (owner or (self.state[acts[0]][0] if acts else None), True)
