@@ -339,6 +339,29 @@ def test_plain_nchw_tiles_in_a_model_match_onnxruntime(knob, at_least):
         assert taps and not [line for line in taps if "if_then_else" in line]
 
 
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("name, size, at_least", [("resnet18", 32, 8), ("unet", 16, 10)])
+def test_winograd_convs_in_a_model_match_onnxruntime(name, size, at_least, m):
+    """Every 3x3 conv of stride 1 that offers it on Winograd F(m x m, 3 x 3): ResNet-18's
+    (bias + relu and the residual add folded into the output transform; maps of 8x8 down to
+    1x1, whose one tile overhangs) and U-Net's (joins by concat, bias + relu)."""
+    from graphtune.pipeline import extract
+    from graphtune.solve import Solution
+
+    model = models.get(name, image_size=size)
+    graph = extract(model, max_candidates=32)
+    assignment = {}
+    for node in graph.nodes:
+        offered = [i for i, c in enumerate(graph.candidates(node)) if c.knobs.get("winograd") == m]
+        assignment[node] = offered[0] if offered else 0
+    picked = [n for n in graph.nodes if "winograd" in graph.candidates(n)[assignment[n]].knobs]
+    assert len(picked) >= at_least, picked
+    config = Config.from_solution(graph, Solution(assignment, 1.0, 1.0, True, "test", 0.0))
+    compiled = compile(model, config)
+    assert_scheduled(compiled)
+    assert_matches_ort(model, compiled)
+
+
 @pytest.mark.parametrize("name, size", [
     *[pytest.param(name, 32, marks=pytest.mark.slow)  # 15-30 s each on 2 busy cores
       for name in ("efficientnet_b0", "mobilenet_v3_large", "googlenet", "densenet121")],

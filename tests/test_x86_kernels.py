@@ -54,6 +54,18 @@ CONV_CASES = {
         x86.conv2d_workload([2, 4, 9, 7], [6, 4, 3, 3], [2, 1], [1, 1, 1, 1]),
         {"ic_bn": [4], "oc_bn": [3, 6], "reg_n": [3, 7], "unroll_kw": [True], "rows_outer": [True]},
     ),
+    "winograd_tiles_divide_the_output": (
+        x86.conv2d_workload([1, 16, 8, 8], [32, 16, 3, 3], padding=[1, 1, 1, 1]),
+        {"ic_bn": [4, 16], "oc_bn": [8, 32], "reg_n": [3, 4], "unroll_kw": [False], "winograd": [2, 4]},
+    ),
+    "winograd_overhanging_tiles_batch2_asymmetric_padding": (
+        x86.conv2d_workload([2, 8, 9, 7], [12, 8, 3, 3], padding=[2, 0, 1, 1]),
+        {"ic_bn": [1, 8], "oc_bn": [12], "reg_n": [5], "unroll_kw": [False], "winograd": [2, 4]},
+    ),
+    "winograd_unpadded": (
+        x86.conv2d_workload([1, 8, 10, 10], [8, 8, 3, 3]),
+        {"ic_bn": [8], "oc_bn": [8], "reg_n": [4], "unroll_kw": [False], "winograd": [2, 4]},
+    ),
     "batch2_rect_kernel_mixed_strides": (
         x86.conv2d_workload([2, 4, 7, 5], [12, 4, 3, 2], [1, 2], [0, 1, 1, 0]),
         {"ic_bn": [2, 4], "oc_bn": [4, 12], "reg_n": [3], "unroll_kw": [True]},
@@ -120,7 +132,7 @@ def test_conv2d_matches_reference(name, knobs):
     workload = CONV_CASES[name][0]
     x, w, ref = conv_data(name, "conv")
     func = x86.kernel_func(workload, knobs)
-    inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_conv_kernel(w, knobs["ic_bn"], knobs["oc_bn"])]
+    inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_weight(w, workload, knobs)]
     out = run(func, inputs, x86.kernel_shapes(workload, knobs)[2])
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
 
@@ -148,7 +160,7 @@ def test_default_and_first_candidates_build_and_match():
     workload = CONV_CASES["odd_channels_stride2_padded"][0]
     x, w, ref = conv_data("odd_channels_stride2_padded", "conv")
     for knobs in [x86.default_knobs(workload)] + x86.candidates(workload, max_candidates=2):
-        inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_conv_kernel(w, knobs["ic_bn"], knobs["oc_bn"])]
+        inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_weight(w, workload, knobs)]
         out = run(x86.kernel_func(workload, knobs), inputs, x86.kernel_shapes(workload, knobs)[2])
         np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
 
@@ -190,7 +202,7 @@ def test_full_size_top_candidates_match_reference(name):
     x, w = random(workload["data"], rng), random(workload["kernel"], rng)
     ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"])
     for knobs in x86.candidates(workload, max_candidates=6):
-        inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_conv_kernel(w, knobs["ic_bn"], knobs["oc_bn"])]
+        inputs = [x86.pack_data(x, knobs["ic_bn"]), x86.pack_weight(w, workload, knobs)]
         out = run(x86.kernel_func(workload, knobs), inputs, x86.kernel_shapes(workload, knobs)[2])
         np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-3, atol=1e-3)
 
@@ -218,10 +230,7 @@ def test_random_convs_and_candidates_match_reference(case):
     rng = np.random.default_rng(0)
     x, w = random(workload["data"], rng), random(workload["kernel"], rng)
     ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], workload["groups"])
-    if x86.op_of(workload) == "conv2d":
-        ib, ob = knobs["ic_bn"], knobs["oc_bn"]
-        inputs = [x86.pack_data(x, ib), x86.pack_conv_kernel(w, ib, ob)]
-    else:
-        inputs = [x86.pack_data(x, knobs["bn"]), x86.pack_depthwise_kernel(w, knobs["bn"])]
+    block = knobs["ic_bn"] if x86.op_of(workload) == "conv2d" else knobs["bn"]
+    inputs = [x86.pack_data(x, block), x86.pack_weight(w, workload, knobs)]
     out = run(x86.kernel_func(workload, knobs), inputs, x86.kernel_shapes(workload, knobs)[2])
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)

@@ -97,8 +97,8 @@ def _te_call(bb: relax.BlockBuilder, compute, args: list[relax.Expr], plan: Node
 def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Target) -> dict:
     """customize_legalize_map for LegalizeOps: planned conv2d / conv2d_transpose / matmul -> x86 computes.
 
-    The compute and (for dense and conv2d_transpose, whose weights the rewrite
-    leaves as they are) the weight packing are the node's
+    The compute and (for dense, conv2d_transpose and Winograd conv2d, whose weights
+    the rewrite leaves as they are) the weight packing are the node's
     :class:`~graphtune.x86.OpSpec` ones.
     """
     stock_conv = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
@@ -108,6 +108,8 @@ def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Targe
         plan = anchors.get(call.args[1])
         if plan is None:  # plain (checked by _check_covered): TVM's own lowering
             return stock_conv(bb, call)
+        if "winograd" in plan.knobs:  # the rewrite left the weight OIHW
+            return packed(bb, call, call.args[1].value.numpy(), plan)
         return _te_call(bb, x86.spec_of(plan.op).compute, list(call.args), plan, target)
 
     def packed(bb: relax.BlockBuilder, call: relax.Call, weight, plan: NodePlan) -> relax.Expr:

@@ -233,13 +233,16 @@ class _Rewriter:
         if plan.op == "conv2d_transpose":  # IOHW weight kept: legalize packs it per phase
             self.transposed(var, call, plan, relax.const(weight), in_blk, out_blk)
             return
-        array, klayout = x86.spec_of(plan.op).pack(weight, plan.workload, plan.knobs)
+        if "winograd" in plan.knobs:  # OIHW weight kept: legalize packs it transformed
+            array, klayout, groups = weight, "OIHW", 1
+        else:
+            array, klayout = x86.spec_of(plan.op).pack(weight, plan.workload, plan.knobs)
+            # Relax types the call with the packed kernel: its input channels per group are
+            # those each output block reads (a group conv's block-diagonal span).
+            groups = plan.workload["data"][1] // (array.shape[1] * array.shape[4])
         kernel = relax.const(array)
         self.anchors[kernel] = plan
         attrs = call.attrs
-        # Relax types the call with the packed kernel: its input channels per group are
-        # those each output block reads (a group conv's block-diagonal span).
-        groups = plan.workload["data"][1] // (array.shape[1] * array.shape[4])
         conv = relax.op.nn.conv2d(
             self.get(call.args[0], in_blk), kernel,
             strides=[int(v) for v in attrs.strides], padding=[int(v) for v in attrs.padding],

@@ -30,7 +30,7 @@ from .fused import anchor_domain, schedule_fused
 from .kernels import kernel_func, kernel_shapes
 from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
 from .schedule import schedule_elementwise
-from .specs import KNOBS, SPECS, OpSpec, check_knobs, layouts_of, spec_of
+from .specs import KNOBS, SPECS, OpSpec, check_knobs, layouts_of, pack_weight, spec_of
 from .target import host_target, num_threads, target_key, vector_lanes
 from .transform import layout_transform, schedule_transform, transform_func, transform_shape
 from ..ops import (
@@ -81,6 +81,7 @@ __all__ = [
     "pack_dense_weight",
     "pack_depthwise_kernel",
     "pack_group_kernel",
+    "pack_weight",
     "schedule_elementwise",
     "schedule_fused",
     "schedule_transform",

@@ -25,6 +25,7 @@ from tvm import te, tirx
 from ..errors import KnobError
 from ..ops import Op, output_shape
 from .knobs import CONV_KNOBS
+from .winograd import winograd_nchwc, winograd_shapes
 
 __all__ = ["conv2d_nchwc", "conv2d_nchwc_shapes", "pad_nchwc", "check_tensor_shape"]
 
@@ -44,6 +45,8 @@ def conv2d_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
     [1, 1, 3, 3, 3, 16]
     """
     CONV_KNOBS.check(Op.CONV2D, workload, knobs)
+    if "winograd" in knobs:
+        return winograd_shapes(workload, knobs)
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
@@ -89,6 +92,9 @@ def pad_nchwc(data: te.Tensor, padding: list, name: str = "data_pad") -> te.Tens
 def conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:
     """Blocked conv2d ``NCHW{ic_bn}c`` x ``OIHW{ic_bn}i{oc_bn}o`` -> ``NCHW{oc_bn}c``.
 
+    With knob ``winograd`` the kernel is the transformed one and the compute
+    :func:`graphtune.x86.winograd.winograd_nchwc`.
+
     Parameters
     ----------
     data : te.Tensor
@@ -120,6 +126,8 @@ def conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict
     data_shape, kernel_shape, out_shape = conv2d_nchwc_shapes(workload, knobs)
     check_tensor_shape(data, data_shape, "conv2d data")
     check_tensor_shape(kernel, kernel_shape, "conv2d kernel")
+    if "winograd" in knobs:
+        return winograd_nchwc(data, kernel, workload, knobs)
     sh, sw = workload["strides"]
     dh, dw = workload["dilation"]
     padded = pad_nchwc(data, workload["padding"])

@@ -24,7 +24,7 @@ from tvm import s_tir, tirx
 
 from ..errors import KnobError
 from ..ops import Op
-from .schedule import _blocks, _domain, _fold_epilogue, _inline_producers, schedule_elementwise
+from .schedule import _blocks, _domain, _inline_producers, schedule_elementwise
 from .specs import spec_for
 from .target import TargetLike, vector_lanes
 
@@ -113,7 +113,7 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
             _inline_producers(sch, block)
     else:
         _inline_producers(sch, anchor)
-    epilogue = _fold_epilogue(sch, anchor)
+    epilogue = spec.fold(sch, anchor, knobs)
     mine = {sch.get(b).name_hint for b in (anchor, epilogue, *padding) if b is not None}
     leftovers = [b for b in _blocks(sch) if sch.get(b).name_hint not in mine]
     name = sch.get(anchor).name_hint

@@ -20,6 +20,12 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   flattened pixel axis instead: ``reg_n`` pixels (a multiple of ``flat``
   dividing ``OH * OW``) times ``oc_tile`` channels are the register tile, so a
   28x28 map is 49 whole vectors rather than 28 rows of a 28-lane one.
+  Optional ``winograd`` (2 or 4; 3x3 conv2d of stride and dilation 1 only): the
+  conv runs as Winograd F(m x m, 3 x 3) (:mod:`graphtune.x86.winograd`), ``reg_n``
+  then counts ``m x m`` output tiles (1..tiles) in the register tile of its
+  matrix products, ``unroll_kw`` must be False and ``oh_bn`` / ``rows_outer``
+  are not used; the kernel is packed ``[a, a, O/oc_bn, C/ic_bn, ic_bn, oc_bn]``
+  (``a = m + 2``), the activation layouts are the direct conv's.
 - conv2d_transpose: conv2d's knobs and layouts (``unroll_kw`` unrolls the
   column taps); the kernel is packed per output phase (see
   :mod:`graphtune.x86.conv2d_transpose`).
@@ -58,6 +64,7 @@ from ..errors import KnobError
 from ..ops import Op, check_workload, output_shape
 from .groups import check_group_blocks
 from .target import TargetLike, vector_lanes
+from .winograd import WINOGRAD_TILES, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "divisors",
            "register_budget"]
@@ -173,9 +180,31 @@ def _flat_rules(op: Op, workload: dict, knobs: dict) -> None:
               [d for d in divisors(oh * ow) if d % flat == 0])
 
 
+def _winograd_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """``winograd``: a 3x3 conv2d of stride and dilation 1, ``reg_n`` output tiles of m x m."""
+    m = knobs["winograd"]
+    if op != Op.CONV2D:
+        raise KnobError(f"{op} knob 'winograd' is for conv2d only; remove it")
+    if m not in WINOGRAD_TILES or isinstance(m, bool):
+        _fail(op, "winograd", m, "is the Winograd output tile size", WINOGRAD_TILES)
+    shape = (list(workload["kernel"][2:]), list(workload["strides"]), list(workload["dilation"]))
+    if shape != ([3, 3], [1, 1], [1, 1]):
+        _fail(op, "winograd", m, f"needs a 3x3 kernel of stride and dilation 1 (got kernel "
+              f"{shape[0]}, strides {shape[1]}, dilation {shape[2]})", "none for this workload")
+    for knob, plain in (("unroll_kw", False), ("oh_bn", 1), ("rows_outer", False)):
+        if knobs.get(knob, plain) != plain:
+            _fail(op, knob, knobs[knob], "does not apply to winograd (it tiles the products by tiles)", [plain])
+    _check_range(op, knobs, "reg_n", winograd_tiles(workload, m), f"output tiles of {m}x{m}")
+
+
 def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
     _check_divides(op, knobs, "ic_bn", workload["data"][1], "input channels")
     _check_divides(op, knobs, "oc_bn", output_shape(workload, op)[1], "output channels")
+    if "winograd" in knobs:
+        if "oc_tile" in knobs:
+            _fail(op, "oc_tile", knobs["oc_tile"], "does not combine with winograd", "none")
+        _winograd_rules(op, workload, knobs)
+        return
     _tile_rules(op, workload, knobs)
     if "oc_tile" in knobs:
         _width_rules(op, workload, knobs)
@@ -252,8 +281,8 @@ class KnobSpace:
 
 
 _CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn", "rows_outer"))
-CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile", "flat"), _conv_rules)
-"""conv2d and conv2d_transpose knobs (``oc_tile``, ``flat``: conv2d only)."""
+CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile", "flat", "winograd"), _conv_rules)
+"""conv2d and conv2d_transpose knobs (``oc_tile``, ``flat``, ``winograd``: conv2d only)."""
 GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
 """group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`)."""
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rules)

@@ -49,9 +49,10 @@ from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_
 from .groups import span
 from .knobs import CONV_KNOBS, DENSE_KNOBS, DEPTHWISE_KNOBS, GROUP_KNOBS, KnobSpace
 from .packing import pack_conv_kernel, pack_dense_weight, pack_depthwise_kernel
-from .schedule import schedule_conv2d, schedule_dense, schedule_depthwise
+from .schedule import _fold_epilogue, schedule_conv2d, schedule_dense, schedule_depthwise
+from .winograd import fold_winograd, pack_winograd_kernel, schedule_winograd, winograd_tiles
 
-__all__ = ["OpSpec", "SPECS", "KNOBS", "spec_of", "spec_for", "check_knobs", "layouts_of"]
+__all__ = ["OpSpec", "SPECS", "KNOBS", "spec_of", "spec_for", "check_knobs", "layouts_of", "pack_weight"]
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,13 @@ class OpSpec:
         ``(workload, block, target) -> blocks`` nearest to a wanted channel block.
     keeps_padding : callable
         ``knobs -> bool``: whether the schedule places the padding block itself (the
-        width-vectorised depthwise conv copies the rows a tile reads) instead of
-        :func:`~graphtune.x86.schedule_fused` inlining it into the anchor's loads.
+        width-vectorised depthwise conv copies the rows a tile reads; a Winograd conv's
+        input transform) instead of :func:`~graphtune.x86.schedule_fused` inlining it
+        into the anchor's loads.
+    fold : callable
+        ``(sch, anchor, knobs) -> block or None``: fold the elementwise epilogue and return
+        the block writing the output (:func:`~graphtune.x86.schedule._fold_epilogue`: the
+        anchor's register tile; a Winograd conv: its output transform).
     """
 
     op: Op
@@ -105,6 +111,7 @@ class OpSpec:
     tiles: Callable[[dict, dict, Any], list]
     default_blocks: Callable[[dict, int, Any], dict]
     keeps_padding: Callable[[dict], bool] = lambda knobs: False
+    fold: Callable[..., Any] = lambda sch, anchor, knobs: _fold_epilogue(sch, anchor)
 
 
 # ------------------------------------------------------------------ layouts
@@ -122,6 +129,8 @@ def _dense_layouts(workload: dict, knobs: dict) -> tuple:
 
 # ------------------------------------------------------------------ packing
 def _pack_conv(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    if "winograd" in knobs:
+        return pack_winograd_kernel(weight, knobs["winograd"], knobs["ic_bn"], knobs["oc_bn"]), None
     return pack_conv_kernel(weight, knobs["ic_bn"], knobs["oc_bn"]), kernel_layout(knobs["ic_bn"], knobs["oc_bn"])
 
 
@@ -150,6 +159,11 @@ def _nchwc_anchor(op: Op, workload: dict, knobs: dict, reduced: int, kh: int, kw
 
 
 def _conv_anchor(workload: dict, knobs: dict) -> tuple:
+    if "winograd" in knobs:  # the products, per transform position and tile
+        a, ib, ob = knobs["winograd"] + 2, knobs["ic_bn"], knobs["oc_bn"]
+        tiles = winograd_tiles(workload, knobs["winograd"])
+        return ([a, a, output_shape(workload, Op.CONV2D)[1] // ob, tiles, ob],
+                [workload["data"][1] // ib, ib])
     return _nchwc_anchor(Op.CONV2D, workload, knobs, workload["data"][1], *workload["kernel"][2:])
 
 
@@ -172,10 +186,19 @@ def _dense_anchor(workload: dict, knobs: dict) -> tuple:
     return output_shape(workload, Op.DENSE), [workload["data"][-1]]
 
 
+def _schedule_conv(sch, anchor, epilogue, knobs: dict) -> None:
+    (schedule_winograd if "winograd" in knobs else schedule_conv2d)(sch, anchor, epilogue, knobs)
+
+
+def _fold_conv(sch, anchor, knobs: dict):
+    return (fold_winograd if "winograd" in knobs else _fold_epilogue)(sch, anchor)
+
+
 SPECS = {
     Op.CONV2D: OpSpec(
         Op.CONV2D, CONV_KNOBS, _blocked_layouts, conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel"),
-        _pack_conv, _conv_anchor, schedule_conv2d, tiles.conv_blocks, tiles.conv_tiles, tiles.conv_default),
+        _pack_conv, _conv_anchor, _schedule_conv, tiles.conv_blocks, tiles.conv_tiles, tiles.conv_default,
+        keeps_padding=lambda knobs: "winograd" in knobs, fold=_fold_conv),
     Op.DEPTHWISE_CONV2D: OpSpec(
         Op.DEPTHWISE_CONV2D, DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_nchwc_shapes,
         depthwise_conv2d_nchwc, ("data", "kernel"), _pack_depthwise, _depthwise_anchor, schedule_depthwise,
@@ -276,3 +299,20 @@ def layouts_of(workload: dict, knobs: dict, op: Op | str | None = None) -> tuple
     spec = spec_for(workload, op)
     spec.knobs.check(spec.op, workload, knobs)
     return spec.layouts(workload, knobs)
+
+
+def pack_weight(weight: np.ndarray, workload: dict, knobs: dict, op: Op | str | None = None) -> np.ndarray:
+    """The model's ``weight`` packed as the candidate's kernel reads it (the op's
+    :attr:`OpSpec.pack`: blocked, per phase for conv2d_transpose, transformed for Winograd).
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> wl = conv2d_workload([1, 8, 4, 4], [16, 8, 3, 3], padding=[1, 1, 1, 1])
+    >>> pack_weight(np.zeros((16, 8, 3, 3), "float32"), wl, {"ic_bn": 8, "oc_bn": 16, "reg_n": 4,
+    ...                                                       "unroll_kw": False, "winograd": 2}).shape
+    (4, 4, 1, 1, 8, 16)
+    """
+    spec = spec_for(workload, op)
+    spec.knobs.check(spec.op, workload, knobs)
+    return spec.pack(weight, workload, knobs)[0]
