@@ -18,7 +18,7 @@ Examples
 
 from tvm import s_tir, tirx
 
-__all__ = ["schedule_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise"]
+__all__ = ["schedule_conv2d", "fold_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise"]
 
 _REDUCE = tirx.IterVar.CommReduce
 
@@ -150,17 +150,27 @@ def _register_tile(sch: s_tir.Schedule, vector, unrolled: tuple, kw, knobs: dict
         sch.unroll(kw)
 
 
+def fold_conv2d(sch: s_tir.Schedule, anchor, knobs: dict):
+    """The epilogue fold of a conv2d: :func:`_fold_epilogue`, or for a Winograd conv the output
+    transform with the epilogue inlined into it (:func:`_fold_winograd`)."""
+    return _fold_winograd(sch, anchor) if "winograd" in knobs else _fold_epilogue(sch, anchor)
+
+
 def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     """Schedule the NCHWc conv anchor (conv2d, group conv2d, conv2d_transpose) with ``knobs``.
 
     ``epilogue`` is the folded elementwise block writing the output, or None
-    (the tile is then written through a ``cache_write`` block).
+    (the tile is then written through a ``cache_write`` block); for a Winograd conv the
+    block computing the output transform and the epilogue (:func:`fold_conv2d`).
     """
     if "flat" in knobs:
         _schedule_conv2d_flat(sch, anchor, epilogue, knobs)
         return
     if "oc_tile" in knobs:
         _schedule_conv2d_width(sch, anchor, epilogue, knobs)
+        return
+    if "winograd" in knobs:
+        _schedule_conv2d_winograd(sch, anchor, epilogue, knobs)
         return
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
@@ -216,6 +226,62 @@ def _schedule_conv2d_flat(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) ->
     sch.parallel(outer)
     _register_tile(sch, lanes, (vectors, oc_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, outer)
+
+
+def _fold_winograd(sch: s_tir.Schedule, anchor):
+    """Inline a Winograd conv's output transform and the elementwise epilogue after it into one
+    block; return it.
+
+    The returned block computes each output element from the products
+    (``winograd_gemm``) through the transform and the epilogue (bias, relu,
+    residual add...). Without a foldable epilogue it is the output transform itself.
+    """
+    (output,) = sch.get_consumers(anchor)
+    members = _epilogue_dag(sch, output)
+    if not members:
+        return output
+    for block in [output, *members[:-1]]:
+        if not _try(sch.compute_inline, block):
+            return output
+    return members[-1]
+
+
+def _schedule_conv2d_winograd(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the three stages of a Winograd conv (``epilogue``: from :func:`_fold_winograd`).
+
+    - input transform: threads over (input channel block, tile), the ``a x a``
+      positions unrolled, the channel block vectorised;
+    - products: threads over (position, output channel block), ``reg_n`` tiles x
+      ``oc_bn`` accumulators in registers, as :func:`schedule_conv2d`;
+    - output transform with the epilogue: threads over (output channel block, tile
+      row), the ``m x m`` tile unrolled, the channel block vectorised.
+    """
+    m = knobs["winograd"]
+    (inputs,) = [b for b in sch.get_producers(anchor) if sch.get(b).name_hint.startswith("winograd_input")]
+    eps, nu, chunk, tile, lanes = sch.get_loops(inputs)
+    sch.reorder(chunk, tile, eps, nu, lanes)
+    sch.parallel(sch.fuse(chunk, tile))
+    sch.unroll(eps)
+    sch.unroll(nu)
+    sch.vectorize(lanes)
+
+    eps, nu, oc, tile, lanes, ic_chunk, ic_block = sch.get_loops(anchor)
+    tile_outer, tile_inner = sch.split(tile, [None, knobs["reg_n"]])
+    sch.reorder(eps, nu, oc, tile_outer, ic_chunk, ic_block, tile_inner, lanes)
+    _write_back(sch, anchor, None, tile_outer)
+    sch.parallel(sch.fuse(eps, nu, oc))
+    sch.vectorize(lanes)
+    sch.unroll(tile_inner)
+    _vectorize_init(sch, anchor, ic_chunk, tile_outer)
+
+    n, oc, y, x, lanes = sch.get_loops(epilogue)
+    y_outer, y_inner = sch.split(y, [None, m])
+    x_outer, x_inner = sch.split(x, [None, m])
+    sch.reorder(n, oc, y_outer, x_outer, y_inner, x_inner, lanes)
+    sch.parallel(sch.fuse(n, oc, y_outer))
+    sch.unroll(y_inner)
+    sch.unroll(x_inner)
+    sch.vectorize(lanes)
 
 
 def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:

@@ -49,8 +49,8 @@ from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_
 from .groups import span
 from .knobs import CONV_KNOBS, DENSE_KNOBS, DEPTHWISE_KNOBS, GROUP_KNOBS, KnobSpace
 from .packing import pack_conv_kernel, pack_dense_weight, pack_depthwise_kernel
-from .schedule import _fold_epilogue, schedule_conv2d, schedule_dense, schedule_depthwise
-from .winograd import fold_winograd, pack_winograd_kernel, schedule_winograd, winograd_tiles
+from .schedule import _fold_epilogue, fold_conv2d, schedule_conv2d, schedule_dense, schedule_depthwise
+from .winograd import pack_winograd_kernel, winograd_tiles
 
 __all__ = ["OpSpec", "SPECS", "KNOBS", "spec_of", "spec_for", "check_knobs", "layouts_of", "pack_weight"]
 
@@ -186,19 +186,11 @@ def _dense_anchor(workload: dict, knobs: dict) -> tuple:
     return output_shape(workload, Op.DENSE), [workload["data"][-1]]
 
 
-def _schedule_conv(sch, anchor, epilogue, knobs: dict) -> None:
-    (schedule_winograd if "winograd" in knobs else schedule_conv2d)(sch, anchor, epilogue, knobs)
-
-
-def _fold_conv(sch, anchor, knobs: dict):
-    return (fold_winograd if "winograd" in knobs else _fold_epilogue)(sch, anchor)
-
-
 SPECS = {
     Op.CONV2D: OpSpec(
         Op.CONV2D, CONV_KNOBS, _blocked_layouts, conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel"),
-        _pack_conv, _conv_anchor, _schedule_conv, tiles.conv_blocks, tiles.conv_tiles, tiles.conv_default,
-        keeps_padding=lambda knobs: "winograd" in knobs, fold=_fold_conv),
+        _pack_conv, _conv_anchor, schedule_conv2d, tiles.conv_blocks, tiles.conv_tiles, tiles.conv_default,
+        keeps_padding=lambda knobs: "winograd" in knobs, fold=fold_conv2d),
     Op.DEPTHWISE_CONV2D: OpSpec(
         Op.DEPTHWISE_CONV2D, DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_nchwc_shapes,
         depthwise_conv2d_nchwc, ("data", "kernel"), _pack_depthwise, _depthwise_anchor, schedule_depthwise,

@@ -325,16 +325,18 @@ def _rows_outer(workload: dict) -> bool:
 
 
 def _winograd_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
-    """Winograd tiles (knob ``winograd``) of a 3x3 conv2d of stride and dilation 1 whose output
-    block is at least half a vector, per tile size (4 first) its best register tile of ``reg_n``
-    output tiles: about half the register budget of accumulators, as the direct 3x3 tiles.
-    ResNet-50's 64->64 3x3 at 56x56 (2 threads, Xeon): 0.25 ms with F(4x4, 3x3), 0.41 with
-    F(2x2, 3x3), 0.59 direct; 256->256 at 14x14: 0.66, 0.48 and 0.62."""
+    """Winograd tiles (knob ``winograd``) of a 3x3 conv2d of stride and dilation 1 with at least
+    a vector of input channels and an output block of at least half a vector, per tile size (4
+    first) its best register tile of ``reg_n`` output tiles: about half the register budget of
+    accumulators, as the direct 3x3 tiles. 2 threads, Xeon, ms F(4x4, 3x3) / F(2x2, 3x3) /
+    direct: ResNet-50's 64->64 at 56x56 0.25 / 0.40 / 0.53, 256->256 at 14x14 0.57 / 0.46 /
+    0.57, 512->512 at 7x7 1.41 / 1.16 / 0.83; VGG-16's 256->256 at 56x56 3.08 / 4.82 / 8.66;
+    its 3->64 at 224x224 1.76 / 3.35 / 0.51 (the transforms outweigh 3 channels' products)."""
     if (list(workload["kernel"][2:]), list(workload["strides"]), list(workload["dilation"])) \
             != ([3, 3], [1, 1], [1, 1]) or workload.get("groups", 1) != 1:
         return []
     lanes, budget = vector_lanes(target), register_budget(target)
-    if 2 * oc_bn < lanes:
+    if 2 * oc_bn < lanes or workload["data"][1] < lanes:
         return []
     vecs = math.ceil(oc_bn / lanes)
     found = []

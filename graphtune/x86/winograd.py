@@ -12,7 +12,8 @@ m = 4), following Lavin and Gray (2016):
   ``[a, a, O/oc_bn, tiles, oc_bn]`` reduced over ``(C/ic_bn, ic_bn)``), the
   op's anchor, scheduled like a 1x1 conv over the tiles;
 - output transform ``Y = A^T M A`` (block ``winograd_output``, the output
-  ``[N, O/oc_bn, OH, OW, oc_bn]``), into which the elementwise epilogue folds.
+  ``[N, O/oc_bn, OH, OW, oc_bn]``), into which the elementwise epilogue folds
+  (:func:`graphtune.x86.schedule.fold_conv2d`, ``schedule._schedule_conv2d_winograd``).
 
 The kernel is transformed ahead of time (``U = G g G^T``, packed
 ``[a, a, O/oc_bn, C/ic_bn, ic_bn, oc_bn]``, :func:`pack_winograd_kernel`);
@@ -37,14 +38,13 @@ Examples
 import math
 
 import numpy as np
-from tvm import s_tir, te, tirx
+from tvm import te, tirx
 
 from ..ops import Op, output_shape
 from .packing import _split
-from .schedule import _epilogue_dag, _try, _vectorize_init, _write_back
 
 __all__ = ["WINOGRAD_TILES", "winograd_matrices", "winograd_tiles", "winograd_shapes", "winograd_nchwc",
-           "pack_winograd_kernel", "fold_winograd", "schedule_winograd"]
+           "pack_winograd_kernel"]
 
 WINOGRAD_TILES = (2, 4)
 """Output tile sizes m of the Winograd transforms graphtune runs (F(2x2, 3x3), F(4x4, 3x3))."""
@@ -208,58 +208,3 @@ def pack_winograd_kernel(weight: np.ndarray, m: int, ic_bn: int, oc_bn: int) -> 
     u = np.einsum("er,ocrs,us->euoc", g, weight.astype("float64"), g)
     return np.ascontiguousarray(u.reshape(a, a, oc, oc_bn, ic, ic_bn).transpose(0, 1, 2, 4, 5, 3)
                                 .astype(weight.dtype))
-
-
-def fold_winograd(sch: s_tir.Schedule, anchor):
-    """Inline the output transform and the elementwise epilogue after it into one block; return it.
-
-    The returned block computes each output element from the products
-    (``winograd_gemm``) through the transform and the epilogue (bias, relu,
-    residual add...). Without a foldable epilogue it is the output transform itself.
-    """
-    (output,) = sch.get_consumers(anchor)
-    members = _epilogue_dag(sch, output)
-    if not members:
-        return output
-    for block in [output, *members[:-1]]:
-        if not _try(sch.compute_inline, block):
-            return output
-    return members[-1]
-
-
-def schedule_winograd(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
-    """Schedule the three stages of a Winograd conv (``epilogue``: from :func:`fold_winograd`).
-
-    - input transform: threads over (input channel block, tile), the ``a x a``
-      positions unrolled, the channel block vectorised;
-    - products: threads over (position, output channel block), ``reg_n`` tiles x
-      ``oc_bn`` accumulators in registers, as :func:`~graphtune.x86.schedule.schedule_conv2d`;
-    - output transform with the epilogue: threads over (output channel block, tile
-      row), the ``m x m`` tile unrolled, the channel block vectorised.
-    """
-    m = knobs["winograd"]
-    (inputs,) = [b for b in sch.get_producers(anchor) if sch.get(b).name_hint.startswith("winograd_input")]
-    eps, nu, chunk, tile, lanes = sch.get_loops(inputs)
-    sch.reorder(chunk, tile, eps, nu, lanes)
-    sch.parallel(sch.fuse(chunk, tile))
-    sch.unroll(eps)
-    sch.unroll(nu)
-    sch.vectorize(lanes)
-
-    eps, nu, oc, tile, lanes, ic_chunk, ic_block = sch.get_loops(anchor)
-    tile_outer, tile_inner = sch.split(tile, [None, knobs["reg_n"]])
-    sch.reorder(eps, nu, oc, tile_outer, ic_chunk, ic_block, tile_inner, lanes)
-    _write_back(sch, anchor, None, tile_outer)
-    sch.parallel(sch.fuse(eps, nu, oc))
-    sch.vectorize(lanes)
-    sch.unroll(tile_inner)
-    _vectorize_init(sch, anchor, ic_chunk, tile_outer)
-
-    n, oc, y, x, lanes = sch.get_loops(epilogue)
-    y_outer, y_inner = sch.split(y, [None, m])
-    x_outer, x_inner = sch.split(x, [None, m])
-    sch.reorder(n, oc, y_outer, x_outer, y_inner, x_inner, lanes)
-    sch.parallel(sch.fuse(n, oc, y_outer))
-    sch.unroll(y_inner)
-    sch.unroll(x_inner)
-    sch.vectorize(lanes)
