@@ -152,7 +152,22 @@ def _register_tile(sch: s_tir.Schedule, vector, unrolled: tuple, kw, knobs: dict
 
 def fold_conv2d(sch: s_tir.Schedule, anchor, knobs: dict):
     """The epilogue fold of a conv2d: :func:`_fold_epilogue`, or for a Winograd conv the output
-    transform with the epilogue inlined into it (:func:`_fold_winograd`)."""
+    transform with the epilogue inlined into it (:func:`_fold_winograd`).
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> import graphtune.x86 as x86
+    >>> wl = x86.conv2d_workload([1, 16, 4, 4], [16, 16, 3, 3], padding=[1, 1, 1, 1])
+    >>> knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 4, "unroll_kw": False, "winograd": 2}
+    >>> d, k, _ = x86.kernel_shapes(wl, knobs)
+    >>> x, u = te.placeholder(d, name="x"), te.placeholder(k, name="u")
+    >>> conv = x86.conv2d_nchwc(x, u, wl, knobs)
+    >>> y = te.compute(conv.shape, lambda *i: te.max(conv(*i), 0.0), name="relu")
+    >>> sch = s_tir.Schedule(te.create_prim_func([x, u, y]))
+    >>> sch.get(fold_conv2d(sch, sch.get_sblock("winograd_gemm"), knobs)).name_hint
+    'relu'
+    """
     return _fold_winograd(sch, anchor) if "winograd" in knobs else _fold_epilogue(sch, anchor)
 
 
@@ -242,7 +257,7 @@ def _fold_winograd(sch: s_tir.Schedule, anchor):
         return output
     for block in [output, *members[:-1]]:
         if not _try(sch.compute_inline, block):
-            return output
+            return block  # it holds what was inlined so far; the rest are left-overs
     return members[-1]
 
 
