@@ -64,7 +64,7 @@ from ..errors import KnobError
 from ..ops import Op, check_workload, output_shape
 from .groups import check_group_blocks
 from .target import TargetLike, vector_lanes
-from .winograd import WINOGRAD_TILES, winograd_tiles
+from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "divisors",
            "register_budget"]
@@ -187,10 +187,10 @@ def _winograd_rules(op: Op, workload: dict, knobs: dict) -> None:
         raise KnobError(f"{op} knob 'winograd' is for conv2d only; remove it")
     if m not in WINOGRAD_TILES or isinstance(m, bool):
         _fail(op, "winograd", m, "is the Winograd output tile size", WINOGRAD_TILES)
-    shape = (list(workload["kernel"][2:]), list(workload["strides"]), list(workload["dilation"]))
-    if shape != ([3, 3], [1, 1], [1, 1]):
+    if not winograd_fits(workload):
         _fail(op, "winograd", m, f"needs a 3x3 kernel of stride and dilation 1 (got kernel "
-              f"{shape[0]}, strides {shape[1]}, dilation {shape[2]})", "none for this workload")
+              f"{workload['kernel'][2:]}, strides {workload['strides']}, dilation {workload['dilation']})",
+              "none for this workload")
     for knob, plain in (("unroll_kw", False), ("oh_bn", 1), ("rows_outer", False)):
         if knobs.get(knob, plain) != plain:
             _fail(op, knob, knobs[knob], "does not apply to winograd (it tiles the products by tiles)", [plain])

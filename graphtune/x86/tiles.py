@@ -23,7 +23,7 @@ from .conv2d_transpose import taps
 from .groups import group_sizes, oc_blocks, span
 from .knobs import divisors, register_budget
 from .target import TargetLike, vector_lanes
-from .winograd import WINOGRAD_TILES, winograd_tiles
+from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = [
     "MAX_BLOCK", "conv_blocks", "group_blocks", "depthwise_blocks", "dense_blocks", "conv_tiles",
@@ -332,8 +332,7 @@ def _winograd_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
     direct: ResNet-50's 64->64 at 56x56 0.25 / 0.40 / 0.53, 256->256 at 14x14 0.57 / 0.46 /
     0.57, 512->512 at 7x7 1.41 / 1.16 / 0.83; VGG-16's 256->256 at 56x56 3.08 / 4.82 / 8.66;
     its 3->64 at 224x224 1.76 / 3.35 / 0.51 (the transforms outweigh 3 channels' products)."""
-    if (list(workload["kernel"][2:]), list(workload["strides"]), list(workload["dilation"])) \
-            != ([3, 3], [1, 1], [1, 1]) or workload.get("groups", 1) != 1:
+    if not winograd_fits(workload):
         return []
     lanes, budget = vector_lanes(target), register_budget(target)
     if 2 * oc_bn < lanes or workload["data"][1] < lanes:

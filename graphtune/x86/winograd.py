@@ -43,7 +43,7 @@ from tvm import te, tirx
 from ..ops import Op, output_shape
 from .packing import _split
 
-__all__ = ["WINOGRAD_TILES", "winograd_matrices", "winograd_tiles", "winograd_shapes", "winograd_nchwc",
+__all__ = ["WINOGRAD_TILES", "winograd_fits", "winograd_matrices", "winograd_tiles", "winograd_shapes", "winograd_nchwc",
            "pack_winograd_kernel"]
 
 WINOGRAD_TILES = (2, 4)
@@ -71,6 +71,22 @@ def winograd_matrices(m: int) -> tuple:
     ((2, 4), (4, 4), (4, 3))
     """
     return tuple(np.array(mat, dtype="float64") for mat in _MATRICES[m])
+
+
+def winograd_fits(workload: dict) -> bool:
+    """Whether a conv2d workload can run as Winograd F(m x m, 3 x 3): a 3x3 kernel of stride and
+    dilation 1, one group.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> winograd_fits(conv2d_workload([1, 8, 8, 8], [8, 8, 3, 3], padding=[1, 1, 1, 1]))
+    True
+    >>> winograd_fits(conv2d_workload([1, 8, 8, 8], [8, 8, 3, 3], [2, 2], [1, 1, 1, 1]))
+    False
+    """
+    return (list(workload["kernel"][2:]), list(workload["strides"]), list(workload["dilation"]),
+            workload.get("groups", 1)) == ([3, 3], [1, 1], [1, 1], 1)
 
 
 def winograd_tiles(workload: dict, m: int) -> int:
