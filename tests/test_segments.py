@@ -95,6 +95,29 @@ def test_a_join_owns_its_concat_and_the_ops_after_it_in_every_layout(join_layout
     assert not any(node is None for node, _ in owner.values())
 
 
+def test_identical_winograd_convs_own_their_own_groups_and_joins():
+    """DenseNet's 3x3 convs of a block are identical: as Winograd kernels (weights packed at
+    legalization) they share one PrimFunc, yet each call and the concat after it belong to
+    their own node (once all were taken for the first, and the other joins went unpriced)."""
+    b = GraphBuilder("tiny_dense_wino", seed=0, batch_size=1, image_size=8)
+    x = b.conv(b.input, "stem", 16, kernel=3, padding=1)
+    for i in range(3):
+        y = b.conv(b.relu(b.norm(x, f"l{i}.norm"), f"l{i}.relu"), f"l{i}.conv1", 16, kernel=1)
+        x = b.concat([x, b.conv(y, f"l{i}.conv2", 16, kernel=3, padding=1)], f"l{i}.concat")
+    b.dense(b.flatten(b.global_avg_pool(x, "gap"), "flatten"), "fc", 10)
+    model = b.model(["fc"])
+    g = extract(model)
+    choice = dict(probe_choices(g)[0])
+    for i in range(3):
+        choice[f"l{i}.conv2"] = next(k for k, c in enumerate(g.candidates(f"l{i}.conv2"))
+                                     if "winograd" in c.knobs and c.in_layout == c.out_layout == "NCHW16c")
+    groups = probe_groups(import_model(model), g, choice, x86.host_target())
+    kernels = [grp.node for grp in groups if grp.task.workload["ops"] == "conv2d"]
+    assert [n for n in kernels if n.endswith("conv2")] == [f"l{i}.conv2" for i in range(3)]
+    concats = [grp.node for grp in groups if "concatenate" in grp.label]
+    assert concats == [f"l{i}.concat" for i in range(3)]
+
+
 def test_an_op_on_the_graph_input_is_a_constant_of_the_model():
     """A per-channel scale + shift of the image before the first conv (input normalisation)
     reads only the graph input: a plain group of no node, in every probe."""

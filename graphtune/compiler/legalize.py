@@ -94,12 +94,14 @@ def _te_call(bb: relax.BlockBuilder, compute, args: list[relax.Expr], plan: Node
                           primfunc_attrs={NODE_ATTR: plan.name})
 
 
-def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Target) -> dict:
+def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Target,
+                  packed_anchors: dict[Constant, NodePlan]) -> dict:
     """customize_legalize_map for LegalizeOps: planned conv2d / conv2d_transpose / matmul -> x86 computes.
 
     The compute and (for dense, conv2d_transpose and Winograd conv2d, whose weights
     the rewrite leaves as they are) the weight packing are the node's
-    :class:`~graphtune.x86.OpSpec` ones.
+    :class:`~graphtune.x86.OpSpec` ones; each weight packed here is added to
+    ``packed_anchors`` with its node's plan.
     """
     stock_conv = tvm.ir.Op.get("relax.nn.conv2d").get_attr("FLegalize")
     stock_matmul = tvm.ir.Op.get("relax.matmul").get_attr("FLegalize")
@@ -116,7 +118,9 @@ def _legalize_map(anchors: Mapping[Constant, NodePlan], target: tvm.target.Targe
         """``call`` with ``weight`` packed by the node's spec, lowered with the spec's compute."""
         spec = x86.spec_of(plan.op)
         array, _ = spec.pack(weight, plan.workload, plan.knobs)
-        return _te_call(bb, spec.compute, [call.args[0], relax.const(array)], plan, target)
+        constant = relax.const(array)
+        packed_anchors[constant] = plan
+        return _te_call(bb, spec.compute, [call.args[0], constant], plan, target)
 
     def matmul(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         plan = anchors.get(call.args[1])
@@ -337,7 +341,8 @@ def _dedupe(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
-             target: tvm.target.Target) -> tvm.IRModule:
+             target: tvm.target.Target, packed_anchors: dict[Constant, NodePlan] | None = None
+             ) -> tvm.IRModule:
     """Legalize, fuse and schedule a rewritten module.
 
     Parameters
@@ -348,6 +353,12 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         The layout nodes, keyed by their weight constants.
     target : tvm.target.Target
         The x86 target (:func:`graphtune.x86.host_target`).
+    packed_anchors : dict, optional
+        If given, receives the weight constants packed here (Winograd conv2d,
+        dense, conv2d_transpose: the rewrite leaves their weights as they are)
+        with their node's plan: with ``anchors`` they name every node by its
+        weight in the lowered ``main``, which identical nodes' shared PrimFunc
+        cannot (its :data:`NODE_ATTR` names one of them).
 
     Returns
     -------
@@ -377,7 +388,8 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     _check_covered(mod, anchors)
     plans = {plan.name: plan for plan in anchors.values()}
     with target:
-        custom = {**_fast_math_map(), **_pool_map(), **_legalize_map(anchors, target)}
+        packed = {} if packed_anchors is None else packed_anchors
+        custom = {**_fast_math_map(), **_pool_map(), **_legalize_map(anchors, target, packed)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
         mod = relax.transform.AnnotateTIROpPattern()(mod)
         unfused = mod["main"]

@@ -266,7 +266,8 @@ def segment_func(task: Task):
 
 
 def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
-    """``mod`` rewritten, legalized, fused and scheduled by graphtune's compiler for one probe."""
+    """``mod`` rewritten, legalized, fused and scheduled by graphtune's compiler for one probe,
+    and every node's weight constant in it (the rewrite's and those packed at legalization)."""
     from ..compiler.legalize import legalize
     from ..compiler.rewrite import NodePlan, rewrite
     from ..frontend.walk import layout_ops
@@ -278,7 +279,9 @@ def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
             plans[op.var] = NodePlan(op.name, op.op, op.workload, c.knobs, c.in_layout, c.out_layout)
     joins = {n: graph.candidates(n)[i].out_layout for n, i in choice.items() if graph.op(n) == "join"}
     new_mod, anchors = rewrite(mod, plans, joins)
-    return legalize(new_mod, anchors, target), anchors
+    packed: dict = {}
+    lowered = legalize(new_mod, anchors, target, packed_anchors=packed)
+    return lowered, {**anchors, **packed}
 
 
 def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> list[OpGroup]:
