@@ -94,6 +94,20 @@ def _ratios_summary(ratios: dict) -> dict:
             "min_ort_over_gt": ratios.get(slowest), "min_model": slowest}
 
 
+def write_report(args: argparse.Namespace, rows: list[dict]) -> None:
+    """Write ``rows`` (the models timed so far) and their suite summary to ``args.json``."""
+    import tvm
+
+    report = {"benchmark": "e2e", "target": x86.target_key(), "tvm": tvm.__version__,
+              "python": platform.python_version(), "machine": platform.processor() or
+              platform.machine(), "repeat": args.repeat, "max_candidates": args.max_candidates,
+              "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "loadavg": os.getloadavg(), "results": rows, "suite": args.suite,
+              "summary": suite_summary(rows)}
+    with open(args.json, "w", encoding="utf-8") as file:
+        json.dump(report, file, indent=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (see ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -160,10 +174,12 @@ def main(argv: list[str] | None = None) -> int:
             if not args.suite:
                 raise
             print(f"== {tag}: failed: {err}", flush=True)
-            rows.append({"model": tag, "error": str(err)})
-            continue
+            row = {"model": tag, "error": str(err)}
+        else:
+            print(markdown_table([row]), "\n", flush=True)
         rows.append(row)
-        print(markdown_table([row]), "\n", flush=True)
+        if args.json:  # after every model: a long suite stopped half-way keeps what it timed
+            write_report(args, rows)
 
     timed = [row for row in rows if "error" not in row]
     print(markdown_table(timed))
@@ -180,16 +196,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{part['geomean_ort_over_gt']:.3f}, minimum {part['min_ort_over_gt']:.3f} "
                   f"({part['min_model']})")
     if args.json:
-        import tvm
-
-        report = {"benchmark": "e2e", "target": x86.target_key(), "tvm": tvm.__version__,
-                  "python": platform.python_version(), "machine": platform.processor() or
-                  platform.machine(), "repeat": args.repeat, "max_candidates": args.max_candidates,
-                  "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                  "loadavg": os.getloadavg(), "results": rows, "suite": args.suite,
-                  "summary": summary}
-        with open(args.json, "w", encoding="utf-8") as file:
-            json.dump(report, file, indent=1)
+        write_report(args, rows)
         print(f"wrote {args.json}")
     return 0
 
