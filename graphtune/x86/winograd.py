@@ -20,8 +20,9 @@ The kernel is transformed ahead of time (``U = G g G^T``, packed
 activations keep the direct conv's layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``.
 The transforms are written as sums over the whole tile whose coefficients
 are selects of the matrices' constants: unrolling the tile positions leaves
-each position only its non-zero terms (the simplifier folds products by 0 and 1). fp32 error against a float64
-reference: about 1e-6 of the output's scale for m = 2 and 1e-5 for m = 4.
+each position only its non-zero terms (the simplifier folds products by 0
+and 1). fp32 error against a float64 reference: about 1e-6 of the output's
+scale for m = 2 and 1e-5 for m = 4.
 
 Examples
 --------
