@@ -44,7 +44,7 @@ from .frontend.extract import extract as _frontend_extract
 from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
 from .measure import LocalRunner, Records, Runner, Task, measure
-from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_self_joins
+from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .models.resolve import resolve
 from .ops import LAYOUT_OPS, Op
 from .solve import METHODS, Solution, solve
@@ -335,7 +335,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                                    f"{rec.error}; {_retry_hint(store, [rec.task], key, runner.timing)}")
             transform_ms[(shape, src, dst)] = rec.median_ms
         graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
-        tie_self_joins(graph)
+        tie_fused_joins(graph)
         lap("transforms")
 
     solution = solve(graph, method=solver, time_limit=time_limit)

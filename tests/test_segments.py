@@ -12,7 +12,8 @@ from graphtune import extract, solve, x86
 from graphtune.frontend import import_model
 from graphtune.measure import Records, measure
 from graphtune.measure.build import build_task, prim_func_of
-from graphtune.measure.segments import probe_choices, probe_groups
+from graphtune.graph import LayoutGraph
+from graphtune.measure.segments import fused_edges, probe_choices, probe_groups
 from graphtune.models.builder import GraphBuilder
 from graphtune.report import config_table
 
@@ -43,8 +44,31 @@ def tuned(tmp_path_factory):
 def test_probes_cover_every_out_layout_of_every_free_node():
     g = extract(_model(), max_candidates=4)
     seen = {(n, g.candidates(n)[i].out_layout) for choice in probe_choices(g) for n, i in choice.items()}
-    want = {(n, c.out_layout) for n in g.nodes if g.op(n) != "boundary" for c in g.candidates(n)}
+    writes = {join: {c.out_layout for c in g.candidates(src)} for src, join in fused_edges(g)}
+    want = {(n, c.out_layout) for n in g.nodes if g.op(n) != "boundary" for c in g.candidates(n)
+            if c.in_layout in writes.get(n, {c.in_layout})}  # but fused joins' unwritable layouts
     assert seen == want
+    assert ("se", "NCHW") not in seen and ("stem.act", "NCHW") not in seen
+
+
+def test_fused_joins_are_silu_and_the_se_gate_and_probes_run_them_in_their_producers_layout():
+    assert sorted(fused_edges(extract(_model(), max_candidates=1))) == [("se.fc2", "se"),
+                                                                       ("stem", "stem.act")]
+    # EfficientNet-B0's case: the probe covering the gate conv's NCHW3c ran the SE scale in
+    # another layout, so its multiply was priced nowhere and the solver took NCHW3c for free
+    g = LayoutGraph()
+    g.add_node("x", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
+    g.add_node("fc2", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW3c"])
+    g.add_node("scale", op="join", costs=[0.0] * 4, layouts=["NCHW", "NCHW8c", "NCHW16c", "NCHW3c"])
+    g.add_edge("x", "scale", shape=[1, 48, 8, 8])
+    g.add_edge("fc2", "scale", shape=[1, 48, 1, 1])
+    assert fused_edges(g) == [("fc2", "scale")]
+    probes = probe_choices(g)
+    for choice in probes:
+        assert g.candidates("scale")[choice["scale"]].in_layout == g.candidates("fc2")[choice["fc2"]].out_layout
+    seen = {(n, g.candidates(n)[i].out_layout) for choice in probes for n, i in choice.items()}
+    assert seen == {("x", "NCHW8c"), ("x", "NCHW16c"), ("fc2", "NCHW8c"), ("fc2", "NCHW3c"),
+                    ("scale", "NCHW8c"), ("scale", "NCHW3c")}
 
 
 def test_probe_groups_belong_to_the_node_whose_layout_they_run_in():
@@ -185,10 +209,11 @@ def test_tune_charges_op_groups_per_layout_and_predicts_the_whole_model(tuned):
     assert "ops" in result.summary()
 
 
-def test_silu_join_keeps_its_conv_layout_so_it_stays_fused(tuned):
+def test_silu_and_se_scale_keep_their_producers_layout_so_they_stay_fused(tuned):
     result = tuned[0]
     cand = {n: result.graph.candidates(n)[i] for n, i in result.solution.assignment.items()}
     assert cand["stem.act"].in_layout == cand["stem"].out_layout
+    assert cand["se"].in_layout == cand["se.fc2"].out_layout
 
 
 def test_solver_stays_exact_with_op_costs(tuned):

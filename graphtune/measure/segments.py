@@ -56,7 +56,7 @@ from .build import arg_specs
 from .task import Task
 
 __all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task", "segment_func",
-           "op_costs", "apply_op_costs", "tie_self_joins"]
+           "op_costs", "apply_op_costs", "fused_edges", "tie_fused_joins"]
 
 _TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)\d*(?=_|$)")
 """A layout transform in a function's name (Relax numbers repeated names: ``..._NCHW1``)."""
@@ -166,9 +166,12 @@ def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
 
     Probe ``b`` gives each node a candidate writing ``NCHW{b}c`` (reading it too
     when it can, so that probes hold few transforms), else one whose out layout
-    no probe has covered yet, else the block nearest ``b``. Probes are added in
-    order of how common their block is, until every (node, out_layout) pair is
-    covered.
+    no probe has covered yet, else the block nearest ``b``; a join fused into its
+    producer (:func:`fused_edges`) takes the producer's layout, as in every
+    solution (:func:`tie_fused_joins`), so that the producer's op group is
+    priced with the join fused into it. Probes are added in order of how common
+    their block is, until every (node, out_layout) pair is covered (but a fused
+    join's layouts its producer cannot write).
 
     Examples
     --------
@@ -181,24 +184,31 @@ def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
     [{'a': 1, 'b': 1}, {'a': 0, 'b': 0}]
     """
     free = _free(graph)
-    todo = {(n, c.out_layout) for n in free for c in graph.candidates(n)}
+    topo = {n: i for i, n in enumerate(nx.topological_sort(graph.nx))}
+    fused = [(src, join) for src, join in sorted(fused_edges(graph), key=lambda e: topo[e[1]])
+             if {c.out_layout for c in graph.candidates(src)} & {c.in_layout for c in graph.candidates(join)}]
+    writable = {join: {c.out_layout for c in graph.candidates(src)} for src, join in fused}
+    todo = {(n, c.out_layout) for n in free for c in graph.candidates(n)
+            if c.in_layout in writable.get(n, {c.in_layout})}
     blocks = Counter(block_of(c.out_layout) for n in free for c in graph.candidates(n))
     order = [b for b, _ in sorted(blocks.items(), key=lambda kv: (-kv[1], -kv[0]))]
     probes: list[dict[str, int]] = []
     for b in order + [-1] * max((len(graph.candidates(n)) for n in free), default=0):
         if not todo:
             break
-        choice = {}
-        for n in free:
-            cands = graph.candidates(n)
 
-            def rank(i: int, n: str = n, cands: Sequence[Candidate] = cands) -> tuple:
-                c = cands[i]
-                return (block_of(c.out_layout) != b, (n, c.out_layout) not in todo,
-                        block_of(c.in_layout) != b, abs(block_of(c.out_layout) - b),
-                        c.cost if not math.isnan(c.cost) else math.inf)
+        def rank(n: str, i: int) -> tuple:
+            c = graph.candidates(n)[i]
+            return (block_of(c.out_layout) != b, (n, c.out_layout) not in todo,
+                    block_of(c.in_layout) != b, abs(block_of(c.out_layout) - b),
+                    c.cost if not math.isnan(c.cost) else math.inf)
 
-            choice[n] = min(range(len(cands)), key=rank)
+        choice = {n: min(range(len(graph.candidates(n))), key=lambda i, n=n: rank(n, i)) for n in free}
+        for src, join in fused:  # producer order: a fused join runs in its producer's layout
+            wrote = graph.candidates(src)[choice[src]].out_layout
+            same = [i for i, c in enumerate(graph.candidates(join)) if c.in_layout == wrote]
+            if same:
+                choice[join] = min(same, key=lambda i, n=join: rank(n, i))
         new = {(n, graph.candidates(n)[i].out_layout) for n, i in choice.items()} & todo
         if new:
             todo -= new
@@ -561,21 +571,64 @@ def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
                                                    c.cost + costs.fixed_ms)])
 
 
-def tie_self_joins(graph: LayoutGraph) -> list[str]:
-    """Keep each join of one tensor with itself (SiLU's ``x * sigmoid(x)``) in its producer's layout.
+def fused_edges(graph: LayoutGraph) -> list[tuple[str, str]]:
+    """Edges ``(producer, join)`` along which the join runs fused into the producer's kernel.
 
-    Such a join is fused into its producer's kernel only when both have one
-    layout; in another layout the compiled model runs the sigmoid, two
-    transforms and the multiply as a function of their own (EfficientNet-B0's
-    stem: 6.6 ms, a third of the model), which no probe measures. Changing the
-    layout after the join instead costs the same transform on one tensor, so
-    nothing is lost by forbidding the mismatch: the edge's mismatched entries
-    get a cost no solution can afford. Call after the edge costs are filled.
+    Two kinds, both fused by Relax only when producer and join share a layout:
+
+    - a join of one tensor with itself (SiLU's ``x * sigmoid(x)``): its one
+      in-edge;
+    - a join with a broadcast operand (squeeze-excitation's ``x * gate``, gate
+      ``1 x C x 1 x 1``): the gate's edge; the multiply then runs as a second
+      loop nest of the gate conv's function. In another layout it runs fused
+      with the gate's transform, where no probe prices it (EfficientNet-B0:
+      16 such calls, 0.15 ms, all priced 0).
+
+    Examples
+    --------
+    >>> g = LayoutGraph()
+    >>> g.add_node("x", costs=[1.0], layouts=["NCHW8c"])
+    >>> g.add_node("fc2", costs=[1.0], layouts=["NCHW8c"])
+    >>> g.add_node("scale", op="join", costs=[0.0], layouts=["NCHW8c"])
+    >>> g.add_edge("x", "scale", shape=[1, 16, 8, 8])
+    >>> g.add_edge("fc2", "scale", shape=[1, 16, 1, 1])
+    >>> fused_edges(g)
+    [('fc2', 'scale')]
+    """
+    edges = []
+    for join in graph.nodes:
+        if graph.op(join) != "join":
+            continue
+        preds = list(graph.nx.predecessors(join))
+        if len(preds) == 1:
+            tied = preds
+        else:
+            sizes = {p: _spatial_size(graph.edge_shape(p, join)) for p in preds}
+            tied = [p for p in preds if sizes[p] == 1 and max(sizes.values()) > 1]
+        edges += [(p, join) for p in tied if graph.op(p) != "boundary"]
+    return edges
+
+
+def _spatial_size(shape: Sequence[int] | None) -> int:
+    """Pixels per channel of an ``NCHW`` edge tensor; 0 for tensors of another rank."""
+    return math.prod(shape[2:]) if shape is not None and len(shape) == 4 else 0
+
+
+def tie_fused_joins(graph: LayoutGraph) -> list[tuple[str, str]]:
+    """Keep each join of :func:`fused_edges` in its producer's layout.
+
+    A fused join in another layout than its producer runs as a function of its
+    own (EfficientNet-B0's stem SiLU alone took a third of the model) or fused
+    with a transform, which no probe measures. Changing the layout after the
+    join instead costs the same transform (a self join) or next to nothing (a
+    squeeze-excitation gate is ``C x 1 x 1``), so little is lost by forbidding
+    the mismatch: the edge's mismatched entries get a cost no solution can
+    afford. Call after the edge costs are filled.
 
     Returns
     -------
-    list of str
-        The tied joins.
+    list of tuple
+        The tied edges.
 
     Examples
     --------
@@ -583,20 +636,16 @@ def tie_self_joins(graph: LayoutGraph) -> list[str]:
     >>> g.add_node("conv", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
     >>> g.add_node("silu", op="join", costs=[0.0, 0.0], layouts=["NCHW8c", "NCHW16c"])
     >>> g.add_edge("conv", "silu", shape=[1, 16, 4, 4], cost=[[0.0, 0.1], [0.1, 0.0]])
-    >>> tie_self_joins(g), bool(g.edge_cost("conv", "silu")[0, 1] > 1e3)
-    (['silu'], True)
+    >>> tie_fused_joins(g), bool(g.edge_cost("conv", "silu")[0, 1] > 1e3)
+    ([('conv', 'silu')], True)
     """
     import numpy as np
 
     bound = 1e3 * (1.0 + sum(max(c.cost for c in graph.candidates(n)) for n in graph.nodes))
-    tied = []
-    for join in graph.nodes:
-        preds = list(graph.nx.predecessors(join))
-        if graph.op(join) != "join" or len(preds) != 1 or graph.op(preds[0]) == "boundary":
-            continue
-        outs = [c.out_layout for c in graph.candidates(preds[0])]
+    tied = fused_edges(graph)
+    for src, join in tied:
+        outs = [c.out_layout for c in graph.candidates(src)]
         ins = [c.in_layout for c in graph.candidates(join)]
         mismatch = np.array([[o != i for i in ins] for o in outs], dtype=float)
-        graph.set_edge_cost(preds[0], join, graph.edge_cost(preds[0], join) + bound * mismatch)
-        tied.append(join)
+        graph.set_edge_cost(src, join, graph.edge_cost(src, join) + bound * mismatch)
     return tied
