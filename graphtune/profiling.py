@@ -534,8 +534,11 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
             name = inputs[0].name
         return name
 
-    def ops(label: str) -> str:
-        return re.sub(r"\d+(?=_|$)", "", label.removeprefix("fused_"))
+    def ops(label: str, transforms: bool = True) -> str:
+        label = label.removeprefix("fused_")
+        if not transforms:  # which transforms fuse into a function depends on its neighbours' layouts
+            label = re.sub(r"layout_transform_[^_]+_[^_]+(_|$)", "", label)
+        return re.sub(r"\d+(?=_|$)", "", label)
 
     calls: dict[tuple, list[int]] = {}
     for i, (symbol, nodes) in enumerate(zip(order, placed)):
@@ -559,8 +562,10 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
         else:
             left.append(group)
     unmatched = 0.0
-    for group in left:
+    for group in left:  # by ops alone, then by the ops besides the transforms fused with them
         free = next((v for k, v in calls.items() if k[1] == ops(group[2]) and v), None)
+        free = free or next((v for k, v in calls.items() if v and ops(k[1], False) == ops(group[2], False)
+                             and ops(group[2], False)), None)
         if free:
             give(group, free)
         elif group[0] is None:

@@ -233,3 +233,25 @@ def test_placement_rules_on_a_pre_activation_chain():
              ("fused_multiply_add_relu1", ["lv4", "lv5", "lv6"])]
     placed, unplaced = _place(model, sites)
     assert placed == [["c0", "r0"], ["p0"], ["bn.mul", "bn", "r1"]] and unplaced == []
+
+
+def test_a_group_is_found_on_its_call_whatever_transforms_fused_with_it():
+    """ShuffleNetV2's concat + channel shuffle: the probe priced it with other transforms fused
+    into it than the config's compile has, and owned by the branch's last conv (its layout)."""
+    from types import SimpleNamespace
+
+    from onnx import helper
+
+    from graphtune.profiling import _place_groups
+
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="b5"),
+             helper.make_node("Concat", ["y", "c"], ["cat"], name="cat", axis=1),
+             helper.make_node("Reshape", ["cat", "s"], ["view"], name="view")]
+    model = helper.make_model(helper.make_graph(nodes, "g", [], []))
+    layout = SimpleNamespace(out_layout="NCHW1c")
+    config = SimpleNamespace(nodes={"b5": layout, "cat": layout}, solution={"op_groups": [
+        ["b5", "NCHW1c", "layout_transform_NCHW_NCHW1c_concatenate_layout_transform_NCHW1c_NCHW_reshape",
+         0.02]]})
+    order = ["fused_gt_b5_add", "fused_layout_transform_NCHW1c_NCHW1_concatenate1_reshape"]
+    rows, moved, unmatched = _place_groups(order, [["b5"], ["cat", "view"]], model, config)
+    assert rows == {1: [0.02]} and moved == {"b5": 0.02} and unmatched == 0.0
