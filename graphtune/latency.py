@@ -14,7 +14,12 @@ calling back to back never sees. A count alone is too short for small models:
 on MobileNetV3 (2.7 ms alone, AMD EPYC Zen 5, 2 threads) graphtune timed right
 after ONNX Runtime with 3 settle calls ran at 6.5 ms (ONNX Runtime's threads,
 in another process, still spinning); settling for at least ``settle_ms`` (50)
-gave its alone time back.
+gave its alone time back. A thread pool spinning in *another process* is not
+settled away: after each parallel call one of TVM's workers spins for ~150 ms
+(a full CPU, AMD EPYC Zen 5, 2 threads), so a peer timed in its own process
+right after graphtune ran on one CPU of two (ONNX Runtime on GoogLeNet: 47.7
+ms in such rounds, 14.8 ms alone). Before each runtime's turn the rounds
+therefore wait until the other runtimes' processes are idle (:func:`wait_idle`).
 
 Examples
 --------
@@ -26,12 +31,13 @@ Examples
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-__all__ = ["interleaved", "median_ms", "probed_rounds", "settled_call_ms"]
+__all__ = ["cpu_seconds", "interleaved", "median_ms", "probed_rounds", "settled_call_ms", "wait_idle"]
 
 
 def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, warmup: int = 3,
@@ -42,8 +48,8 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
     ----------
     calls : mapping of str to callable or PeerProcess
         Name -> a call running one inference on bound inputs, or an object
-        with ``timed(settle) -> ms`` that times itself (a
-        :class:`graphtune.peers.PeerProcess` in its own process).
+        with ``timed(settle, settle_ms) -> ms`` that times itself and the
+        ``pid`` of its process (a :class:`graphtune.peers.PeerProcess`).
     repeat : int
         Timed rounds; each round calls every runtime once, in a rotated order.
     warmup : int
@@ -73,6 +79,8 @@ def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[],
 
     The probe tells the state of the machine each round was timed in (e.g.
     :meth:`graphtune.hoststate.HandoffProbe.ratio`), so rounds can be grouped by it.
+    Before each runtime's turn the processes of the others (this one, for a
+    runtime in another process) are let fall idle (:func:`wait_idle`).
 
     Examples
     --------
@@ -86,12 +94,15 @@ def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[],
     names = list(calls)
     samples: dict[str, list[float]] = {name: [] for name in names}
     probes = []
+    peers = {name: calls[name].pid for name in names if hasattr(calls[name], "timed")}
     for round_ in range(warmup + repeat):
         if probe is not None and round_ >= warmup:
             probes.append(float(probe()))
         shift = round_ % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             call = calls[name]
+            others = [pid for peer, pid in peers.items() if peer != name and pid is not None]
+            wait_idle(others + ([None] if name in peers else []))  # None: this process
             if hasattr(call, "timed"):  # a runtime in another process times itself
                 elapsed_ms = call.timed(settle, settle_ms)
             else:
@@ -99,6 +110,60 @@ def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[],
             if round_ >= warmup:
                 samples[name].append(elapsed_ms)
     return {name: np.asarray(values) for name, values in samples.items()}, np.asarray(probes)
+
+
+def cpu_seconds(pid: int | None = None) -> float | None:
+    """CPU time (s) used so far by every thread of process ``pid`` (None: this one).
+
+    Another process's is read from Linux's ``/proc/PID/task/*/schedstat``
+    (nanoseconds); None where that cannot be read (the process ended, another OS).
+
+    Examples
+    --------
+    >>> cpu_seconds() > 0, cpu_seconds(os.getpid()) is None or cpu_seconds(os.getpid()) > 0
+    (True, True)
+    """
+    if pid is None:
+        return time.process_time()
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as stat:
+                total += int(stat.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return total / 1e9
+
+
+def wait_idle(pids: Iterable[int | None], busy: float = 0.1, window_ms: float = 10.0,
+              timeout_ms: float = 2000.0) -> float:
+    """Sleep until processes ``pids`` (None: this one) together use less than ``busy`` CPUs.
+
+    Use is measured over windows of ``window_ms``; after ``timeout_ms`` it gives
+    up (a process busy for another reason must not stall a benchmark).
+    Processes whose CPU time cannot be read are not waited for.
+
+    Returns
+    -------
+    float
+        Milliseconds waited.
+
+    Examples
+    --------
+    >>> wait_idle([None], timeout_ms=500) < 500
+    True
+    """
+    pids = list(pids)
+    start = time.perf_counter()
+    before = [cpu_seconds(pid) for pid in pids]
+    while (time.perf_counter() - start) * 1e3 < timeout_ms:
+        time.sleep(window_ms / 1e3)
+        after = [cpu_seconds(pid) for pid in pids]
+        used = sum(b - a for a, b in zip(before, after) if a is not None and b is not None)
+        if used < busy * window_ms / 1e3:
+            break
+        before = after
+    return (time.perf_counter() - start) * 1e3
 
 
 def settled_call_ms(call: Callable[[], object], settle: int, settle_ms: float) -> float:

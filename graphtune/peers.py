@@ -4,9 +4,10 @@ Each peer runs the same ONNX model with the same thread count as graphtune,
 in its own fastest default configuration. OpenVINO defaults to bf16 on CPUs
 with AVX512-BF16, so ``openvino`` asks for fp32 explicitly and
 ``openvino-bf16`` is reported under its own name. ONNX Runtime's worker
-threads keep spinning after a call (disabling that made it bimodal, 8.5 or
-14-16 ms on ResNet-18); :func:`graphtune.latency.interleaved` absorbs the
-spin of whoever ran before with untimed settle calls.
+threads keep spinning after a call (~40 ms; disabling that made it bimodal,
+8.5 or 14-16 ms on ResNet-18), as do TVM's in graphtune's process (~150 ms):
+:func:`graphtune.latency.interleaved` waits until the other runtimes'
+processes are idle before each one's turn.
 
 Examples
 --------
@@ -203,6 +204,11 @@ class PeerProcess:
         except ChildFailure as err:
             self.close()
             raise ModelError(f"peer {self.name!r} failed to {stage.value}: {err.message}") from None
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the peer's process (None once closed)."""
+        return self._child.pid
 
     def timed(self, settle: int, settle_ms: float = 0.0) -> float:
         """Untimed calls (at least ``settle`` and ``settle_ms`` of them), then one timed call; its

@@ -248,6 +248,12 @@ class Child:
         self._starting = True
 
     @property
+    def pid(self) -> int | None:
+        """Process id of the child while it runs, else None."""
+        running = self._process is not None and self._process.poll() is None
+        return self._process.pid if running else None
+
+    @property
     def busy(self) -> bool:
         """True while a call was submitted and its reply not yet collected."""
         return self._deadline is not None
