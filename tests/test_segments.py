@@ -69,6 +69,11 @@ def test_fused_joins_are_silu_and_the_se_gate_and_probes_run_them_in_their_produ
     seen = {(n, g.candidates(n)[i].out_layout) for choice in probes for n, i in choice.items()}
     assert seen == {("x", "NCHW8c"), ("x", "NCHW16c"), ("fc2", "NCHW8c"), ("fc2", "NCHW3c"),
                     ("scale", "NCHW8c"), ("scale", "NCHW3c")}
+    g.add_node("fc3", costs=[1.0], layouts=["NCHW6c"])  # writes no layout the join reads:
+    g.add_node("scale3", op="join", costs=[0.0], layouts=["NCHW8c"])  # nothing to fuse, no tie
+    g.add_edge("x", "scale3", shape=[1, 48, 8, 8])
+    g.add_edge("fc3", "scale3", shape=[1, 48, 1, 1])
+    assert fused_edges(g) == [("fc2", "scale")]
 
 
 def test_probe_groups_belong_to_the_node_whose_layout_they_run_in():

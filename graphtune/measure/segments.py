@@ -185,8 +185,7 @@ def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
     """
     free = _free(graph)
     topo = {n: i for i, n in enumerate(nx.topological_sort(graph.nx))}
-    fused = [(src, join) for src, join in sorted(fused_edges(graph), key=lambda e: topo[e[1]])
-             if {c.out_layout for c in graph.candidates(src)} & {c.in_layout for c in graph.candidates(join)}]
+    fused = sorted(fused_edges(graph), key=lambda e: topo[e[1]])
     writable = {join: {c.out_layout for c in graph.candidates(src)} for src, join in fused}
     todo = {(n, c.out_layout) for n in free for c in graph.candidates(n)
             if c.in_layout in writable.get(n, {c.in_layout})}
@@ -574,7 +573,8 @@ def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
 def fused_edges(graph: LayoutGraph) -> list[tuple[str, str]]:
     """Edges ``(producer, join)`` along which the join runs fused into the producer's kernel.
 
-    Two kinds, both fused by Relax only when producer and join share a layout:
+    Two kinds, both fused by Relax only when producer and join share a layout
+    (edges whose ends have no layout in common are left out):
 
     - a join of one tensor with itself (SiLU's ``x * sigmoid(x)``): its one
       in-edge;
@@ -605,7 +605,9 @@ def fused_edges(graph: LayoutGraph) -> list[tuple[str, str]]:
         else:
             sizes = {p: _spatial_size(graph.edge_shape(p, join)) for p in preds}
             tied = [p for p in preds if sizes[p] == 1 and max(sizes.values()) > 1]
-        edges += [(p, join) for p in tied if graph.op(p) != "boundary"]
+        ins = {c.in_layout for c in graph.candidates(join)}
+        edges += [(p, join) for p in tied if graph.op(p) != "boundary"
+                  and ins & {c.out_layout for c in graph.candidates(p)}]  # else it cannot fuse
     return edges
 
 
