@@ -41,6 +41,7 @@ from onnx import helper, numpy_helper, shape_inference
 import graphtune  # noqa: F401  (sets TVM_NUM_THREADS)
 import graphtune.x86 as x86
 from graphtune import models
+from graphtune.latency import wait_idle
 from graphtune.measure import LocalRunner, Task, measure
 
 
@@ -197,10 +198,12 @@ def hot_timer(workload: dict, knobs: dict, min_repeat_ms: float):
 
 def interleaved(timers: dict, repeat: int) -> dict:
     """Median ms of each timer over ``repeat`` rounds, one repeat of each per round (shared-host noise
-    hits every runtime alike)."""
+    hits every runtime alike). Each waits until the previous one's spinning threads are idle (TVM's
+    spin ~150 ms after a parallel call, ORT's ~40 ms: see :func:`graphtune.latency.wait_idle`)."""
     times = {name: [] for name in timers}
     for _ in range(repeat):
         for name, timer in timers.items():
+            wait_idle([None])
             times[name].append(timer())
     return {name: statistics.median(values) for name, values in times.items()}
 
