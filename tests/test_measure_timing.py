@@ -4,7 +4,6 @@ repeats, early cut-off, superseded records."""
 import dataclasses
 import json
 import math
-import statistics
 
 import pytest
 
@@ -64,8 +63,9 @@ def test_no_cut_off_across_layout_pairs_before_a_best_or_with_flush_v1():
 
 
 def test_calls_per_repeat_come_from_the_wall_time_of_a_flushed_call():
-    """A kernel touching 16 floats next to a 64 MB argument: the flush, not the kernel, sets
-    how many calls fit in a repeat (flush-v1 would have chosen thousands)."""
+    """A kernel touching 16 floats next to a 64 MB argument: the count of calls per repeat is
+    derived from the wall time of a flushed call (flush included), not from the kernel time
+    (flush-v1's rule, which chose thousands here). Checks the rule, not a speed."""
     import tvm
     from tvm import te
 
@@ -79,10 +79,8 @@ def test_calls_per_repeat_come_from_the_wall_time_of_a_flushed_call():
     dev = tvm.cpu(0)
     args = [tvm.runtime.tensor(random_array(s, "float32"), dev) for s in ([16], [1 << 24], [16])]
     out = time_module(module, dev, args, repeat=3, min_repeat_ms=20)
-    kernel_ms = statistics.median(out["ms"])
-    assert out["wall_ms"] > 5 * kernel_ms  # the flush dominates the wall time of a call
-    assert abs(out["number"] - max(1.0, 20 / out["wall_ms"])) <= 1
-    assert out["number"] < 20 / kernel_ms / 5
+    assert out["number"] == max(1, math.ceil(20 / out["wall_ms"]))
+    assert len(out["ms"]) >= 3 and out["cutoff_ms"] is None
 
 
 def test_unknown_protocol_is_a_clear_error():
