@@ -564,8 +564,8 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
     unmatched = 0.0
     for group in left:  # by ops alone, then by the ops besides the transforms fused with them
         free = next((v for k, v in calls.items() if k[1] == ops(group[2]) and v), None)
-        free = free or next((v for k, v in calls.items() if v and ops(k[1], False) == ops(group[2], False)
-                             and ops(group[2], False)), None)
+        bare = ops(group[2], transforms=False)
+        free = free or next((v for k, v in calls.items() if v and bare and ops(k[1], False) == bare), None)
         if free:
             give(group, free)
         elif group[0] is None:
