@@ -170,7 +170,7 @@ def test_records_in_missing_folder_fail_before_measuring(tmp_path):
 def test_records_of_another_timing_protocol_are_never_reused(tmp_path):
     import dataclasses
 
-    from graphtune.measure.task import TIMING
+    from graphtune.measure.timing import task_protocol
 
     task = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
                               "dtype": "float32"})
@@ -183,5 +183,5 @@ def test_records_of_another_timing_protocol_are_never_reused(tmp_path):
     records = Records.load(path)
     assert len(records) == 1 and records.get(task, {"kind": "llvm"}) is None
     records.append(current)
-    assert current.timing == TIMING
+    assert current.timing == task_protocol(task) == "flush-v5"
     assert records.get(task, {"kind": "llvm"}).median_ms == 1.0

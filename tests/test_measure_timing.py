@@ -1,5 +1,6 @@
-"""The timing protocol (flush-v4): data input rewritten, weights flushed, wall-time-bounded
-repeats, early cut-off, superseded records."""
+"""The timing protocol (flush-v4, flush-v5 for memory-bound tasks): data input rewritten,
+weights flushed, last-level cache filled first for memory-bound tasks, wall-time-bounded repeats,
+early cut-off, superseded records."""
 
 import dataclasses
 import json
@@ -97,9 +98,9 @@ def test_records_of_older_protocols_are_superseded_and_measured_again(tmp_path):
     path.write_text(old.to_json() + "\n")  # a file written by the old protocol only
     assert Records.load(path).get(task) is None  # never reused
     [again] = measure([task], records=path, min_repeat_ms=2, progress=False)
-    assert again.timing == "flush-v4" and again.median_ms != 123.0
+    assert again.timing == "flush-v5" and again.median_ms != 123.0  # a memory-bound task
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [line["timing"] for line in lines] == ["flush-v2", "flush-v4"]
+    assert [line["timing"] for line in lines] == ["flush-v2", "flush-v5"]
     assert Records.load(path).get(task).median_ms == again.median_ms
     assert Records.load(path).get(task, timing="flush-v2").median_ms == 123.0  # kept, per protocol
     # a runner timing with flush-v2 (as RPCRunner does) finds its own records
@@ -158,3 +159,56 @@ def test_flush_v4_rewrites_the_data_input_with_its_own_values_before_every_call(
             assert increments.flat[0] >= 3 + 3 * out["number"]
         else:
             assert increments.flat[0] == calls_seen
+
+
+def test_memory_bound_tasks_are_timed_and_recorded_with_flush_v5_compute_bound_with_flush_v4(
+        tmp_path):
+    from graphtune.measure.timing import memory_bound, task_protocol
+
+    transform = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
+                                   "dtype": "float32"})
+    depthwise = Task("depthwise_conv2d", x86.conv2d_workload([1, 16, 6, 6], [16, 1, 3, 3],
+                                                             padding=[1, 1, 1, 1], groups=16),
+                     {"bn": 16, "reg_n": 6})
+    conv = Task("conv2d", CONV, FAST_KNOBS)
+    pool = Task("segment", {"ops": "max_pool2d", "args": [], "sha": "0"})
+    fused = Task("segment", {"ops": "conv2d", "args": [], "sha": "0"})
+    assert [memory_bound(t) for t in (transform, depthwise, conv, pool, fused)] == \
+        [True, True, False, True, False]
+    assert [task_protocol(t) for t in (transform, conv)] == ["flush-v5", "flush-v4"]
+    assert task_protocol(transform, "flush-v2") == "flush-v2"  # RPC: one protocol for all
+    path = tmp_path / "r.records.jsonl"
+    records = measure([transform, depthwise, conv], records=path, min_repeat_ms=2, progress=False)
+    assert [r.ok for r in records] == [True] * 3
+    assert [r.timing for r in records] == ["flush-v5", "flush-v5", "flush-v4"]
+    saved = Records.load(path)
+    assert all(saved.get(t) == r for t, r in zip((transform, depthwise, conv), records))
+    assert saved.get(transform, timing="flush-v5") == records[0]
+
+
+def test_flush_v5_fills_the_last_level_cache_before_every_call_flush_v4_does_not():
+    """The pollution copy's target starts as zeros and holds the source once flush-v5 has run."""
+    import numpy as np
+    import tvm
+
+    from graphtune.measure import timing
+    from graphtune.measure.timing import MAX_POLLUTION_BYTES, last_level_cache_bytes, random_array
+
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def main(x: T.Buffer((16,), "float32"), y: T.Buffer((16,), "float32")):
+        for i in range(16):
+            y[i] = x[i] * T.float32(2)
+
+    timing._POLLUTERS.clear()
+    module = tvm.compile(main, target={"kind": "llvm"}).jit()
+    dev = tvm.cpu(0)
+    args = [tvm.runtime.tensor(random_array([16], "float32"), dev) for _ in range(2)]
+    time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing="flush-v4")
+    assert not timing._POLLUTERS
+    time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing="flush-v5")
+    [(size, (source, target))] = timing._POLLUTERS.items()
+    assert size == min(last_level_cache_bytes(), MAX_POLLUTION_BYTES) // 2
+    assert source.numpy().nbytes == size and np.array_equal(target.numpy(), source.numpy())
+

@@ -34,6 +34,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from ..errors import MeasureError
 from .task import TIMING, Task, record_key, tvm_version
+from .timing import task_protocol
 
 __all__ = ["Record", "Records", "target_key_of"]
 
@@ -121,26 +122,30 @@ class Record:
     def success(cls, task: Task, target: Mapping, ms: Sequence[float], *,
                 threads: int | None, number: int | None = None, timing: str = TIMING,
                 cutoff_ms: float | None = None) -> "Record":
-        """A successful record of ``task`` with per-repeat times ``ms`` (milliseconds).
+        """A successful record of ``task`` with per-repeat times ``ms`` (milliseconds), taken by a
+        runner timing with ``timing`` (stored: the protocol that times ``task``,
+        :func:`~graphtune.measure.timing.task_protocol`).
 
         Examples
         --------
         >>> t = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
         ...                        "dtype": "float32"})
-        >>> Record.success(t, {"kind": "llvm"}, [2.0, 1.0, 3.0], threads=1).median_ms
-        2.0
+        >>> r = Record.success(t, {"kind": "llvm"}, [2.0, 1.0, 3.0], threads=1)
+        >>> r.median_ms, r.timing
+        (2.0, 'flush-v5')
         """
         ms = [float(m) for m in ms]
         if not ms or not all(math.isfinite(m) and m > 0 for m in ms):
             raise MeasureError(f"{task!r}: times must be positive and finite, got {ms}")
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, ms,
                    statistics.median(ms), None, tvm_version(), threads, _now(), number,
-                   timing, cutoff_ms)
+                   task_protocol(task, timing), cutoff_ms)
 
     @classmethod
     def failure(cls, task: Task, target: Mapping, error: str, *,
                 threads: int | None = None, timing: str = TIMING) -> "Record":
-        """An error record: ``task`` could not be built or run, ``error`` says why.
+        """An error record: ``task`` could not be built or run, ``error`` says why (``timing`` as
+        in :meth:`success`).
 
         Examples
         --------
@@ -150,7 +155,7 @@ class Record:
         'run: timed out'
         """
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, [], None,
-                   str(error), tvm_version(), threads, _now(), None, timing)
+                   str(error), tvm_version(), threads, _now(), None, task_protocol(task, timing))
 
     @property
     def ok(self) -> bool:
@@ -348,7 +353,8 @@ pass it to measure(..., records=PATH) to create it
         >>> Records().line_of(t, {"kind": "llvm"}) is None
         True
         """
-        return self._line.get(record_key(task, target_key_of(target), tvm_version(), timing))
+        return self._line.get(record_key(task, target_key_of(target), tvm_version(),
+                                         task_protocol(task, timing)))
 
     def __len__(self) -> int:
         return len(self._index)
@@ -407,7 +413,8 @@ pass it to measure(..., records=PATH) to create it
         target : tvm.target.Target, dict or None
             See :func:`target_key_of`; None is the host target.
         timing : str
-            Timing protocol of the record (default the current one).
+            Timing protocol of the runner (default the current one); the record is the one
+            of the protocol it times ``task`` with (:func:`~graphtune.measure.timing.task_protocol`).
 
         Examples
         --------
@@ -416,4 +423,5 @@ pass it to measure(..., records=PATH) to create it
         >>> Records().get(t, {"kind": "llvm"}) is None
         True
         """
-        return self._index.get(record_key(task, target_key_of(target), tvm_version(), timing))
+        return self._index.get(record_key(task, target_key_of(target), tvm_version(),
+                                          task_protocol(task, timing)))

@@ -37,7 +37,7 @@ from ..procs import Child, ChildFailure, ChildPool
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
 from .task import TIMING, Task, canonical_json
-from .timing import protocol, time_library
+from .timing import protocol, task_protocol, time_library
 
 __all__ = ["Runner", "LocalRunner", "Stage", "PRELOAD"]
 
@@ -66,6 +66,19 @@ class Runner(ABC):
     """
 
     timing: str = TIMING
+
+    def timing_of(self, task: Task) -> str:
+        """The protocol this runner times ``task`` with and records it under
+        (:func:`~graphtune.measure.timing.task_protocol` of :attr:`timing`).
+
+        Examples
+        --------
+        >>> t = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
+        ...                        "dtype": "float32"})
+        >>> LocalRunner().timing_of(t), LocalRunner(timing="flush-v3").timing_of(t)
+        ('flush-v5', 'flush-v3')
+        """
+        return task_protocol(task, self.timing)
 
     def resolve_target(self, target: Any = None) -> "tvm.target.Target":  # noqa: F821
         """The TVM target kernels are built for (None: the machine that runs them).
@@ -192,12 +205,12 @@ class LocalRunner(Runner):
                                  timeout, stage=Stage.BUILD)
                 for task, (ok, value) in zip(batch, built):
                     if not ok:
-                        yield Record.failure(task, key, str(value), timing=self.timing)
+                        yield Record.failure(task, key, str(value), timing=self.timing_of(task))
                         continue
                     group = _cutoff_group(task) if cutoff else None
                     bound = cutoff * best[group] if group in best else None
                     record = self._time(task, key, value, timer, repeat, min_repeat_ms, timeout,
-                                        self.timing, bound)
+                                        self.timing_of(task), bound)
                     if group is not None and record.ok and record.cutoff_ms is None:
                         best[group] = min(best.get(group, math.inf), record.median_ms)
                     yield record

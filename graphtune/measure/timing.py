@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import glob
 import math
 import statistics
 import time
@@ -30,7 +31,8 @@ import numpy as np
 from ..errors import MeasureError
 from .task import TIMING
 
-__all__ = ["PROTOCOLS", "Protocol", "protocol", "random_array", "time_module", "time_library"]
+__all__ = ["PROTOCOLS", "MAX_POLLUTION_BYTES", "Protocol", "protocol", "memory_bound", "task_protocol",
+           "last_level_cache_bytes", "random_array", "time_module", "time_library"]
 
 _FLUSH = "cache_flush_cpu_non_first_arg"
 """TVM runtime function flushing the CPU caches of every argument but the first."""
@@ -89,6 +91,20 @@ class Protocol:
         (op, workload, in_layout, out_layout) is not timed further: its record
         keeps the probe times and the bound it exceeded (``Record.cutoff_ms``).
         None: never cut off.
+    pollute : bool
+        Before the input is rewritten, fill the last-level cache with other
+        data (:func:`last_level_cache_bytes`: a parallel copy between two
+        buffers of half of it each, at most :data:`MAX_POLLUTION_BYTES`), as the
+        layers before a producer leave it inside a model (``flush-v5``). A
+        producer's output larger than a core's L2 then spills into a cache holding
+        nothing else of use, as in the model. Memory-bound kernels timed
+        without it ran 1.5-2.5x faster than in the model, compute-bound ones
+        did not (MobileNetV2, 2-core AMD EPYC Zen 5, shared-cache state, sums
+        over the model's calls, ms, in the model / ``flush-v4`` / polluted:
+        17 depthwise convs 0.76 / 0.41 / 0.77, 35 convs 3.24 / 3.15 / 3.47).
+    memory_bound : str or None
+        The protocol this one times memory-bound tasks with
+        (:func:`task_protocol`); None: the same.
 
     Examples
     --------
@@ -104,6 +120,8 @@ class Protocol:
     cutoff: float | None
     flush_output: bool = True
     write_input: bool = False
+    pollute: bool = False
+    memory_bound: str | None = None
 
 
 PROTOCOLS = {p.name: p for p in (
@@ -112,12 +130,23 @@ PROTOCOLS = {p.name: p for p in (
     Protocol("flush-v3", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
              flush_output=False),
     Protocol("flush-v4", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
-             flush_output=False, write_input=True),
+             flush_output=False, write_input=True, memory_bound="flush-v5"),
+    Protocol("flush-v5", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
+             flush_output=False, write_input=True, pollute=True),
 )}
 """Known protocols by name. ``flush-v1`` (repeats of >= 100 ms of kernel time) is kept to
 compare against (``benchmarks/tuning_cost.py``); ``flush-v2`` (the output flushed too) is what
-RPC servers time with (they cannot run graphtune's flush of the weights alone). A runner's
-lookups reuse only records of its own protocol."""
+RPC servers time with (they cannot run graphtune's flush of the weights alone). ``flush-v4``
+times compute-bound kernels and hands memory-bound tasks to ``flush-v5``
+(:func:`task_protocol`). A runner's lookups reuse only records of the protocol it times a task with."""
+
+MAX_POLLUTION_BYTES = 64 << 20
+"""Most data a ``flush-v5`` call moves through the caches before the kernel (a bound on its
+cost: on a last-level cache of hundreds of MB, filling it would cost more than the kernels
+timed; an LLC shared with other guests holds less of this process's data anyway)."""
+_MEMORY_BOUND_KERNELS = ("depthwise_conv2d", "transform")
+_COMPUTE_BOUND_OPS = ("conv2d", "group_conv2d", "conv2d_transpose", "dense")
+_POLLUTERS: dict = {}  # bytes -> (source, target) of the pollution copy
 
 
 def protocol(name: str) -> Protocol:
@@ -135,11 +164,69 @@ def protocol(name: str) -> Protocol:
     >>> protocol("hot")
     Traceback (most recent call last):
     ...
-    graphtune.errors.MeasureError: unknown timing protocol 'hot'; known: flush-v1, flush-v2, flush-v3, flush-v4
+    graphtune.errors.MeasureError: unknown timing protocol 'hot'; known: flush-v1, flush-v2, flush-v3, flush-v4, flush-v5
     """
     if name not in PROTOCOLS:
         raise MeasureError(f"unknown timing protocol {name!r}; known: {', '.join(PROTOCOLS)}")
     return PROTOCOLS[name]
+
+
+def memory_bound(task) -> bool:
+    """Whether ``task``'s time depends on where its data sits more than on arithmetic.
+
+    Depthwise convs, layout transforms and every op group (``segment``) but a
+    fused conv / dense kernel are; conv, group conv, transposed conv and dense
+    kernels (and their fused segments) are not.
+
+    Examples
+    --------
+    >>> from graphtune.measure import Task
+    >>> memory_bound(Task("segment", {"ops": "max_pool2d", "args": [], "sha": "0"}))
+    True
+    >>> memory_bound(Task("segment", {"ops": "conv2d", "args": [], "sha": "0"}))
+    False
+    """
+    if task.kind == "segment":
+        return task.workload["ops"] not in _COMPUTE_BOUND_OPS
+    return task.kind in _MEMORY_BOUND_KERNELS
+
+
+def task_protocol(task, timing: str = TIMING) -> str:
+    """Name of the protocol ``timing`` times ``task`` with (its ``memory_bound`` one, if any,
+    for :func:`memory_bound` tasks).
+
+    Examples
+    --------
+    >>> from graphtune.measure import Task
+    >>> t = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
+    ...                        "dtype": "float32"})
+    >>> task_protocol(t), task_protocol(t, "flush-v2")
+    ('flush-v5', 'flush-v2')
+    """
+    proto = protocol(timing)
+    if proto.memory_bound is not None and memory_bound(task):
+        return proto.memory_bound
+    return proto.name
+
+
+def last_level_cache_bytes() -> int:
+    """Size of this CPU's largest cache as Linux reports it (sysfs), 32 MiB if unknown.
+
+    Examples
+    --------
+    >>> last_level_cache_bytes() > 0
+    True
+    """
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        with open(path) as file:
+            text = file.read().strip().upper()
+        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+        if text and text[-1] in units and text[:-1].isdigit():
+            sizes.append(int(text[:-1]) * units[text[-1]])
+        elif text.isdigit():
+            sizes.append(int(text))
+    return max(sizes, default=32 << 20)
 
 
 def random_array(shape: Sequence[int], dtype: str, seed: int = 0) -> np.ndarray:
@@ -218,7 +305,7 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float, 
     proto = protocol(timing)
     flush = _FLUSH if proto.flush_output else _flush_weights(dev)
     if proto.write_input:
-        flush = _write_input(args[0], flush)
+        flush = _write_input(args[0], flush, pollute=proto.pollute)
     module["main"](*args)  # warm-up (first-call costs would inflate the wall time below)
     dev.sync()
     probe = module.time_evaluator("main", dev, number=1, repeat=2, f_preproc=flush)
@@ -252,9 +339,10 @@ def _flush_weights(dev) -> str:
     return _FLUSH_WEIGHTS
 
 
-def _write_input(data, flush: str) -> str:
-    """Name of a global function rewriting ``data`` with its own values by a parallel copy, then
-    calling ``flush`` (re-registered for every timing: it holds this timing's input)."""
+def _write_input(data, flush: str, pollute: bool = False) -> str:
+    """Name of a global function (optionally filling the last-level cache with other data, then)
+    rewriting ``data`` with its own values by a parallel copy, then calling ``flush``
+    (re-registered for every timing: it holds this timing's input)."""
     import tvm
 
     count = math.prod(int(d) for d in data.shape)
@@ -262,13 +350,28 @@ def _write_input(data, flush: str) -> str:
     target = data._create_view((count,))
     copy = _copier(str(data.dtype))
     then = tvm.get_global_func(flush)
+    others = _polluter(data.device) if pollute else None
 
     def write_then_flush(*args):
+        if others is not None:
+            _copier("float32")(*others)
         copy(source, target)
         then(*args)
 
     tvm.register_global_func(_WRITE_INPUT, write_then_flush, override=True)
     return _WRITE_INPUT
+
+
+def _polluter(dev) -> tuple:
+    """The two buffers a ``flush-v5`` call copies between: half of the last-level cache each
+    (at most :data:`MAX_POLLUTION_BYTES` together), made once per process."""
+    import tvm
+
+    size = min(last_level_cache_bytes(), MAX_POLLUTION_BYTES) // 2
+    if size not in _POLLUTERS:
+        _POLLUTERS[size] = (tvm.runtime.tensor(random_array([size // 4], "float32"), dev),
+                            tvm.runtime.tensor(np.zeros(size // 4, "float32"), dev))
+    return _POLLUTERS[size]
 
 
 def _copier(dtype: str):
