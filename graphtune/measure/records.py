@@ -414,7 +414,8 @@ pass it to measure(..., records=PATH) to create it
             See :func:`target_key_of`; None is the host target.
         timing : str
             Timing protocol of the runner (default the current one); the record is the one
-            of the protocol it times ``task`` with (:func:`~graphtune.measure.timing.task_protocol`).
+            of the protocol it times ``task`` with
+            (:func:`~graphtune.measure.timing.task_protocol`).
 
         Examples
         --------

@@ -139,9 +139,10 @@ hands memory-bound tasks (depthwise convs, layout transforms, every other op
 group) to ``flush-v5``, which also fills the last-level cache with other data
 before the producer's rewrite, as the layers before leave it in a model
 (:func:`graphtune.measure.timing.task_protocol`): MobileNetV2's 17 depthwise
-convs took 0.76 ms in the model, 0.41 timed by ``flush-v4``, 0.77 by ``flush-v5``. Records of other protocols are
-superseded: lookups ignore them and the tasks are measured again (RPC servers
-time with ``flush-v2``, see :class:`graphtune.measure.RPCRunner`)."""
+convs took 0.76 ms in the model, 0.41 timed by ``flush-v4``, 0.77 by
+``flush-v5``. Records of other protocols are superseded: lookups ignore them
+and the tasks are measured again (RPC servers time with ``flush-v2``, see
+:class:`graphtune.measure.RPCRunner`)."""
 
 
 def tvm_version() -> str:

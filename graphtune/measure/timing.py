@@ -31,8 +31,8 @@ import numpy as np
 from ..errors import MeasureError
 from .task import TIMING
 
-__all__ = ["PROTOCOLS", "MAX_POLLUTION_BYTES", "Protocol", "protocol", "memory_bound", "task_protocol",
-           "last_level_cache_bytes", "random_array", "time_module", "time_library"]
+__all__ = ["PROTOCOLS", "MAX_POLLUTION_BYTES", "Protocol", "protocol", "memory_bound",
+           "task_protocol", "last_level_cache_bytes", "random_array", "time_module", "time_library"]
 
 _FLUSH = "cache_flush_cpu_non_first_arg"
 """TVM runtime function flushing the CPU caches of every argument but the first."""
@@ -102,8 +102,8 @@ class Protocol:
         did not (MobileNetV2, 2-core AMD EPYC Zen 5, shared-cache state, sums
         over the model's calls, ms, in the model / ``flush-v4`` / polluted:
         17 depthwise convs 0.76 / 0.41 / 0.77, 35 convs 3.24 / 3.15 / 3.47).
-    memory_bound : str or None
-        The protocol this one times memory-bound tasks with
+    memory_timing : str or None
+        The protocol this one times :func:`memory_bound` tasks with
         (:func:`task_protocol`); None: the same.
 
     Examples
@@ -121,7 +121,7 @@ class Protocol:
     flush_output: bool = True
     write_input: bool = False
     pollute: bool = False
-    memory_bound: str | None = None
+    memory_timing: str | None = None
 
 
 PROTOCOLS = {p.name: p for p in (
@@ -130,7 +130,7 @@ PROTOCOLS = {p.name: p for p in (
     Protocol("flush-v3", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
              flush_output=False),
     Protocol("flush-v4", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
-             flush_output=False, write_input=True, memory_bound="flush-v5"),
+             flush_output=False, write_input=True, memory_timing="flush-v5"),
     Protocol("flush-v5", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
              flush_output=False, write_input=True, pollute=True),
 )}
@@ -138,7 +138,8 @@ PROTOCOLS = {p.name: p for p in (
 compare against (``benchmarks/tuning_cost.py``); ``flush-v2`` (the output flushed too) is what
 RPC servers time with (they cannot run graphtune's flush of the weights alone). ``flush-v4``
 times compute-bound kernels and hands memory-bound tasks to ``flush-v5``
-(:func:`task_protocol`). A runner's lookups reuse only records of the protocol it times a task with."""
+(:func:`task_protocol`). A runner's lookups reuse only records of the protocol it times a task
+with."""
 
 MAX_POLLUTION_BYTES = 64 << 20
 """Most data a ``flush-v5`` call moves through the caches before the kernel (a bound on its
@@ -192,8 +193,8 @@ def memory_bound(task) -> bool:
 
 
 def task_protocol(task, timing: str = TIMING) -> str:
-    """Name of the protocol ``timing`` times ``task`` with (its ``memory_bound`` one, if any,
-    for :func:`memory_bound` tasks).
+    """Name of the protocol ``timing`` times ``task`` with (its ``memory_timing``, if any, for
+    :func:`memory_bound` tasks).
 
     Examples
     --------
@@ -204,8 +205,8 @@ def task_protocol(task, timing: str = TIMING) -> str:
     ('flush-v5', 'flush-v2')
     """
     proto = protocol(timing)
-    if proto.memory_bound is not None and memory_bound(task):
-        return proto.memory_bound
+    if proto.memory_timing is not None and memory_bound(task):
+        return proto.memory_timing
     return proto.name
 
 
