@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import glob
 import math
 import statistics
@@ -210,19 +211,20 @@ def task_protocol(task, timing: str = TIMING) -> str:
     return proto.name
 
 
+@functools.cache
 def last_level_cache_bytes() -> int:
-    """Size of this CPU's largest cache as Linux reports it (sysfs), 32 MiB if unknown.
+    """Size of this CPU's largest cache as Linux reports it (sysfs, read once), 32 MiB if unknown.
 
     Examples
     --------
     >>> last_level_cache_bytes() > 0
     True
     """
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
     sizes = []
     for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
         with open(path) as file:
             text = file.read().strip().upper()
-        units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
         if text and text[-1] in units and text[:-1].isdigit():
             sizes.append(int(text[:-1]) * units[text[-1]])
         elif text.isdigit():
@@ -351,11 +353,11 @@ def _write_input(data, flush: str, pollute: bool = False) -> str:
     target = data._create_view((count,))
     copy = _copier(str(data.dtype))
     then = tvm.get_global_func(flush)
-    others = _polluter(data.device) if pollute else None
+    others = (_copier("float32"), _polluter(data.device)) if pollute else None
 
     def write_then_flush(*args):
         if others is not None:
-            _copier("float32")(*others)
+            others[0](*others[1])
         copy(source, target)
         then(*args)
 
