@@ -24,10 +24,12 @@ every model's measurements in one records file (default one per model in
 JSON per model: every latency, ``speedup_vs_ort`` (ort / gt-graph),
 ``speedup_vs_uniform``, ``prediction_error`` ((measured - predicted) /
 measured), ``max_abs_diff`` vs ORT, tuning wall time and solver status; with 2+
-threads also the host-state probe of every round (``handoff_ratio``, see
-:mod:`graphtune.hoststate`) and the same figures over the rounds of each state
-(``rounds_shared``, ``speedup_vs_ort_shared``, ``prediction_error_shared``, and
-``..._split``); the suite summary adds the geomean per state (``by_state``). The
+threads also the host-state probe right before and after every runtime's timed turn
+(``handoff_ratio``, per runtime, see :mod:`graphtune.hoststate`) and the same figures
+over the samples timed wholly in each state (``rounds_shared``: the fewer of ORT's and
+gt-graph's, ``speedup_vs_ort_shared``, ``prediction_error_shared``, and ``..._split``;
+a sample timed while the state changed counts in neither); the suite summary adds the
+geomean per state (``by_state``). The
 measured layout graphs are saved to ``OUT/MODEL.graph.json`` for
 ``benchmarks/solvers.py --graphs OUT``. A Markdown table is printed.
 
@@ -58,7 +60,8 @@ from graphtune.report import evaluate, markdown_table
 
 
 MIN_STATE_ROUNDS = 5
-"""Rounds a model needs in a host state for its ratio in that state to enter the summary."""
+"""Samples (of ORT and of gt-graph) a model needs in a host state for its ratio in that state to
+enter the summary."""
 
 
 def suite_summary(rows: list[dict]) -> dict:

@@ -10,8 +10,10 @@ memory-bound ops 2-5x slower, its compute-bound 3x3 convs not.
 
 :meth:`HandoffProbe.ratio` times a parallel copy reading data the *other* thread just wrote
 against one reading what the *same* thread wrote: about 1 when threads share a cache,
-several times more when they do not. Benchmarks record it with every timing round
-(``benchmarks/e2e.py``), so figures taken in the two states are not mixed unknowingly.
+several times more when they do not. Benchmarks probe it right before and after every
+runtime's timed turn (``benchmarks/e2e.py``, :func:`graphtune.latency.probed_rounds`) and
+group the samples by :func:`state_of` those probes, so figures taken in the two states are
+not mixed unknowingly.
 
 Examples
 --------
@@ -27,40 +29,71 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 
-__all__ = ["HandoffProbe", "SHARED_LIMIT", "by_state"]
+__all__ = ["HandoffProbe", "SHARED_LIMIT", "by_state", "state_of"]
 
 SHARED_LIMIT = 1.5
 """A handoff ratio above this means the threads did not share a cache while probed (the two
 states measured gave 0.8-0.9 and 3.5-4.5)."""
 
 
-def by_state(samples: Mapping[str, Sequence[float]], ratios: Sequence[float]) -> dict:
-    """Median latency per runtime over the rounds of each state (``shared`` / ``split`` cache).
+def state_of(ratios: Sequence[float]) -> str:
+    """The host state over probes ``ratios`` taken around one timing: ``shared`` when every one
+    is at most :data:`SHARED_LIMIT`, ``split`` when every one is above it, ``mixed`` otherwise
+    (the state changed while it was timed).
+
+    Examples
+    --------
+    >>> state_of([0.9, 1.1]), state_of([4.0, 9.5]), state_of([1.0, 4.0])
+    ('shared', 'split', 'mixed')
+    """
+    if all(r <= SHARED_LIMIT for r in ratios):
+        return "shared"
+    if all(r > SHARED_LIMIT for r in ratios):
+        return "split"
+    return "mixed"
+
+
+def by_state(samples: Mapping[str, Sequence[float]],
+             ratios: Sequence[float] | Mapping[str, Sequence[Sequence[float]]]) -> dict:
+    """Median latency per runtime over the samples timed in each state (``shared`` / ``split`` cache).
 
     Parameters
     ----------
     samples : mapping of str to sequence of float
         Per runtime, one latency per round.
-    ratios : sequence of float
-        The probe's handoff ratio of each round (:meth:`HandoffProbe.ratio`).
+    ratios : sequence of float, or mapping of str to sequence of sequences of float
+        The probe's handoff ratio of each round (:meth:`HandoffProbe.ratio`), for
+        every runtime alike; or per runtime, the ratios probed around each of its
+        samples (:func:`graphtune.latency.probed_rounds`), whose state is then
+        :func:`state_of` them: a sample timed while the state changed (``mixed``)
+        is left out.
 
     Returns
     -------
     dict
-        ``{"shared" | "split": {"rounds": n, "latency_ms": {name: median}}}`` for the states seen.
+        ``{"shared" | "split": {"rounds": n, "samples": {name: count}, "latency_ms":
+        {name: median}}}`` for the states seen; ``rounds`` is the fewest samples any
+        runtime has in that state, ``latency_ms`` holds the runtimes with at least one.
 
     Examples
     --------
-    >>> by_state({"a": [1.0, 2.0, 5.0]}, [1.0, 0.9, 4.0])
-    {'shared': {'rounds': 2, 'latency_ms': {'a': 1.5}}, 'split': {'rounds': 1, 'latency_ms': {'a': 5.0}}}
+    >>> by_state({"a": [1.0, 2.0, 5.0]}, [1.0, 0.9, 4.0])["split"]
+    {'rounds': 1, 'samples': {'a': 1}, 'latency_ms': {'a': 5.0}}
+    >>> by_state({"a": [1.0, 2.0, 5.0], "b": [3.0, 3.0, 3.0]},
+    ...          {"a": [[1.0, 1.0], [1.0, 4.0], [4.0, 4.0]], "b": [[1.0, 1.0]] * 3})["split"]
+    {'rounds': 0, 'samples': {'a': 1, 'b': 0}, 'latency_ms': {'a': 5.0}}
     """
-    rounds: dict[str, list[int]] = {"shared": [], "split": []}
-    for i, ratio in enumerate(ratios):
-        rounds["shared" if ratio <= SHARED_LIMIT else "split"].append(i)
-    return {state: {"rounds": len(kept),
-                    "latency_ms": {name: statistics.median(values[i] for i in kept)
-                                   for name, values in samples.items()}}
-            for state, kept in rounds.items() if kept}
+    kept: dict[str, dict[str, list[float]]] = {"shared": {}, "split": {}}
+    for name, values in samples.items():
+        around = ratios[name] if isinstance(ratios, Mapping) else [[r] for r in ratios]
+        for value, probes in zip(values, around):
+            state = state_of(probes)
+            if state in kept:
+                kept[state].setdefault(name, []).append(value)
+    return {state: {"rounds": min(len(per.get(name, [])) for name in samples),
+                    "samples": {name: len(per.get(name, [])) for name in samples},
+                    "latency_ms": {name: statistics.median(v) for name, v in per.items()}}
+            for state, per in kept.items() if per}
 
 
 class HandoffProbe:

@@ -74,42 +74,58 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
 
 def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[], float] | None,
                   repeat: int = 30, warmup: int = 3, settle: int = 3,
-                  settle_ms: float = 50.0) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """:func:`interleaved`, calling ``probe()`` before each timed round: (samples, probe values).
+                  settle_ms: float = 50.0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """:func:`interleaved`, calling ``probe()`` right before and right after each timed turn.
 
-    The probe tells the state of the machine each round was timed in (e.g.
-    :meth:`graphtune.hoststate.HandoffProbe.ratio`), so rounds can be grouped by it.
+    The probe tells the state of the machine a sample was timed in (e.g.
+    :meth:`graphtune.hoststate.HandoffProbe.ratio`), so samples can be grouped by it;
+    probing around each runtime's turn (its settle calls and timed call), not once per
+    round, keeps a state change during a long round from being charged to the wrong
+    runtime (SSD-512's rounds last several seconds; the host's state flips every 10-60 s).
     Before each runtime's turn the processes of the others (this one, for a
-    runtime in another process) are let fall idle (:func:`wait_idle`).
+    runtime in another process) are let fall idle (:func:`wait_idle`), after the
+    probe when the runtime is in another process (the probe's threads spin too).
+
+    Returns
+    -------
+    tuple
+        (``{name: repeat latencies in ms}``, ``{name: array (repeat, 2) of the probe
+        before and after each timed turn}``; empty arrays without a probe).
 
     Examples
     --------
     >>> samples, probes = probed_rounds({"noop": lambda: None}, lambda: 1.0, repeat=4, warmup=1)
-    >>> len(samples["noop"]), probes.tolist()
-    (4, [1.0, 1.0, 1.0, 1.0])
+    >>> len(samples["noop"]), probes["noop"].tolist()
+    (4, [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
     """
     if repeat < 1 or warmup < 0 or settle < 0 or settle_ms < 0:
         raise ValueError(f"repeat must be >= 1, warmup, settle and settle_ms >= 0, got {repeat}, "
                          f"{warmup}, {settle} and {settle_ms}")
     names = list(calls)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    probes = []
+    probes: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     peers = {name: calls[name].pid for name in names if hasattr(calls[name], "timed")}
     for round_ in range(warmup + repeat):
-        if probe is not None and round_ >= warmup:
-            probes.append(float(probe()))
+        timed = round_ >= warmup
         shift = round_ % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             call = calls[name]
             others = [pid for peer, pid in peers.items() if peer != name and pid is not None]
-            wait_idle(others + ([None] if name in peers else []))  # None: this process
+            this = [None] if name in peers else []  # None: this process
+            wait_idle(others + this)
+            before = float(probe()) if probe is not None and timed else None
+            if before is not None and this:
+                wait_idle(this)
             if hasattr(call, "timed"):  # a runtime in another process times itself
                 elapsed_ms = call.timed(settle, settle_ms)
             else:
                 elapsed_ms = settled_call_ms(call, settle, settle_ms)
-            if round_ >= warmup:
+            if timed:
                 samples[name].append(elapsed_ms)
-    return {name: np.asarray(values) for name, values in samples.items()}, np.asarray(probes)
+                if before is not None:
+                    probes[name].append((before, float(probe())))
+    return ({name: np.asarray(values) for name, values in samples.items()},
+            {name: np.asarray(values, dtype=float).reshape(-1, 2) for name, values in probes.items()})
 
 
 def cpu_seconds(pid: int | None = None) -> float | None:

@@ -26,7 +26,11 @@ import numpy as np
 from .hoststate import HandoffProbe, by_state
 from .latency import median_ms, probed_rounds
 
-__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table"]
+__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table", "PROBE_CALLS"]
+
+PROBE_CALLS = 20
+"""Copy pairs of each kind per host-state probe (:meth:`graphtune.hoststate.HandoffProbe.ratio`)
+around every timed turn: the two states' ratios (about 1 and 4-10) are told apart by far fewer."""
 
 
 def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort",),
@@ -67,9 +71,11 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         ``latency_ms`` (median per runtime), ``samples_ms``, ``max_abs_diff`` (per
         runtime, against the reference), ``reference``, ``compile_s`` per build,
         ``threads``, ``skipped``, ``process_ms`` (per runtime, the median of each
-        peer process's rounds); with several threads also ``handoff_ratio`` (the
-        host-state probe before each round, :class:`graphtune.hoststate.HandoffProbe`)
-        and ``by_state`` (medians over the rounds of each state, :func:`graphtune.hoststate.by_state`).
+        peer process's rounds); with several threads also ``handoff_ratio`` (per
+        runtime, the host-state probe right before and after each of its timed turns,
+        ``[[before, after], ...]``, :class:`graphtune.hoststate.HandoffProbe`) and
+        ``by_state`` (medians over the samples timed wholly in each state, those
+        timed while it changed left out: :func:`graphtune.hoststate.by_state`).
     """
     from . import peers as peer_mod
     from .compiler import compile as gt_compile
@@ -93,10 +99,11 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         outputs[name] = result if isinstance(result, list) else [result]
         builds[name] = compiled.bound_call(*arrays)
 
-    probe = HandoffProbe().ratio if threads > 1 else None
+    handoff = HandoffProbe() if threads > 1 else None
+    probe = (lambda: handoff.ratio(calls=PROBE_CALLS)) if handoff is not None else None
     parts = max(1, min(peer_processes, repeat))
     samples: dict[str, list] = {}
-    ratios: list = []
+    ratios: dict[str, list] = {}
     process_ms: dict[str, list] = {}
     for part in range(parts):
         processes = [peer_mod.PeerProcess(name, model, threads, feeds) for name in started]
@@ -112,7 +119,7 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         for name, values in part_samples.items():
             samples.setdefault(name, []).extend(values.tolist())
             process_ms.setdefault(name, []).append(float(np.median(values)))
-        ratios.extend(part_ratios.tolist())
+            ratios.setdefault(name, []).extend(part_ratios[name].tolist())
 
     order = started + list(configs)
     reference = order[0] if order else None
@@ -124,6 +131,7 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
            "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
            "threads": threads, "skipped": skipped, "process_ms": process_ms}
     if probe is not None:
+        ratios = {name: ratios[name] for name in order}
         row.update(handoff_ratio=ratios, by_state=by_state(samples, ratios))
     return row
 
@@ -159,7 +167,8 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         (ort / gt-graph), ``speedup_vs_uniform``, ``prediction_error``
         ((measured - predicted) / measured), ``tune_s``, ``phase_seconds``, ``solver``;
         per host state seen while timing (``shared`` / ``split``, :mod:`graphtune.hoststate`)
-        ``rounds_STATE``, ``speedup_vs_ort_STATE`` and ``prediction_error_STATE``.
+        ``rounds_STATE`` (the fewer of ORT's and gt-graph's samples timed wholly in it),
+        ``speedup_vs_ort_STATE`` and ``prediction_error_STATE``.
 
     Examples
     --------
@@ -197,7 +206,10 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
     )
     for state, part in row.get("by_state", {}).items():
         state_ms = part["latency_ms"]
-        row[f"rounds_{state}"] = part["rounds"]
+        row[f"rounds_{state}"] = min(part["samples"][n] for n in ("ort", "gt-graph")
+                                     if n in part["samples"])
+        if "gt-graph" not in state_ms:
+            continue
         if "ort" in state_ms:
             row[f"speedup_vs_ort_{state}"] = state_ms["ort"] / state_ms["gt-graph"]
         row[f"prediction_error_{state}"] = (state_ms["gt-graph"] - result.predicted_ms) / state_ms["gt-graph"]

@@ -8,7 +8,8 @@ import pytest
 
 from graphtune import models
 from graphtune.config import Config
-from graphtune.hoststate import SHARED_LIMIT, HandoffProbe, by_state
+from graphtune.hoststate import SHARED_LIMIT, HandoffProbe, by_state, state_of
+from graphtune.latency import probed_rounds
 from graphtune.report import compare
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent.parent / "benchmarks"))
@@ -37,9 +38,42 @@ def test_probe_copies_move_the_rows_they_say():
 def test_by_state_groups_rounds_at_the_limit():
     samples = {"gt": [1.0, 2.0, 3.0, 10.0], "ort": [2.0, 2.0, 2.0, 4.0]}
     states = by_state(samples, [0.9, SHARED_LIMIT, 1.1, SHARED_LIMIT + 0.01])
-    assert states["shared"] == {"rounds": 3, "latency_ms": {"gt": 2.0, "ort": 2.0}}
-    assert states["split"] == {"rounds": 1, "latency_ms": {"gt": 10.0, "ort": 4.0}}
+    assert states["shared"] == {"rounds": 3, "samples": {"gt": 3, "ort": 3},
+                                "latency_ms": {"gt": 2.0, "ort": 2.0}}
+    assert states["split"] == {"rounds": 1, "samples": {"gt": 1, "ort": 1},
+                               "latency_ms": {"gt": 10.0, "ort": 4.0}}
     assert by_state(samples, [1.0] * 4).keys() == {"shared"}
+
+
+def test_by_state_per_sample_leaves_out_samples_timed_across_a_change():
+    samples = {"gt": [1.0, 9.0, 2.0, 8.0], "ort": [5.0, 6.0, 7.0, 8.0]}
+    ratios = {"gt": [[1.0, 1.0], [4.0, 1.0], [1.0, 1.2], [5.0, 6.0]],
+              "ort": [[1.0, 1.0], [1.0, 1.0], [5.0, 5.0], [5.0, 1.0]]}
+    states = by_state(samples, ratios)
+    assert states["shared"] == {"rounds": 2, "samples": {"gt": 2, "ort": 2},
+                                "latency_ms": {"gt": 1.5, "ort": 5.5}}
+    assert states["split"] == {"rounds": 1, "samples": {"gt": 1, "ort": 1},
+                               "latency_ms": {"gt": 8.0, "ort": 7.0}}
+    assert [state_of(r) for r in ratios["gt"]] == ["shared", "mixed", "shared", "split"]
+
+
+def test_probed_rounds_probes_around_every_timed_turn():
+    events = []
+    values = iter(range(100))
+    calls = {"a": lambda: events.append("a"), "b": lambda: events.append("b")}
+
+    def probe():
+        events.append("probe")
+        return float(next(values))
+
+    samples, probes = probed_rounds(calls, probe, repeat=2, warmup=1, settle=0, settle_ms=0)
+    assert events[:2] == ["a", "b"]  # warm-up round: no probe
+    timed = events[2:]
+    turns = [timed[i:i + 3] for i in range(0, len(timed), 3)]
+    assert all(turn[0] == "probe" and turn[2] == "probe" and turn[1] in "ab" for turn in turns)
+    assert len(turns) == 4 and {len(v) for v in samples.values()} == {2}
+    assert probes["a"].shape == probes["b"].shape == (2, 2)
+    assert sorted(probes["a"].ravel().tolist() + probes["b"].ravel().tolist()) == list(map(float, range(8)))
 
 
 @pytest.mark.parametrize("threads, probed", [(2, True), (1, False)])
@@ -49,8 +83,12 @@ def test_compare_probes_the_host_before_every_round_with_several_threads(threads
                   warmup=1, threads=threads)
     assert ("handoff_ratio" in row) is probed and ("by_state" in row) is probed
     if probed:
-        assert len(row["handoff_ratio"]) == 3 and all(r > 0 for r in row["handoff_ratio"])
-        assert sum(part["rounds"] for part in row["by_state"].values()) == 3
+        assert row["handoff_ratio"].keys() == {"ort", "gt-uniform"}
+        for pairs in row["handoff_ratio"].values():
+            assert len(pairs) == 3 and all(len(p) == 2 and min(p) > 0 for p in pairs)
+        for name, pairs in row["handoff_ratio"].items():  # every sample in one state or mixed
+            counted = sum(part["samples"][name] for part in row["by_state"].values())
+            assert counted == sum(state_of(p) != "mixed" for p in pairs)
 
 
 def test_suite_summary_per_state_needs_enough_rounds():
