@@ -53,7 +53,8 @@ def without_ops(result) -> "graphtune.graph.LayoutGraph":
 def run(name: str, image_size: int | None, max_candidates: int, out: str, repeat: int) -> dict:
     """Tune one model, solve it with and without op costs, time both side by side."""
     result = graphtune.tune(name, image_size=image_size, max_candidates=max_candidates,
-                            records=os.path.join(out, f"{name}.records.jsonl"))
+                            records=os.path.join(out, f"{name}.records.jsonl"),
+                            transforms="all")  # re-solved below with other node costs
     old_graph = without_ops(result)
     old = solve(old_graph)
     old_config = Config.from_solution(old_graph, old, model_name=name)

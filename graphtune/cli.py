@@ -32,10 +32,11 @@ __all__ = ["main", "build_parser"]
 
 
 def _tune(args: argparse.Namespace) -> None:
-    from .pipeline import tune
+    from .pipeline import TRANSFORMS, tune
     from .solve import METHODS
 
     check_choice(args.solver, METHODS, "--solver")
+    check_choice(args.transforms, TRANSFORMS, "--transforms")
     out = args.output or f"{os.path.splitext(os.path.basename(args.model))[0]}.graphtune.json"
     check_writable(out, "config file (-o)")
     if args.graph:
@@ -51,7 +52,8 @@ def _tune(args: argparse.Namespace) -> None:
     result = tune(args.model, records=args.records, max_candidates=args.max_candidates,
                   solver=args.solver, time_limit=args.time_limit, image_size=args.image_size,
                   runner=runner, retry_errors=args.retry_errors,
-                  shape_dict=parse_shape_dict(args.shape), progress=not args.quiet)
+                  shape_dict=parse_shape_dict(args.shape), transforms=args.transforms,
+                  progress=not args.quiet)
     result.config.save(out)
     if args.graph:
         with open(args.graph, "w") as handle:
@@ -77,6 +79,11 @@ def _solve(args: argparse.Namespace) -> None:
     status = "proven optimal" if sol.optimal else f"gap {sol.relative_gap:.2%}"
     print(f"{len(graph)} nodes: energy {sol.energy:.4f} ms, lower bound {sol.lower_bound:.4f} ms, "
           f"{status} ({sol.method}, {sol.seconds:.3f} s)")
+    unmeasured = graph.unmeasured(sol.assignment)
+    if unmeasured:
+        print(f"note: {len(unmeasured)} edge(s) of this assignment run transforms never measured "
+              f"(e.g. {unmeasured[0][0]} -> {unmeasured[0][1]}); the energy is a lower bound. "
+              "Write the graph with graphtune tune --transforms all for exact costs everywhere.")
     if args.verbose:
         for name, index in sol.assignment.items():
             cand = graph.candidates(name)[index]
@@ -176,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure again the tasks recorded as errors (e.g. time-outs)")
     p.add_argument("--time-limit", type=float, default=None, help="solver time limit (s)")
     p.add_argument("--graph", help="also write the measured layout graph (JSON)")
+    p.add_argument("--transforms", default="lazy",
+                   help="lazy (default): measure the layout transforms solutions run; all: every "
+                        "one (a graph exact everywhere, e.g. for --graph and graphtune solve)")
     p.add_argument("--rpc-tracker", metavar="HOST:PORT",
                    help="measure on the servers of a TVM RPC tracker (with --rpc-key)")
     p.add_argument("--rpc-key", metavar="KEY", help="device key the servers registered under")

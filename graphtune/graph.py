@@ -123,7 +123,8 @@ class LayoutGraph:
 
     The underlying :class:`networkx.DiGraph` is :attr:`nx`; node attributes are
     ``op``, ``workload`` and ``candidates`` (tuple of :class:`Candidate`), edge
-    attributes ``shape``, ``cost`` (ndarray or None) and ``fn`` (callable or None).
+    attributes ``shape``, ``cost`` (ndarray or None), ``fn`` (callable or None), ``tensors`` and
+    ``bound`` (None, or a boolean matrix: True where ``cost`` is only a lower bound).
 
     Examples
     --------
@@ -268,7 +269,7 @@ class LayoutGraph:
             matrix = self._check_matrix(u, v, cost)
         tensors = {str(t): None if ts is None else [int(d) for d in ts]
                    for t, ts in (tensors or {}).items()}
-        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn, tensors=tensors)
+        self._g.add_edge(u, v, shape=shape, cost=matrix, fn=fn, tensors=tensors, bound=None)
 
     def _check_matrix(self, u: str, v: str, cost: Any) -> np.ndarray:
         try:
@@ -310,6 +311,7 @@ class LayoutGraph:
         self._g.nodes[name]["candidates"] = self._make_candidates(name, candidates, None, None)
         dropped = []
         for u, v, data in self._touching(name):
+            data["bound"] = None
             if data["fn"] is not None:
                 data["cost"] = None
             elif data["cost"] is not None:
@@ -340,14 +342,25 @@ class LayoutGraph:
             )
         self._g.nodes[name]["candidates"] = tuple(cands[k] for k in keep)
         for u, v, data in self._touching(name):
-            if data["cost"] is not None:
-                matrix = data["cost"][keep, :] if u == name else data["cost"][:, keep]
-                matrix = np.array(matrix)
-                matrix.setflags(write=False)
-                data["cost"] = matrix
+            for attr in ("cost", "bound"):
+                if data[attr] is not None:
+                    matrix = np.array(data[attr][keep, :] if u == name else data[attr][:, keep])
+                    matrix.setflags(write=False)
+                    data[attr] = matrix
 
-    def set_edge_cost(self, u: str, v: str, cost: np.ndarray | TransformFn) -> None:
+    def set_edge_cost(self, u: str, v: str, cost: np.ndarray | TransformFn,
+                      bound: np.ndarray | None = None) -> None:
         """Set the cost matrix (or callable) of an existing edge.
+
+        Parameters
+        ----------
+        u, v : str
+            The edge.
+        cost : array-like or callable
+            The matrix in ms, or ``fn(shape, src, dst) -> ms`` (see :meth:`add_edge`).
+        bound : array-like of bool, optional
+            With a matrix: True where the entry is only a lower bound of the cost
+            (a transform not measured, :mod:`graphtune.lazy`); see :meth:`unmeasured`.
 
         Examples
         --------
@@ -360,9 +373,17 @@ class LayoutGraph:
         """
         data = self._edge(u, v)
         if callable(cost):
-            data["fn"], data["cost"] = cost, None
-        else:
-            data["fn"], data["cost"] = None, self._check_matrix(u, v, cost)
+            data["fn"], data["cost"], data["bound"] = cost, None, None
+            return
+        data["fn"], data["cost"] = None, self._check_matrix(u, v, cost)
+        data["bound"] = None
+        if bound is not None:
+            mask = np.array(bound, dtype=bool)
+            if mask.shape != data["cost"].shape:
+                raise GraphError(f"edge {u} -> {v}: bound mask has shape {mask.shape}, "
+                                 f"expected {data['cost'].shape} (the cost matrix's)")
+            mask.setflags(write=False)
+            data["bound"] = mask if mask.any() else None
 
     def fill_edge_costs(self, fn: TransformFn, overwrite: bool = False) -> None:
         """Compute the matrix of every edge without one from ``fn(shape, src, dst) -> ms``.
@@ -387,7 +408,7 @@ class LayoutGraph:
         """
         for u, v, data in self._g.edges(data=True):
             if overwrite or (data["cost"] is None and data["fn"] is None):
-                data["fn"], data["cost"] = fn, None
+                data["fn"], data["cost"], data["bound"] = fn, None, None
                 self.edge_cost(u, v)
 
     # ------------------------------------------------------------------ reading
@@ -472,6 +493,20 @@ class LayoutGraph:
             data["cost"] = self._check_matrix(u, v, self._evaluate(u, v, data))
         return data["cost"]
 
+    def edge_bound(self, u: str, v: str) -> np.ndarray | None:
+        """Boolean matrix of edge ``u -> v``: True where its cost is only a lower bound (an
+        unmeasured transform); None when every entry is a cost.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0])
+        >>> g.add_edge("a", "b", cost=[[0.0]])
+        >>> g.edge_bound("a", "b") is None
+        True
+        """
+        return self._edge(u, v)["bound"]
+
     def _evaluate(self, u: str, v: str, data: dict) -> np.ndarray:
         src = [c.out_layout for c in self.candidates(u)]
         dst = [c.in_layout for c in self.candidates(v)]
@@ -492,6 +527,22 @@ class LayoutGraph:
                         ) from None
                 matrix[s, r] = cache[a, b]
         return matrix
+
+    def unmeasured(self, assignment: Mapping[str, int]) -> list[tuple[str, str]]:
+        """The edges whose entry under ``assignment`` is only a lower bound (an unmeasured
+        transform, see :meth:`set_edge_cost`): [] when :meth:`energy` is the assignment's cost.
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("a", costs=[1.0, 1.0]); g.add_node("b", costs=[1.0])
+        >>> g.add_edge("a", "b")
+        >>> g.set_edge_cost("a", "b", [[0.5], [0.0]], bound=[[False], [True]])
+        >>> g.unmeasured({"a": 0, "b": 0}), g.unmeasured({"a": 1, "b": 0})
+        ([], [('a', 'b')])
+        """
+        return [(u, v) for u, v, data in self._g.edges(data=True)
+                if data["bound"] is not None and data["bound"][assignment[u], assignment[v]]]
 
     def transform_pairs(self, missing_only: bool = True) -> list[tuple[tuple[int, ...], str, str]]:
         """The distinct layout transforms ``(shape, src, dst)`` the edges need, ``src != dst``.
@@ -698,7 +749,10 @@ class LayoutGraph:
         edges = []
         for u, v, d in self._g.edges(data=True):
             matrix = self.edge_cost(u, v) if d["fn"] is not None else d["cost"]
-            edges.append({"src": u, "dst": v, "shape": d["shape"], "cost": None if matrix is None else matrix.tolist()})
+            edge = {"src": u, "dst": v, "shape": d["shape"], "cost": None if matrix is None else matrix.tolist()}
+            if d["bound"] is not None:
+                edge["bound"] = np.argwhere(d["bound"]).tolist()
+            edges.append(edge)
         return {"format": _FORMAT, "version": _VERSION, "nodes": nodes, "edges": edges}
 
     def to_json(self, indent: int | None = None) -> str:
@@ -738,6 +792,11 @@ class LayoutGraph:
                 graph.add_node(node["name"], cands, op=node["op"], workload=node.get("workload"))
             for edge in data["edges"]:
                 graph.add_edge(edge["src"], edge["dst"], cost=edge.get("cost"), shape=edge.get("shape"))
+                if edge.get("bound"):
+                    mask = np.zeros(graph.edge_cost(edge["src"], edge["dst"]).shape, dtype=bool)
+                    mask[tuple(np.array(edge["bound"]).T)] = True
+                    graph.set_edge_cost(edge["src"], edge["dst"], graph.edge_cost(edge["src"], edge["dst"]),
+                                        bound=mask)
         except (KeyError, TypeError) as err:
             raise GraphError(f"malformed layout graph document: missing or bad field {err}") from None
         return graph

@@ -24,6 +24,8 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import math
 import os
 import time
@@ -43,13 +45,17 @@ from .frontend.extract import CandidateFn
 from .frontend.extract import extract as _frontend_extract
 from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
+from .lazy import solve_measuring
 from .measure import LocalRunner, Records, Runner, Task, measure
 from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .models.resolve import resolve
 from .ops import LAYOUT_OPS, Op
 from .solve import METHODS, Solution, solve
 
-__all__ = ["TuneResult", "tune", "extract", "x86_candidates", "kernel_best_solution"]
+__all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
+
+TRANSFORMS = ("lazy", "all")
+"""Values of :func:`tune`'s ``transforms``: measure the transforms solutions run, or all."""
 
 
 def x86_candidates(target: Any = None, max_candidates: int | None = None) -> CandidateFn:
@@ -135,7 +141,10 @@ class TuneResult:
     phase_seconds : dict
         Wall time of each phase (extract, kernels, transforms, solve).
     measured : dict
-        Number of kernel, op-group and transform tasks in the records for this run.
+        Number of kernel, op-group and transform tasks in the records for this run
+        (``kernels``, ``ops``, ``transforms``: with lazy transforms those the graph's
+        edges use that were measured or found in the records), and ``transform_rounds``,
+        the solves of the lazy transforms (1 with ``transforms="all"``).
     ops : OpCosts or None
         Measured costs of the ops around the kernels (per node and layout,
         and constant plain ones), already included in the graph's candidates.
@@ -217,7 +226,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          time_limit: float | None = None, image_size: int | None = None,
          runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
-         progress: bool = True) -> TuneResult:
+         transforms: str = "lazy", progress: bool = True) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
     The objective is the whole model: bare kernels, the op groups the compiled
@@ -255,6 +264,15 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     shape_dict : mapping of str to list of int, optional
         Static shapes of ONNX inputs with dynamic dimensions
         (e.g. ``{"input": [1, 3, 224, 224]}``).
+    transforms : {"lazy", "all"}
+        Which layout transforms to measure. ``"lazy"`` (default): only those the
+        solutions run, solving again as they come in (:mod:`graphtune.lazy`; with an
+        exact solver the same optimum as ``"all"``, EfficientNet-B0: 228 of 4436
+        transforms); the result's graph marks the entries left at their lower bound
+        (:meth:`~graphtune.graph.LayoutGraph.unmeasured`). ``"all"``: every transform
+        between the candidates' layouts, for a graph that is exact everywhere (to
+        compare solvers on, or solve it again with other costs). The
+        ``transforms`` phase includes the solves of the lazy rounds.
     progress : bool
         Progress bars per phase.
 
@@ -290,6 +308,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         clock = now
 
     check_choice(solver, METHODS, "solver")
+    check_choice(transforms, TRANSFORMS, "transforms")
     check_positive(time_limit, "time_limit", optional=True)
     check_positive(max_candidates, "max_candidates", integer=True, optional=True)
     check_positive(repeat, "repeat", integer=True)
@@ -324,28 +343,32 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         apply_op_costs(graph, ops)
         lap("ops")
 
-        pairs = graph.transform_pairs()
-        transform_tasks = [Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst,
-                                              "dtype": "float32"}) for shape, src, dst in pairs]
-        transform_ms = {}
-        transform_records = measure(transform_tasks, tgt, store, desc="transforms", **timing)
-        for (shape, src, dst), rec in zip(pairs, transform_records):
-            if not rec.ok:
-                raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
-                                   f"{rec.error}; {_retry_hint(store, [rec.task], key, runner.timing)}")
-            transform_ms[(shape, src, dst)] = rec.median_ms
-        graph.fill_edge_costs(lambda shape, src, dst: transform_ms[(tuple(shape), src, dst)])
-        tie_fused_joins(graph)
-        lap("transforms")
-
-    solution = solve(graph, method=solver, time_limit=time_limit)
+        measure_transforms = functools.partial(_measure_transforms, tgt=tgt, store=store,
+                                               key=key, runner=runner)
+        if transforms == "all":
+            pairs = graph.transform_pairs()
+            measured = dict(zip(pairs, measure_transforms(pairs, timing=timing, desc="transforms")))
+            graph.fill_edge_costs(lambda shape, src, dst: measured[(tuple(shape), src, dst)])
+            tie_fused_joins(graph)
+            lap("transforms")
+            solution, transform_rounds = solve(graph, method=solver, time_limit=time_limit), 1
+        else:
+            rounds = itertools.count(1)
+            solution, measured, transform_rounds = solve_measuring(
+                graph,
+                lambda pairs: measure_transforms(pairs, timing=timing,
+                                                 desc=f"transforms, round {next(rounds)}"),
+                lambda g: solve(g, method=solver, time_limit=time_limit),
+                known=_recorded_transforms(graph, store, key, runner), adjust=tie_fused_joins,
+                also=[lambda g: kernel_best_solution(g).assignment])
+            lap("transforms")
     config = Config.from_solution(graph, solution, model_name=name)
     config.target = key
     lap("solve")
     result = TuneResult(graph, solution, config, key,
                         None if records is None else os.fspath(records), phases,
                         {"kernels": len(set(flat)), "ops": ops.tasks,
-                         "transforms": len(transform_tasks)}, ops)
+                         "transforms": len(measured), "transform_rounds": transform_rounds}, ops)
     config.solution.update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
                            ops_ms=result.ops_ms,
                            op_groups=[[g["node"], g["layout"], g["label"], g["ms"]]
@@ -362,6 +385,40 @@ def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> st
         where = f", or delete line(s) {shown} of {store.path}"
     return ("errors are reused on reruns: retry with retry_errors=True (graphtune tune "
             f"--retry-errors){where}")
+
+
+def _measure_transforms(pairs: list, *, tgt: Any, store: Records, key: dict, runner: Runner,
+                    timing: dict, desc: str) -> list[float]:
+    """Measure the layout transforms ``pairs`` ((shape, src, dst)); their median ms, in order.
+
+    Raises
+    ------
+    MeasureError
+        Naming the first transform that failed and how to measure it again.
+    """
+    tasks = [_transform_of(pair) for pair in pairs]
+    records = measure(tasks, tgt, store, desc=desc, **timing)
+    for (shape, src, dst), rec in zip(pairs, records):
+        if not rec.ok:
+            raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
+                               f"{rec.error}; {_retry_hint(store, [rec.task], key, runner.timing)}")
+    return [rec.median_ms for rec in records]
+
+
+def _transform_of(pair: tuple) -> Task:
+    shape, src, dst = pair
+    return Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst, "dtype": "float32"})
+
+
+def _recorded_transforms(graph: LayoutGraph, store: Records, key: dict, runner: Runner) -> dict:
+    """The transforms ``graph``'s edges need that ``store`` already holds (successes), to ms."""
+    known = {}
+    for pair in graph.transform_pairs():
+        task = _transform_of(pair)
+        record = store.get(task, key, runner.timing_of(task))
+        if record is not None and record.ok:
+            known[pair] = record.median_ms
+    return known
 
 
 def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task, Any],

@@ -52,6 +52,25 @@ def test_tune_show_solve_round_trip(workdir, capsys):
     assert f"energy {saved['solution']['objective_ms']:.4f}" in out
 
 
+def test_solve_says_when_the_energy_rests_on_unmeasured_transforms(tmp_path, capsys):
+    from graphtune.graph import LayoutGraph
+
+    g = LayoutGraph()
+    g.add_node("a", costs=[1.0, 2.0]); g.add_node("b", costs=[1.0, 2.0])
+    g.add_edge("a", "b")
+    g.set_edge_cost("a", "b", [[0.0, 0.0], [0.0, 0.0]], bound=[[True, False], [False, False]])
+    path = tmp_path / "g.json"
+    path.write_text(g.to_json())
+    status, out, _ = run(capsys, "solve", path, "--method", "brute")
+    assert status == 0 and "energy 2.0000" in out
+    assert "1 edge(s)" in out and "a -> b" in out and "--transforms all" in out
+
+
+def test_tune_rejects_an_unknown_transforms_mode_before_any_work(capsys):
+    status, _, err = run(capsys, "tune", "resnet18", "--transforms", "some", "-q")
+    assert status == 2 and err.count("\n") == 1 and "lazy" in err and "all" in err
+
+
 def test_compile_writes_a_loadable_library(workdir, config, capsys):
     import tvm
 

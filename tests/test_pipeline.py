@@ -56,6 +56,18 @@ def test_second_run_measures_nothing_new(tuned):
     assert {json.loads(line)["kind"] for line in lines} >= {"conv2d", "transform"}
 
 
+def test_lazy_transforms_find_the_optimum_of_measuring_them_all(tuned):
+    result, records = tuned  # tuned with transforms="lazy", the default
+    assert result.graph.unmeasured(result.solution.assignment) == []
+    assert result.graph.unmeasured(kernel_best_solution(result.graph).assignment) == []
+    full = graphtune.tune("resnet18", records=records, transforms="all", **TINY)
+    assert full.solution.energy == pytest.approx(result.solution.energy, rel=1e-9)
+    assert full.predicted_ms == pytest.approx(result.predicted_ms, rel=1e-9)
+    assert full.measured["transforms"] == len(full.graph.transform_pairs(missing_only=False))
+    assert result.measured["transforms"] < full.measured["transforms"]
+    assert all(full.graph.edge_bound(u, v) is None for u, v in full.graph.edges)
+
+
 def test_kernel_best_is_never_better_than_the_graph_optimum(tuned):
     result, _ = tuned
     best = kernel_best_solution(result.graph)

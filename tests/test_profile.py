@@ -166,10 +166,10 @@ def test_cli_writes_json(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def tuned18(tmp_path_factory):
-    """ResNet-18 at 32 px tuned on 2 candidates, and its records file."""
+    """ResNet-18 at 32 px tuned on 2 candidates with every transform measured, and its records."""
     records = tmp_path_factory.mktemp("r18") / "r18.records.jsonl"
     return graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
-                          min_repeat_ms=1, repeat=1, progress=False), records
+                          min_repeat_ms=1, repeat=1, transforms="all", progress=False), records
 
 
 def test_op_groups_are_predicted_on_the_calls_that_run_them(tuned18):

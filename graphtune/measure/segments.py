@@ -649,5 +649,6 @@ def tie_fused_joins(graph: LayoutGraph) -> list[tuple[str, str]]:
         outs = [c.out_layout for c in graph.candidates(src)]
         ins = [c.in_layout for c in graph.candidates(join)]
         mismatch = np.array([[o != i for i in ins] for o in outs], dtype=float)
-        graph.set_edge_cost(src, join, graph.edge_cost(src, join) + bound * mismatch)
+        graph.set_edge_cost(src, join, graph.edge_cost(src, join) + bound * mismatch,
+                            bound=graph.edge_bound(src, join))
     return tied
