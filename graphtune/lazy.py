@@ -42,6 +42,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from .graph import LayoutGraph, _shapes
+from .solve.solution import Solution
 
 __all__ = ["Pair", "transform_cells", "solve_measuring"]
 
@@ -105,10 +106,11 @@ def _pending(graph: LayoutGraph, cells: Mapping[Edge, list], costs: Mapping[Pair
 
 
 def solve_measuring(graph: LayoutGraph, measure: Callable[[Sequence[Pair]], Sequence[float]],
-                    solve: Callable[[LayoutGraph], "Solution"], *,  # noqa: F821
+                    solve: Callable[[LayoutGraph], Solution], *,
                     known: Mapping[Pair, float] | None = None,
                     adjust: Callable[[LayoutGraph], object] | None = None,
-                    also: Sequence[Callable[[LayoutGraph], Mapping[str, int]]] = ()) -> tuple:
+                    also: Sequence[Callable[[LayoutGraph], Mapping[str, int]]] = ()
+                    ) -> tuple[Solution, dict[Pair, float], int]:
     """Solve ``graph``, measuring only the transforms of the edges without costs that solutions run.
 
     Parameters
