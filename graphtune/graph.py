@@ -791,12 +791,12 @@ class LayoutGraph:
                 cands = [Candidate.from_dict(c) for c in node["candidates"]]
                 graph.add_node(node["name"], cands, op=node["op"], workload=node.get("workload"))
             for edge in data["edges"]:
-                graph.add_edge(edge["src"], edge["dst"], cost=edge.get("cost"), shape=edge.get("shape"))
-                if edge.get("bound"):
-                    mask = np.zeros(graph.edge_cost(edge["src"], edge["dst"]).shape, dtype=bool)
+                u, v = edge["src"], edge["dst"]
+                graph.add_edge(u, v, cost=edge.get("cost"), shape=edge.get("shape"))
+                if edge.get("bound"):  # [[s, r], ...]: the entries that are lower bounds
+                    mask = np.zeros(graph.edge_cost(u, v).shape, dtype=bool)
                     mask[tuple(np.array(edge["bound"]).T)] = True
-                    graph.set_edge_cost(edge["src"], edge["dst"], graph.edge_cost(edge["src"], edge["dst"]),
-                                        bound=mask)
+                    graph.set_edge_cost(u, v, graph.edge_cost(u, v), bound=mask)
         except (KeyError, TypeError) as err:
             raise GraphError(f"malformed layout graph document: missing or bad field {err}") from None
         return graph

@@ -267,7 +267,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     transforms : {"lazy", "all"}
         Which layout transforms to measure. ``"lazy"`` (default): only those the
         solutions run, solving again as they come in (:mod:`graphtune.lazy`; with an
-        exact solver the same optimum as ``"all"``, EfficientNet-B0: 228 of 4436
+        exact solver the same optimum as ``"all"``; EfficientNet-B0: ~230 of 4436
         transforms); the result's graph marks the entries left at their lower bound
         (:meth:`~graphtune.graph.LayoutGraph.unmeasured`). ``"all"``: every transform
         between the candidates' layouts, for a graph that is exact everywhere (to
@@ -388,7 +388,7 @@ def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> st
 
 
 def _measure_transforms(pairs: list, *, tgt: Any, store: Records, key: dict, runner: Runner,
-                    timing: dict, desc: str) -> list[float]:
+                        timing: dict, desc: str) -> list[float]:
     """Measure the layout transforms ``pairs`` ((shape, src, dst)); their median ms, in order.
 
     Raises
