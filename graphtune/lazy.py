@@ -148,19 +148,16 @@ def solve_measuring(graph: LayoutGraph, measure: Callable[[Sequence[Pair]], Sequ
     See the module docstring.
     """
     cells = transform_cells(graph)
-    needed = {p for grid in cells.values() for row in grid for cell in row for p in cell}
-    costs = {p: ms for p, ms in (known or {}).items() if p in needed}
+    where: dict[Pair, set[Edge]] = {}  # each transform -> the edges that run it somewhere
+    for edge, grid in cells.items():
+        for p in {p for row in grid for cell in row for p in cell}:
+            where.setdefault(p, set()).add(edge)
+    costs = {p: ms for p, ms in (known or {}).items() if p in where}
     base: dict[Edge, np.ndarray] = {}
     _set_costs(graph, cells, costs, cells, base)
     if adjust is not None:
         adjust(graph)
         base = {edge: graph.edge_cost(*edge) - _measured_part(cells[edge], costs) for edge in cells}
-    where: dict[Pair, set[Edge]] = {}
-    for edge, grid in cells.items():
-        for row in grid:
-            for cell in row:
-                for p in cell:
-                    where.setdefault(p, set()).add(edge)
 
     def add(pairs: list[Pair]) -> None:
         costs.update(zip(pairs, (float(ms) for ms in measure(pairs))))
