@@ -13,7 +13,7 @@ from graphtune.frontend import import_model
 from graphtune.measure import Records, measure
 from graphtune.measure.build import build_task, prim_func_of
 from graphtune.graph import LayoutGraph
-from graphtune.measure.segments import fused_edges, probe_choices, probe_groups
+from graphtune.measure.segments import fused_edges, op_costs, probe_choices, probe_groups
 from graphtune.models.builder import GraphBuilder
 from graphtune.report import config_table
 
@@ -212,6 +212,33 @@ def test_tune_charges_op_groups_per_layout_and_predicts_the_whole_model(tuned):
     table = config_table(result.config)
     assert "op groups" in table and result.op_groups[0]["label"] in table
     assert "ops" in result.summary()
+
+
+def test_op_costs_measures_only_the_groups_that_price_a_pair(tmp_path):
+    """Each (node, layout) pair is priced by the first probe covering it and plain groups by the
+    first probe: groups of later probes for pairs already covered are not measured at all."""
+    mod, g, target = import_model(_model()), extract(_model(), max_candidates=4), x86.host_target()
+    probes = probe_choices(g)
+    assert len(probes) > 1
+    want, everything, seen = set(), set(), set()
+    for index, choice in enumerate(probes):
+        new = {(n, g.candidates(n)[i].out_layout) for n, i in choice.items()} - seen
+        seen |= new
+        for grp in probe_groups(mod, g, choice, target):
+            tasks = {t for t in (grp.task, grp.bare) if t is not None}
+            everything |= tasks
+            if (grp.node is None and index == 0) or (grp.node is not None and (grp.node, grp.layout) in new):
+                want |= tasks
+    asked: list = []
+
+    def run(tasks):
+        asked.extend(tasks)
+        return measure(tasks, target, tmp_path / "ops.records.jsonl", progress=False, min_repeat_ms=2.0)
+
+    costs = op_costs(mod, g, target, run)
+    assert set(asked) == want and costs.tasks == len(want) < len(everything)
+    assert {(n, c.out_layout) for n in g.nodes if g.op(n) != "boundary"
+            for c in g.candidates(n)} <= set(costs.per_layout)
 
 
 def test_silu_and_se_scale_keep_their_producers_layout_so_they_stay_fused(tuned):

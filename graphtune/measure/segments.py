@@ -20,7 +20,9 @@ module prices all of them *as graphtune's compiler builds them*:
    content hash of its scheduled PrimFunc: measured once, kept in the
    records, and re-measured automatically when the compiler builds it
    differently.
-3. :func:`op_costs` measures the groups; a fused kernel's group costs its
+3. :func:`op_costs` measures the groups that price a pair (each (node, layout)
+   pair's in the first probe covering it, plain groups in the first probe;
+   the rest of a probe is compiled but not timed); a fused kernel's group costs its
    time minus that of the same kernel without epilogue, timed right before it
    (the epilogue's cost; fastest repeat minus fastest repeat, as a difference
    of two medians is mostly noise on a loaded host). Per (node, layout) the sum is
@@ -110,7 +112,8 @@ class OpCosts:
         (node, layout) pairs no probe could give (priced as the node's
         costliest measured layout).
     tasks : int
-        Distinct segment tasks of the probes.
+        Distinct segment tasks measured: those of the groups that price a pair
+        (a later probe's groups for pairs an earlier probe covered are not).
     """
 
     per_layout: dict = field(default_factory=dict)
@@ -501,29 +504,28 @@ def op_costs(mod, graph: LayoutGraph, target,
     """
     covered: dict[tuple[str, str], int] = {}
     probes = probe_choices(graph)
-    per_probe = []
+    priced: list[OpGroup] = []
     for index, choice in enumerate(probes):
         for n, i in choice.items():
             covered.setdefault((n, graph.candidates(n)[i].out_layout), index)
-        per_probe.append(probe_groups(mod, graph, choice, target))
+        # each pair is priced by the first probe covering it, plain groups by the first probe
+        priced += [g for g in probe_groups(mod, graph, choice, target)
+                   if index == (0 if g.node is None else covered[(g.node, g.layout)])]
     # a fused kernel right after its bare twin: both timed under the same conditions
-    tasks = [t for groups in per_probe for g in groups for t in (g.bare, g.task) if t is not None]
+    tasks = [t for g in priced for t in (g.bare, g.task) if t is not None]
     records = dict(zip(tasks, run(tasks)))
     costs = OpCosts(tasks=len(records))
-    for index, groups in enumerate(per_probe):
-        for g in groups:
-            if (g.node is None and index > 0) or (g.node is not None and covered[(g.node, g.layout)] != index):
-                continue
-            pair = [records[t] for t in (g.task, g.bare) if t is not None]
-            failed = next((r for r in pair if not r.ok), None)
-            if failed is not None:
-                raise MeasureError(f"op group {g.label} ({'node ' + repr(g.node) if g.node else 'plain'}, "
-                                   f"{g.layout}) failed: {failed.error}")
-            if g.bare is None:
-                ms = float(pair[0].median_ms)
-            else:  # fastest repeats: a difference of medians is noise on a loaded host
-                ms = max(0.0, min(pair[0].ms) - min(pair[1].ms))
-            costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
+    for g in priced:
+        pair = [records[t] for t in (g.task, g.bare) if t is not None]
+        failed = next((r for r in pair if not r.ok), None)
+        if failed is not None:
+            raise MeasureError(f"op group {g.label} ({'node ' + repr(g.node) if g.node else 'plain'}, "
+                               f"{g.layout}) failed: {failed.error}")
+        if g.bare is None:
+            ms = float(pair[0].median_ms)
+        else:  # fastest repeats: a difference of medians is noise on a loaded host
+            ms = max(0.0, min(pair[0].ms) - min(pair[1].ms))
+        costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
     for pair in covered:
         costs.per_layout[pair] = 0.0
     for g in costs.groups:
