@@ -5,6 +5,9 @@ channels after a Transpose to NHWC, MatMul of the 4-D NHWC activation by
 constant weights, GELU, Transpose back, residual add, mean-pool head).
 ``nms_model``: Conv -> ReduceMean -> Reshape -> NonMaxSuppression, whose
 output shape depends on the data.
+``exported_axes_model``: a head and a squeeze-excitation spelled as PyTorch's
+``torch.onnx.export(dynamo=True)`` spells them (opset 20): ``ReduceMean`` over
+axes ``[-1, -2]`` given as an input, a ``Concat`` on axis ``-3``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-__all__ = ["convnext_model", "nms_model"]
+__all__ = ["convnext_model", "nms_model", "exported_axes_model"]
 
 
 class _Graph:
@@ -120,3 +123,35 @@ def nms_model(size: int = 16) -> onnx.ModelProto:
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
         [helper.make_tensor_value_info("output", TensorProto.INT64, ["num_selected", 3])],
         opset=13)
+
+
+def exported_axes_model(image_size: int = 16, classes: int = 10) -> onnx.ModelProto:
+    """Conv -> ReLU -> SE (``ReduceMean`` over ``[-1, -2]``) and a conv branch, ``Concat`` on
+    axis ``-3``, ``ReduceMean`` over ``[-1, -2]`` -> ``Reshape`` -> ``Gemm``: negative axes as
+    torch's dynamo exporter writes them (in ``NCHW{x}c`` they are other axes).
+
+    Examples
+    --------
+    >>> [n.op_type for n in exported_axes_model().graph.node if n.op_type in ("ReduceMean", "Concat")]
+    ['ReduceMean', 'Concat', 'ReduceMean']
+    """
+    g = _Graph(seed=2)
+    axes = g.const("spatial_axes", np.array([-1, -2], np.int64))
+    x = g.node("Conv", ["input", g.weight("stem.w", (32, 3, 3, 3)), g.weight("stem.b", (32,))],
+               "stem", kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+    x = g.node("Relu", [x], "stem.relu")
+    squeezed = g.node("ReduceMean", [x, axes], "se.pool", keepdims=1)
+    gate = g.node("Conv", [squeezed, g.weight("se.fc.w", (32, 32, 1, 1)), g.weight("se.fc.b", (32,))],
+                  "se.fc", kernel_shape=[1, 1])
+    gated = g.node("Mul", [x, g.node("Sigmoid", [gate], "se.gate")], "se.scale")
+    branch = g.node("Conv", [x, g.weight("branch.w", (16, 32, 1, 1)), g.weight("branch.b", (16,))],
+                    "branch", kernel_shape=[1, 1])
+    cat = g.node("Concat", [gated, branch], "cat", axis=-3)
+    pooled = g.node("ReduceMean", [cat, axes], "pool", keepdims=1)
+    flat = g.node("Reshape", [pooled, g.const("flat_shape", np.array([1, 48], np.int64))], "flat")
+    g.node("Gemm", [flat, g.weight("fc.w", (classes, 48)), g.weight("fc.b", (classes,))], "output",
+           transB=1)
+    return g.model(
+        "exported_axes",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, image_size, image_size])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, classes])], opset=20)

@@ -313,6 +313,20 @@ def test_shufflenet_as_exported_compiles_and_matches_onnxruntime():
     assert_matches_ort(model, compiled)
 
 
+@pytest.mark.parametrize("block", [8, 16])
+def test_negative_axes_as_torch_exports_them_match_onnxruntime(block):
+    """``ReduceMean`` over ``[-1, -2]`` and ``Concat`` on axis ``-3`` (torch.onnx's dynamo
+    exporter) run in ``NCHW{x}c``, where those axes would be W, c and H: they are the spatial
+    and channel axes there too (every torchvision model exported so failed to compile)."""
+    from odd_models import exported_axes_model
+
+    model = exported_axes_model()
+    graph = graphtune.extract(model, max_candidates=1)
+    assert {graph.op(n) for n in graph.nodes} >= {"conv2d", "join"}  # concat and SE are joins
+    compiled = compile(model, Config.uniform(model, block=block))
+    assert_matches_ort(model, compiled)
+
+
 @pytest.mark.parametrize("knob, at_least", [("flat", 8), ("c_tile", 8)])
 def test_plain_nchw_tiles_in_a_model_match_onnxruntime(knob, at_least):
     """ShuffleNetV2 with every node that offers them on ShuffleNetV2's plain-NCHW tiles: its

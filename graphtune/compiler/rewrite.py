@@ -95,7 +95,7 @@ class _Rewriter:
         self.roles = {Role.CONST: self.constant, Role.LAYOUT: self.layout, Role.PASS: self.passed,
                       Role.JOIN: self.join, Role.FIXED: self.fixed, Role.TUPLE: self.tuple_binding}
         self.forms = {Form.ALIAS: self.alias, Form.UNARY: self.unary, Form.POOL: self.pool,
-                      Form.ADAPTIVE_POOL: self.adaptive_pool, Form.MEAN: self.unary,
+                      Form.ADAPTIVE_POOL: self.adaptive_pool, Form.MEAN: self.spatial_mean,
                       Form.CHANNEL_CONST: self.channel_binary, Form.RESIZE: self.resize}
 
     # ------------------------------------------------------------ tensors
@@ -184,9 +184,8 @@ class _Rewriter:
         """Add / concat of activations: every input brought to the join's block."""
         blk = self.join_block(step)
         value = step.value
-        if step.form is Form.CONCAT_JOIN:
-            fields = self.get(value.args[0], blk)
-            self.bind(step.var, self.with_args(value, [fields]), blk)
+        if step.form is Form.CONCAT_JOIN:  # axis 1 (or -3 in NCHW) is axis 1 in NCHW{x}c too
+            self.bind(step.var, relax.op.concat(self.get(value.args[0], blk), axis=1), blk)
         else:
             self.bind(step.var, self.with_args(value, [self.get(a, blk) for a in value.args]), blk)
 
@@ -196,7 +195,7 @@ class _Rewriter:
         self.bind(step.var, self.get(step.value, blk), blk)
 
     def unary(self, step: Step, blk: int) -> None:
-        """Elementwise op (or spatial mean) of the data input; other arguments (clip's bounds) kept."""
+        """Elementwise op of the data input; other arguments (clip's bounds) kept."""
         x = step.inputs[0]
         args = [self.get(a, blk) if a.same_as(x) else a for a in step.value.args]
         self.bind(step.var, self.with_args(step.value, args), blk)
@@ -280,6 +279,11 @@ class _Rewriter:
                       count_include_pad=bool(attrs.count_include_pad),
                       layout=layout, out_layout=layout)
         self.bind(step.var, pooled, blk)
+
+    def spatial_mean(self, step: Step, blk: int) -> None:
+        """A keepdims mean over H and W in the blocked layout of its input (axes 2 and 3 of
+        ``NCHW{x}c`` whatever their spelling in NCHW: the exporters' ``[-1, -2]`` are W and c there)."""
+        self.bind(step.var, relax.op.mean(self.get(step.inputs[0], blk), axis=[2, 3], keepdims=True), blk)
 
     def adaptive_pool(self, step: Step, blk: int) -> None:
         """An adaptive average pool in the blocked layout of its input."""
