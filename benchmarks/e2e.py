@@ -39,6 +39,8 @@ Examples
 ``python benchmarks/e2e.py --quick``  (resnet18 at 64x64, 4 candidates, few repeats: a smoke run)
 ``python benchmarks/e2e.py --suite --records out/suite.records.jsonl --json out/suite.json``
 ``python benchmarks/e2e.py --suite --models resnet18,mobilenet_v2 --max-candidates 2 --repeat 3``
+``python benchmarks/e2e.py --suite --models out/exported/resnet50.dynamo.onnx`` (a model as
+``torch.onnx.export`` wrote it: ``benchmarks/export_torchvision.py``)
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from graphtune import models, x86
 from graphtune.checks import check_positive, check_writable
 from graphtune.config import Config
 from graphtune.errors import GraphtuneError
+from graphtune.models.resolve import resolve
 from graphtune.report import evaluate, markdown_table
 
 
@@ -115,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point (see ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default="resnet18,resnet50,ssd_resnet50_512",
-                        help=f"comma-separated zoo models; any of {', '.join(models.names())}")
+                        help="comma-separated zoo models or .onnx files (e.g. torch.onnx exports); "
+                             f"zoo models: {', '.join(models.names())}")
     parser.add_argument("--image-size", type=int, default=None,
                         help="input height/width (default: each model's own)")
     parser.add_argument("--max-candidates", type=int, default=32,
@@ -149,6 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     except GraphtuneError as err:
         parser.error(str(err))
     names = [n for n in args.models.split(",") if n]
+    unknown = [n for n in names if n not in models.names() and not os.path.isfile(n)]
+    if unknown:
+        parser.error(f"--models: {', '.join(unknown)}: neither a zoo model nor an .onnx file; "
+                     f"zoo models: {', '.join(models.names())}")
     if args.suite and args.models == parser.get_default("models"):
         names = models.names()
     if args.quick:
@@ -160,8 +168,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for name in names:
-        model = models.get(name, image_size=args.image_size)
-        tag = name if args.image_size is None else f"{name}@{args.image_size}"
+        model, tag = resolve(name, image_size=args.image_size)  # a file keeps its own input size
+        if args.image_size is not None and name in models.names():
+            tag = f"{tag}@{args.image_size}"
         print(f"== {tag}: tuning", flush=True)
         records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
         try:

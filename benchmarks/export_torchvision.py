@@ -1,0 +1,111 @@
+"""Export torchvision models to ONNX the way a PyTorch user does, for ``e2e.py --models FILE.onnx``.
+
+Each model is built with random weights (``weights=None``, torchvision's own initialisation),
+put in eval mode and exported for a ``1x3xSxS`` input (S = 224; 299 for inception_v3) with
+``torch.onnx.export``: ``--exporter dynamo`` (torch's default since 2.9: opset 18+, ``ReduceMean``
+over axes ``[-1, -2]``, ``BatchNormalization`` kept, ``Split`` for channel splits) and/or
+``torchscript`` (the legacy exporter, opset 17: BN folded into the convs, ``Identity`` nodes,
+ShuffleNet's shape arithmetic). Files are named ``OUT/MODEL.EXPORTER.onnx``.
+
+It needs ``torch``, ``torchvision`` and (for dynamo) ``onnxscript``, which graphtune does not
+depend on: run it with an interpreter that has them, e.g. a separate virtualenv, and time the
+files with graphtune's. It imports no graphtune.
+
+Examples
+--------
+``python -m venv /tmp/tv && /tmp/tv/bin/pip install torch torchvision onnxscript``
+``/tmp/tv/bin/python benchmarks/export_torchvision.py --out out/exported``
+``.venv/bin/python benchmarks/e2e.py --suite --models $(ls out/exported/*.dynamo.onnx | paste -sd,)``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import warnings
+
+MODELS = ("resnet18", "resnet50", "resnext50_32x4d", "regnet_y_800mf", "mobilenet_v2",
+          "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "googlenet",
+          "inception_v3", "densenet121", "vgg16")
+"""The torchvision counterparts of graphtune's zoo (SSD and the U-Net have none)."""
+EXPORTERS = ("dynamo", "torchscript")
+
+
+def _import_torchvision():
+    """torchvision, also where its compiled ops do not load (a CPU-only torch beside a
+    torchvision wheel built for another torch: the model definitions need none of them)."""
+    import torch
+
+    try:
+        import torchvision
+    except RuntimeError as err:  # "operator torchvision::nms does not exist"
+        if "torchvision::" not in str(err):
+            raise
+        for name in [m for m in sys.modules if m.startswith("torchvision")]:
+            del sys.modules[name]
+        real = torch.library.register_fake
+        torch.library.register_fake = lambda *args, **kwargs: (lambda fn: fn)
+        try:
+            import torchvision
+        finally:
+            torch.library.register_fake = real
+    return torch, torchvision
+
+
+def export(name: str, exporter: str, out: str) -> str:
+    """Export torchvision's ``name`` with ``exporter``; the path of the ``.onnx`` file written."""
+    torch, torchvision = _import_torchvision()
+    torch.manual_seed(0)
+    size = 299 if name == "inception_v3" else 224
+    kwargs = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
+    model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
+    x = torch.randn(1, 3, size, size)
+    path = os.path.join(out, f"{name}.{exporter}.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            torch.onnx.export(model, (x,), path, dynamo=True, external_data=False)
+        else:
+            torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17,
+                              input_names=["input"], output_names=["output"])
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line entry point (see ``--help``)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help=f"comma-separated torchvision models (default: {','.join(MODELS)})")
+    parser.add_argument("--exporter", default="dynamo", choices=EXPORTERS + ("both",),
+                        help="torch.onnx exporter (default dynamo, torch's default)")
+    parser.add_argument("--out", default="out/exported", help="folder for the .onnx files")
+    args = parser.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    exporters = EXPORTERS if args.exporter == "both" else (args.exporter,)
+    try:
+        _, torchvision = _import_torchvision()
+    except ImportError as err:
+        parser.error(f"{err}; run this script with a Python that has torch and torchvision "
+                     "(pip install torch torchvision onnxscript)")
+    unknown = [n for n in names if not callable(getattr(torchvision.models, n, None))]
+    if unknown:
+        parser.error(f"--models: not torchvision models: {', '.join(unknown)}")
+    os.makedirs(args.out, exist_ok=True)
+    failed = 0
+    for name in names:
+        for exporter in exporters:
+            start = time.time()
+            try:
+                path = export(name, exporter, args.out)
+            except Exception as err:  # an exporter failure is the exporter's: report it and go on
+                failed += 1
+                print(f"{name} ({exporter}): export failed: {type(err).__name__}: {err}", flush=True)
+                continue
+            print(f"{path} ({time.time() - start:.1f} s)", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
