@@ -13,7 +13,8 @@ from graphtune.frontend import import_model
 from graphtune.measure import Records, measure
 from graphtune.measure.build import build_task, prim_func_of
 from graphtune.graph import LayoutGraph
-from graphtune.measure.segments import fused_edges, op_costs, probe_choices, probe_groups
+from graphtune.measure.segments import (fused_edges, op_costs, probe_choices, probe_groups,
+                                        segment_func, segment_task)
 from graphtune.models.builder import GraphBuilder
 from graphtune.report import config_table
 
@@ -239,6 +240,20 @@ def test_op_costs_measures_only_the_groups_that_price_a_pair(tmp_path):
     assert set(asked) == want and costs.tasks == len(want) < len(everything)
     assert {(n, c.out_layout) for n in g.nodes if g.op(n) != "boundary"
             for c in g.candidates(n)} <= set(costs.per_layout)
+
+
+def test_a_fused_kernel_and_its_bare_twin_are_keyed_as_a_pair():
+    """The twin's key covers its fused kernel and the other way round: a pair is in the records
+    together or measured together, never a new fused kernel against a twin timed hours before."""
+    g = extract(_model(), max_candidates=1)
+    groups = [grp for grp in probe_groups(import_model(_model()), g, probe_choices(g)[0],
+                                          x86.host_target()) if grp.bare is not None]
+    assert len(groups) >= 3
+    pairs = {(grp.task, grp.bare) for grp in groups}
+    assert len(pairs) == len({t for t, _ in pairs}) == len({b for _, b in pairs})
+    for grp in groups:
+        alone = segment_task(segment_func(grp.bare), grp.bare.workload["ops"])
+        assert alone.payload == grp.bare.payload and alone != grp.bare
 
 
 def test_silu_and_se_scale_keep_their_producers_layout_so_they_stay_fused(tuned):

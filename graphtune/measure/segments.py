@@ -228,12 +228,19 @@ def _strip(func):
     return func
 
 
-def segment_task(func, ops: str) -> Task:
+def segment_task(func, ops: str, timed_beside=None) -> Task:
     """The ``segment`` task measuring a scheduled PrimFunc of a compiled model.
 
     Its key holds the op kind, the argument shapes and a content hash of the
     function (names of nodes stripped): the same code is measured once in
     every model, and new code (another fusion or schedule) is measured anew.
+    With ``timed_beside`` (a fused kernel's bare twin, or the fused kernel for
+    the twin) the hash covers that function too: the two of a pair are found
+    in the records together or measured together, back to back, so that their
+    difference never compares timings taken hours apart on a host whose speed
+    drifts (a fused kernel new to a second model against a twin shared with
+    the first: GoogLeNet exported by torch, whose convs have no bias, had its
+    ReLU epilogues priced at 1.5 ms of its 11.3).
 
     Examples
     --------
@@ -243,12 +250,16 @@ def segment_task(func, ops: str) -> Task:
     >>> t = segment_task(f, "multiply")
     >>> t.kind, t.workload["args"][0], len(t.workload["sha"])
     ('segment', [[1, 2, 4, 4, 8], 'float32'], 16)
+    >>> g = te.create_prim_func([x, te.compute(x.shape, lambda *i: x(*i) * 3.0)])
+    >>> segment_task(f, "multiply", timed_beside=g).workload["sha"] != t.workload["sha"]
+    True
     """
     import tvm
 
     bare = _strip(func)
     text = tvm.ir.save_json(bare)
-    sha = hashlib.sha1(text.encode()).hexdigest()[:16]
+    keyed = text if timed_beside is None else text + tvm.ir.save_json(_strip(timed_beside))
+    sha = hashlib.sha1(keyed.encode()).hexdigest()[:16]
     return Task("segment", {"ops": ops, "args": arg_specs(bare), "sha": sha}, payload=text)
 
 
@@ -428,7 +439,7 @@ class _Tracer:
         """A node's kernel with its fused epilogue, paired with the bare kernel."""
         from .. import x86
 
-        bare = segment_task(x86.kernel_func(plan.workload, plan.knobs, self.target), plan.op)
+        twin = x86.kernel_func(plan.workload, plan.knobs, self.target)
         # a join fused into the kernel (SE scale, residual add) reads its other input;
         # Relax passes a tensor read twice once, so the data input may be that one (then two
         # blocks read it: the kernel and the join; DenseNet's concat of a conv with its input
@@ -439,7 +450,8 @@ class _Tracer:
             fused.append(frozenset({plan.name, *srcs}))
         self.state[var] = (next((self.joins[f] for f in fused if len(f) > 1 and f in self.joins),
                                 plan.name), False)
-        return OpGroup(plan.name, plan.out_layout, label, segment_task(func, plan.op), bare)
+        return OpGroup(plan.name, plan.out_layout, label, segment_task(func, plan.op, twin),
+                       segment_task(twin, plan.op, func))
 
     def rest(self, var, func, label: str, acts: list) -> OpGroup:
         """Any other function: owned by the node (or join) it reads, or plain."""
