@@ -168,12 +168,12 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for name in names:
-        model, tag = resolve(name, image_size=args.image_size)  # a file keeps its own input size
-        if args.image_size is not None and name in models.names():
-            tag = f"{tag}@{args.image_size}"
-        print(f"== {tag}: tuning", flush=True)
-        records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
+        tag = name if args.image_size is None or name not in models.names() else f"{name}@{args.image_size}"
         try:
+            model, stem = resolve(name, image_size=args.image_size)  # a file keeps its own input size
+            tag = tag if name in models.names() else stem
+            print(f"== {tag}: tuning", flush=True)
+            records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
             result = graphtune.tune(model, records=records, max_candidates=args.max_candidates)
             result.config.save(os.path.join(args.out, f"{tag}.graphtune.json"))
             with open(os.path.join(args.out, f"{tag}.graph.json"), "w") as handle:
