@@ -168,10 +168,11 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     for name in names:
-        tag = name if args.image_size is None or name not in models.names() else f"{name}@{args.image_size}"
+        tag = name  # the error row's name if the model cannot be read
         try:
-            model, stem = resolve(name, image_size=args.image_size)  # a file keeps its own input size
-            tag = tag if name in models.names() else stem
+            model, tag = resolve(name, image_size=args.image_size)  # a file keeps its own input size
+            if args.image_size is not None and name in models.names():
+                tag = f"{tag}@{args.image_size}"
             print(f"== {tag}: tuning", flush=True)
             records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
             result = graphtune.tune(model, records=records, max_candidates=args.max_candidates)
