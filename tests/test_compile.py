@@ -1,5 +1,6 @@
 """graphtune.compile: outputs match ONNX Runtime for uniform and random per-node configs."""
 
+import dataclasses
 import json
 import warnings
 
@@ -305,6 +306,18 @@ def test_unfused_batch_norm_passes_the_layout_through():
 def _planned(model, config):
     mod = import_model(model)
     return mod, plan_nodes(layout_ops(mod), config, x86.host_target()), plan_joins(config)
+
+
+def test_a_layout_a_tensor_cannot_take_names_the_onnx_node_that_asks_for_it():
+    """A plan reading the 3-channel input in 16c (what a bug in a planner would hand the rewrite):
+    the LayoutError names the ONNX node being rewritten, not only the tensor."""
+    model = models.get("resnet18", image_size=32)
+    mod, plans, joins = _planned(model, Config.uniform(model, block=16))
+    var, plan = next((v, p) for v, p in plans.items() if p.in_layout == "NCHW3c")
+    plans[var] = dataclasses.replace(plan, in_layout="NCHW16c")
+    with pytest.raises(LayoutError, match=rf"^ONNX node '{plan.name}' .*: tensor .* with 3 "
+                                          "channels cannot be put in layout NCHW16c"):
+        rewrite(mod, plans, joins)
 
 
 def test_shufflenet_as_exported_compiles_and_matches_onnxruntime():

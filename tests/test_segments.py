@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -11,7 +12,9 @@ import graphtune
 from graphtune import extract, solve, x86
 from graphtune.frontend import import_model
 from graphtune.measure import Records, measure
+from graphtune.measure import segments
 from graphtune.measure.build import build_task, prim_func_of
+from graphtune.measure.probes import index_path_of
 from graphtune.graph import LayoutGraph
 from graphtune.measure.segments import (fused_edges, op_costs, probe_choices, probe_groups,
                                         segment_func, segment_task)
@@ -277,6 +280,27 @@ def test_rerun_from_records_measures_no_op_group_again(tuned):
     assert records.read_text().splitlines() == lines
     assert again.predicted_ms == pytest.approx(result.predicted_ms)
     assert again.ops.per_layout == pytest.approx(result.ops.per_layout)
+
+
+def test_a_retune_from_complete_records_compiles_no_probe(tuned, tmp_path, monkeypatch):
+    """The probe index beside the records lists each probe's groups: a re-tune whose groups are
+    all recorded compiles no probe; a probe whose group lost its record is compiled again."""
+    result, records = tuned
+    compiled: list = []
+    real = segments.probe_groups
+    monkeypatch.setattr(segments, "probe_groups", lambda *args: compiled.append(1) or real(*args))
+    copy = tmp_path / "tiny.records.jsonl"
+    lines = records.read_text().splitlines()
+    copy.write_text(records.read_text())
+    shutil.copy(index_path_of(records), index_path_of(copy))
+    again = graphtune.tune(_model(), records=copy, **TINY)
+    assert compiled == [] and again.ops.per_layout == result.ops.per_layout
+    dropped = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "segment")
+    copy.write_text("\n".join(lines[:dropped] + lines[dropped + 1:]) + "\n")
+    third = graphtune.tune(_model(), records=copy, **TINY)
+    assert compiled and len(copy.read_text().splitlines()) == len(lines)  # one re-measured
+    groups = [(g["node"], g["layout"], g["label"]) for g in result.ops.groups]
+    assert [(g["node"], g["layout"], g["label"]) for g in third.ops.groups] == groups
 
 
 def test_tuned_model_still_matches_onnxruntime(tuned):

@@ -353,17 +353,21 @@ class _Rewriter:
         return 0
 
 
-def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> str:
-    """Message for a TVM error raised while re-emitting ``binding``, naming its ONNX node."""
+def _where(binding: relax.VarBinding, last: str | None) -> str:
+    """``binding`` as the ONNX node it comes from (or the one before it, ``last``)."""
     name = binding.var.name
     what = op_name(binding.value) or type(binding.value).__name__
     if _DEFAULT_NAME.match(name):
-        where = f"the {what} after ONNX node {last!r}" if last else f"the {what} ({name})"
-    else:
-        where = f"ONNX node {name!r} ({what})"
+        return f"the {what} after ONNX node {last!r}" if last else f"the {what} ({name})"
+    return f"ONNX node {name!r} ({what})"
+
+
+def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> str:
+    """Message for a TVM error raised while re-emitting ``binding``, naming its ONNX node."""
     detail = str(err).strip().splitlines()
-    return (f"compile: TVM rejected {where} while rewriting layouts ({type(err).__name__}: "
-            f"{detail[0] if detail else ''}); check the model with onnxruntime and report it")
+    return (f"compile: TVM rejected {_where(binding, last)} while rewriting layouts "
+            f"({type(err).__name__}: {detail[0] if detail else ''}); check the model with "
+            "onnxruntime and report it")
 
 
 def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
@@ -433,6 +437,8 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
                                       "supported; import with static shapes")
                 try:
                     state.visit(step)
+                except LayoutError as err:  # a tensor in a layout it cannot take: say where
+                    raise LayoutError(f"{_where(binding, last)}: {err}") from None
                 except GraphtuneError:
                     raise
                 except Exception as err:  # TVM raises TypeError/TVMError from deep inside

@@ -23,6 +23,7 @@ Examples
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import math
 import os
@@ -162,12 +163,12 @@ class Record:
         """True if the task was measured (``error`` is None)."""
         return self.error is None
 
-    @property
+    @functools.cached_property
     def task(self) -> Task:
-        """The measured :class:`Task`."""
+        """The measured :class:`Task` (made once: a records file is tens of thousands of lines)."""
         return Task(self.kind, self.workload, self.knobs)
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """The record key (:func:`graphtune.measure.task.record_key`)."""
         return record_key(self.task, self.target, self.tvm, self.timing)
@@ -201,7 +202,7 @@ class Record:
         fields.setdefault("timing", None)
         fields.setdefault("cutoff_ms", None)
         record = cls(**fields)
-        Task(record.kind, record.workload, record.knobs)  # validates kind and workload
+        _ = record.task  # validates kind and workload
         _check_fields(record)
         return record
 

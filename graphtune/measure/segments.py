@@ -29,7 +29,11 @@ module prices all of them *as graphtune's compiler builds them*:
    the node's *op cost* in that layout; plain groups are a constant.
    :func:`apply_op_costs` adds them to the graph's candidates (and the
    constant to the graph output's boundary), so the solver trades them
-   against layouts and its objective predicts the whole model.
+   against layouts and its objective predicts the whole model. Given a
+   :class:`~graphtune.measure.probes.ProbeIndex`, a probe compiled before
+   (same model, candidates, target and graphtune code) whose groups are all
+   in the records is not compiled again: a re-tune from complete records
+   compiles nothing.
 
 Examples
 --------
@@ -55,6 +59,7 @@ from ..errors import MeasureError
 from ..graph import Candidate, LayoutGraph
 from ..layouts import DENSE, PLAIN, block_of
 from .build import arg_specs
+from .probes import ProbeIndex, probe_key
 from .task import Task
 
 __all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task", "segment_func",
@@ -475,7 +480,7 @@ class _Tracer:
 
 
 def op_costs(mod, graph: LayoutGraph, target,
-             run: Callable[[list[Task]], list]) -> OpCosts:
+             run: Callable[[list[Task]], list], index: ProbeIndex | None = None) -> OpCosts:
     """Measure the op groups of every probe and price each (node, layout) pair.
 
     Parameters
@@ -488,6 +493,10 @@ def op_costs(mod, graph: LayoutGraph, target,
     run : callable
         ``run(tasks) -> records`` (e.g. :func:`graphtune.measure.measure` with
         a records file): one record per task, in order.
+    index : ProbeIndex, optional
+        The groups of probes compiled before (:mod:`graphtune.measure.probes`):
+        a probe found there with every task recorded is not compiled again;
+        the others are compiled and added to it.
 
     Returns
     -------
@@ -514,15 +523,14 @@ def op_costs(mod, graph: LayoutGraph, target,
     >>> round(costs.total(layouts), 6) == round(result.ops_ms, 6)
     True
     """
-    covered: dict[tuple[str, str], int] = {}
-    probes = probe_choices(graph)
+    covered: set[tuple[str, str]] = set()
+    priced_by = _indexed_probe_groups(mod, graph, target, index)
     priced: list[OpGroup] = []
-    for index, choice in enumerate(probes):
-        for n, i in choice.items():
-            covered.setdefault((n, graph.candidates(n)[i].out_layout), index)
+    for number, choice in enumerate(probe_choices(graph)):
         # each pair is priced by the first probe covering it, plain groups by the first probe
-        priced += [g for g in probe_groups(mod, graph, choice, target)
-                   if index == (0 if g.node is None else covered[(g.node, g.layout)])]
+        new = {(n, graph.candidates(n)[i].out_layout) for n, i in choice.items()} - covered
+        covered |= new
+        priced += priced_by(choice, new, number == 0)
     # a fused kernel right after its bare twin: both timed under the same conditions
     tasks = [t for g in priced for t in (g.bare, g.task) if t is not None]
     records = dict(zip(tasks, run(tasks)))
@@ -551,6 +559,37 @@ def op_costs(mod, graph: LayoutGraph, target,
                 costs.per_layout[(n, c.out_layout)] = max(known, default=0.0)
                 costs.estimated.add((n, c.out_layout))
     return costs
+
+
+def _indexed_probe_groups(mod, graph: LayoutGraph, target, index: ProbeIndex | None
+                          ) -> Callable[[dict, set, bool], list[OpGroup]]:
+    """``priced_by(choice, pairs, plain)``: the groups of a probe that price ``pairs`` (and the
+    plain ones if ``plain``), looked up in ``index`` first and added to it after compiling."""
+    def compiled(choice: dict, pairs: set, plain: bool) -> list[OpGroup]:
+        return [g for g in probe_groups(mod, graph, choice, target)
+                if (plain if g.node is None else (g.node, g.layout) in pairs)]
+
+    if index is None:
+        return compiled
+    import tvm_ffi
+
+    from .records import target_key_of
+
+    model_hash, target_key = tvm_ffi.structural_hash(mod), target_key_of(target)
+
+    def priced_by(choice: dict, pairs: set, plain: bool) -> list[OpGroup]:
+        probe = {n: [graph.op(n), c.in_layout, c.out_layout, c.knobs]
+                 for n, c in ((n, graph.candidates(n)[i]) for n, i in choice.items())}
+        key = probe_key(model_hash, {"nodes": probe, "pairs": sorted(pairs), "plain": plain},
+                        target_key)
+        known = index.get(key)
+        if known is not None:
+            return [OpGroup(**g) for g in known]
+        groups = compiled(choice, pairs, plain)
+        index.add(key, [vars(g).copy() for g in groups])
+        return groups
+
+    return priced_by
 
 
 def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
