@@ -242,7 +242,9 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         Target to tune for; default the host CPU (:func:`graphtune.x86.host_target`).
     records : path, "auto" or None
         Records file to reuse and extend; ``"auto"`` is ``MODEL.records.jsonl``
-        in the working directory; None keeps measurements in memory.
+        in the working directory; None keeps measurements in memory. Beside a
+        records file ``X.records.jsonl``, the probe index ``X.probes.jsonl``
+        (:mod:`graphtune.measure.probes`) spares a re-tune the probe compiles.
     max_candidates : int or None, default 32
         Kernel candidates measured per distinct workload, best guesses first
         (:func:`graphtune.x86.candidates` orders every channel-block pair's

@@ -62,7 +62,7 @@ def probe_key(model_hash: int, probe: dict, target_key: dict) -> str:
     Parameters
     ----------
     model_hash : int
-        ``tvm.ir.structural_hash`` of the imported module.
+        ``tvm_ffi.structural_hash`` of the imported module.
     probe : dict
         What the probe compiles and which of its groups are kept: e.g.
         ``{"nodes": {node: [op, in_layout, out_layout, knobs]}, "pairs": [...]}``.
@@ -71,8 +71,8 @@ def probe_key(model_hash: int, probe: dict, target_key: dict) -> str:
 
     Examples
     --------
-    >>> a = probe_key(1, {"c": ["conv2d", "NCHW8c", "NCHW8c", {"ic_bn": 8}]}, {"kind": "llvm"})
-    >>> b = probe_key(1, {"c": ["conv2d", "NCHW8c", "NCHW16c", {"ic_bn": 8}]}, {"kind": "llvm"})
+    >>> probe = {"nodes": {"c": ["conv2d", "NCHW8c", "NCHW8c", {"ic_bn": 8}]}, "pairs": []}
+    >>> a, b = probe_key(1, probe, {"kind": "llvm"}), probe_key(2, probe, {"kind": "llvm"})
     >>> len(a), a != b
     (40, True)
     """
