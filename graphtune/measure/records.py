@@ -195,7 +195,7 @@ class Record:
         median that is not a positive finite number...); see :meth:`to_json`
         for an example.
         """
-        if not isinstance(data, Mapping):
+        if not isinstance(data, (dict, Mapping)):
             raise MeasureError(f"expected a JSON object, got {type(data).__name__}")
         fields = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         fields.setdefault("number", None)

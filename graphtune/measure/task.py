@@ -42,7 +42,7 @@ def canonical_json(value: Any) -> str:
 def _plain(value: Any, what: str) -> tuple[dict, str]:
     """A JSON round-trip copy of ``value`` (tuples become lists) and its canonical JSON text,
     or MeasureError."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, (dict, Mapping)):  # dict first: typing.Mapping checks are slow
         raise MeasureError(f"task {what} must be a dict, got {type(value).__name__}")
     try:
         text = canonical_json(dict(value))
