@@ -175,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     shape_arg(p)
     p.add_argument("-o", "--output", help="config file (default MODEL.graphtune.json)")
     p.add_argument("--records", default="auto",
-                   help="records file, created if missing (default MODEL.records.jsonl)")
+                   help="records file, created if missing (default MODEL.records.jsonl); "
+                        "the probe index X.probes.jsonl is kept beside X.records.jsonl")
     p.add_argument("--max-candidates", type=int, default=32,
                    help="kernel candidates measured per workload (default 32)")
     p.add_argument("--solver", default="auto", help="auto, dp, pbqp, cpsat, lp or brute")

@@ -15,7 +15,9 @@ before, as that group's task must be built.
 
 Lines are appended whole under a lock (several runs may share the file), after
 a newline if the last one was torn; an unreadable line (a crash mid-write, a
-hand edit) is skipped, and its probe compiled again.
+hand edit) is skipped, and its probe compiled again. Lines of older graphtune
+code are never matched again; deleting the file only costs the next tune its
+probe compiles.
 
 Examples
 --------
