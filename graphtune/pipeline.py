@@ -342,8 +342,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
 
         module = import_model(onnx_model, shape_dict=shape_dict)
         index = ProbeIndex(None if records is None else index_path_of(records),
-                           functools.partial(_recorded, store=store, key=key, runner=runner,
-                                             retry_errors=retry_errors))
+                           lambda task: store.reusable(task, key, runner.timing,
+                                                       retry_errors) is not None)
         ops = op_costs(module, graph, tgt, lambda tasks: measure(tasks, tgt, store, desc="ops",
                                                                  **timing), index)
         apply_op_costs(graph, ops)
@@ -414,13 +414,6 @@ def _measure_transforms(pairs: list, *, tgt: Any, store: Records, key: dict, run
 def _transform_of(pair: tuple) -> Task:
     shape, src, dst = pair
     return Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst, "dtype": "float32"})
-
-
-def _recorded(task: Task, *, store: Records, key: dict, runner: Runner,
-              retry_errors: bool) -> bool:
-    """Whether ``measure`` would take ``task`` from ``store`` rather than build and time it."""
-    record = store.get(task, key, runner.timing)
-    return record is not None and (record.ok or not retry_errors)
 
 
 def _recorded_transforms(graph: LayoutGraph, store: Records, key: dict, runner: Runner) -> dict:

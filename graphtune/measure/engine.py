@@ -106,8 +106,8 @@ def measure(tasks: Iterable[Task], target: Any = None,
     found: dict[Task, Record] = {}
     todo: list[Task] = []
     for task in dict.fromkeys(tasks):
-        record = records.get(task, key, runner.timing)
-        if record is not None and (record.ok or not retry_errors):
+        record = records.reusable(task, key, runner.timing, retry_errors)
+        if record is not None:
             found[task] = record
         else:
             todo.append(task)

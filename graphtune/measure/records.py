@@ -405,6 +405,25 @@ pass it to measure(..., records=PATH) to create it
         self._index[record.key] = record
         self._line[record.key] = self._lines
 
+    def reusable(self, task: Task, target: Any = None, timing: str = TIMING,
+                 retry_errors: bool = False) -> Record | None:
+        """The record :func:`~graphtune.measure.measure` takes instead of measuring ``task``:
+        :meth:`get`'s, unless it is an error and ``retry_errors`` asks to measure it again.
+
+        Examples
+        --------
+        >>> t = Task("transform", {"shape": [1, 8, 2, 2], "src": "NCHW", "dst": "NCHW8c",
+        ...                        "dtype": "float32"})
+        >>> recs = Records()
+        >>> recs.append(Record.failure(t, {"kind": "llvm"}, "build: boom"))
+        >>> recs.reusable(t, {"kind": "llvm"}).ok
+        False
+        >>> recs.reusable(t, {"kind": "llvm"}, retry_errors=True) is None  # measured again
+        True
+        """
+        record = self.get(task, target, timing)
+        return record if record is not None and (record.ok or not retry_errors) else None
+
     def get(self, task: Task, target: Any = None, timing: str = TIMING) -> Record | None:
         """The record of ``task`` on ``target`` with the installed TVM and protocol ``timing``, or None.
 

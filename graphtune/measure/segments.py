@@ -578,9 +578,11 @@ def _indexed_probe_groups(mod, graph: LayoutGraph, target, index: ProbeIndex | N
     model_hash, target_key = tvm_ffi.structural_hash(mod), target_key_of(target)
 
     def priced_by(choice: dict, pairs: set, plain: bool) -> list[OpGroup]:
-        probe = {n: [graph.op(n), c.in_layout, c.out_layout, c.knobs]
-                 for n, c in ((n, graph.candidates(n)[i]) for n, i in choice.items())}
-        key = probe_key(model_hash, {"nodes": probe, "pairs": sorted(pairs), "plain": plain},
+        nodes = {}
+        for n, i in choice.items():
+            c = graph.candidates(n)[i]
+            nodes[n] = [graph.op(n), c.in_layout, c.out_layout, c.knobs]
+        key = probe_key(model_hash, {"nodes": nodes, "pairs": sorted(pairs), "plain": plain},
                         target_key)
         known = index.get(key)
         if known is not None:
