@@ -54,13 +54,26 @@ def _import_torchvision():
     return torch, torchvision
 
 
+def _constructor(torchvision, name: str):
+    """The builder of torchvision's model ``name`` (classification first, then segmentation:
+    ``deeplabv3_mobilenet_v3_large``, ``lraspp_mobilenet_v3_large``, ``fcn_resnet50`` ...), or None."""
+    for module in (torchvision.models, torchvision.models.segmentation):
+        builder = getattr(module, name, None)
+        if callable(builder):
+            return builder
+    return None
+
+
 def export(name: str, exporter: str, out: str) -> str:
     """Export torchvision's ``name`` with ``exporter``; the path of the ``.onnx`` file written."""
     torch, torchvision = _import_torchvision()
     torch.manual_seed(0)
     size = 299 if name == "inception_v3" else 224
     kwargs = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
-    model = getattr(torchvision.models, name)(weights=None, **kwargs).eval()
+    builder = _constructor(torchvision, name)
+    if builder is not getattr(torchvision.models, name, None):
+        kwargs = {"weights_backbone": None}  # segmentation: no pretrained backbone to download
+    model = builder(weights=None, **kwargs).eval()
     x = torch.randn(1, 3, size, size)
     path = os.path.join(out, f"{name}.{exporter}.onnx")
     with warnings.catch_warnings():
@@ -77,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     """Command line entry point (see ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(MODELS),
-                        help=f"comma-separated torchvision models (default: {','.join(MODELS)})")
+                        help="comma-separated torchvision classification or segmentation models "
+                             f"(default: {','.join(MODELS)})")
     parser.add_argument("--exporter", default="dynamo", choices=EXPORTERS + ("both",),
                         help="torch.onnx exporter (default dynamo, torch's default)")
     parser.add_argument("--out", default="out/exported", help="folder for the .onnx files")
@@ -89,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError as err:
         parser.error(f"{err}; run this script with a Python that has torch and torchvision "
                      "(pip install torch torchvision onnxscript)")
-    unknown = [n for n in names if not callable(getattr(torchvision.models, n, None))]
+    unknown = [n for n in names if _constructor(torchvision, n) is None]
     if unknown:
         parser.error(f"--models: not torchvision models: {', '.join(unknown)}")
     os.makedirs(args.out, exist_ok=True)

@@ -101,3 +101,37 @@ def test_unet_has_no_boundary_at_its_resizes():
     assert {join: sorted(graph.nx.predecessors(join)) for join in joins} == {
         "up1.concat": ["down2.conv.3", "down3.conv.3"], "up2.concat": ["down1.conv.3", "up1.conv.3"],
         "up3.concat": ["inc.conv.3", "up2.conv.3"]}
+
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NCHW4c"])
+def test_a_join_gathered_by_a_bilinear_resize_is_computed_once_per_input_element(layout):
+    """LR-ASPP's head (two convs -> Add -> 8x bilinear Resize -> output): inlined into the resize,
+    the add (and the transforms into it) ran once per gathered neighbour, four times per output
+    element (21 x 224 x 224 output: 2.5 ms; computed once: 1.4 ms)."""
+    import tvm
+    from tvm import te, topi
+
+    from graphtune.measure.timing import random_array
+    from graphtune.x86.generic import schedule_generic
+
+    shape = [1, 16, 6, 7] if layout == "NCHW" else [1, 4, 6, 7, 4]
+    x, y = te.placeholder(shape, name="x"), te.placeholder(shape, name="y")
+    joined = te.compute(shape, lambda *i: x(*i) + y(*i), name="join")
+    up = topi.image.resize2d(joined, [0.0] * 4, [24, 28], layout=layout, method="linear",
+                             coordinate_transformation_mode="half_pixel")
+    func = te.create_prim_func([x, y, up])
+    scheduled, kind = schedule_generic(func, x86.host_target())
+    assert kind == "injective" and audit(scheduled) == []
+    assert 'sblock("join")' in scheduled.script()  # its own loop nest, over the 6 x 7 input
+    dev = tvm.cpu()
+    args = [random_array(shape, "float32", seed) for seed in (1, 2)]
+    outs = []
+    for f in (func, scheduled):
+        lib = tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}),
+                          target=x86.host_target())
+        tensors = [tvm.runtime.tensor(a, dev) for a in args]
+        tensors.append(tvm.runtime.empty([int(d) for d in up.shape], "float32", dev))
+        lib["main"](*tensors)
+        outs.append(tensors[-1].numpy())
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6, atol=1e-6)

@@ -83,15 +83,26 @@ def _is_spatial(sch: s_tir.Schedule, block) -> bool:
 def _inline_spatial(sch: s_tir.Schedule) -> None:
     """Inline spatial blocks whose consumers are all spatial (elementwise chains).
 
-    Never into a reduction: that would recompute the producer once per
-    reduction step.
+    Never into a reduction, nor into a block that gathers from it (a resize):
+    either would recompute the producer once per element read.
     """
     for block in _blocks(sch):
         if not _is_spatial(sch, block) or not sch.get(block).iter_vars:
             continue
         consumers = sch.get_consumers(block)
-        if consumers and all(_is_spatial(sch, c) for c in consumers):
+        if consumers and all(_is_spatial(sch, c) and not _gathers(sch, c, block)
+                             for c in consumers):
             _try(sch.compute_inline, block)
+
+
+def _gathers(sch: s_tir.Schedule, consumer, producer) -> bool:
+    """True if ``consumer`` reads ``producer``'s output over more than one element per
+    iteration (a window or data-dependent indices, e.g. bilinear resize: four neighbours)."""
+    written = [region.source for region in sch.get(producer).writes]
+    return any(_static(rng.extent) != 1
+               for region in sch.get(consumer).reads
+               if any(region.source.same_as(buffer) for buffer in written)
+               for rng in region.region)
 
 
 def _contiguous(sch: s_tir.Schedule, block, var) -> bool:
