@@ -19,6 +19,7 @@ from graphtune.config import Config
 from graphtune.frontend import Form, Role, import_model, walk
 from graphtune.measure.timing import random_array
 from graphtune.x86.generic import audit, schedule_generic
+from graphtune.x86.resize import bilinear_resize2d
 
 pytest.importorskip("onnxruntime")
 
@@ -119,14 +120,43 @@ def test_a_join_gathered_by_a_bilinear_resize_is_computed_once_per_input_element
     scheduled, kind = schedule_generic(func, x86.host_target())
     assert kind == "injective" and audit(scheduled) == []
     assert 'sblock("join")' in scheduled.script()  # its own loop nest, over the 6 x 7 input
-    dev = tvm.cpu()
     args = [random_array(shape, "float32", seed) for seed in (1, 2)]
-    outs = []
-    for f in (func, scheduled):
-        lib = tvm.compile(tvm.IRModule({"main": f.with_attr("global_symbol", "main")}),
-                          target=x86.host_target())
-        tensors = [tvm.runtime.tensor(a, dev) for a in args]
-        tensors.append(tvm.runtime.empty([int(d) for d in up.shape], "float32", dev))
-        lib["main"](*tensors)
-        outs.append(tensors[-1].numpy())
-    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-6, atol=1e-6)
+    want, got = (_run(f, args, up.shape) for f in (func, scheduled))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"])
+@pytest.mark.parametrize("layout, size", [("NCHW", (13, 3)), ("NCHW4c", (1, 16)), ("NCHW", (4, 1))])
+def test_separable_bilinear_resize_equals_tvms_resize(mode, layout, size):
+    """Row pass then column pass (x86/resize.py) against TVM's one-pass resize: up, down, to 1."""
+    if mode == "align_corners" and 1 in size:
+        pytest.skip("TVM's resize divides by (out - 1) there")
+    shape = [1, 8, 6, 7] if layout == "NCHW" else [1, 2, 6, 7, 4]
+    x = te.placeholder(shape, name="x")
+    ours = bilinear_resize2d(x, layout, size, mode)
+    stock = topi.image.resize2d(x, [0.0] * 4, list(size), layout=layout, method="linear",
+                                coordinate_transformation_mode=mode)
+    data = random_array(shape, "float32", 3)
+    got, want = (_run(te.create_prim_func([x, y]), [data], y.shape) for y in (ours, stock))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def _run(func, arrays: list, out_shape) -> np.ndarray:
+    """Build ``func`` for the host and run it on ``arrays``; its output."""
+    dev = tvm.cpu()
+    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                      target=x86.host_target())
+    tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
+    tensors.append(tvm.runtime.empty([int(d) for d in out_shape], "float32", dev))
+    lib["main"](*tensors)
+    return tensors[-1].numpy()
+
+
+@pytest.mark.parametrize("block", [4, 16])
+def test_bilinear_resizes_are_separable_where_the_block_does_not_fill_a_vector(block):
+    model = resize_block("linear_half_pixel")
+    compiled = graphtune.compile(model, Config.uniform(model, block=block))
+    assert_matches_ort(model, compiled)
+    (name,) = [n for n in compiled.functions if "resize2d" in n]
+    separable = 'sblock("resize_rows")' in compiled.functions[name].script()
+    assert separable == (block < x86.vector_lanes(x86.host_target())), name

@@ -44,6 +44,8 @@ from ..layouts import block_of
 from ..x86.fastmath import COMPUTES
 from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
 from ..x86.pools import max_pool2d
+from ..x86.resize import bilinear_resize2d, supported
+from ..x86.target import vector_lanes
 from .rewrite import TRANSFORM_ATTR, NodePlan
 from .sites import call_sites, with_sites
 
@@ -185,6 +187,31 @@ def _pool_map() -> dict:
             return stock(bb, call)
 
     return {"relax.nn.max_pool2d": legalize_op}
+
+
+def _resize_map(target: tvm.target.Target) -> dict:
+    """customize_legalize_map entry: bilinear resizes whose channel block does not fill a vector
+    as a row pass and a column pass (:mod:`graphtune.x86.resize`); any other resize, a symbolic
+    shape or a dtype change goes to TVM's own."""
+
+    stock = tvm.ir.Op.get("relax.image.resize2d").get_attr("FLegalize")
+
+    def legalize_op(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        attrs = call.attrs
+        layout, mode = str(attrs.layout), str(attrs.coordinate_transformation_mode)
+        out_dtype = str(attrs.out_dtype) if attrs.out_dtype is not None else ""
+        if not supported(layout, str(attrs.method), mode, vector_lanes(target)) \
+                or out_dtype not in ("", str(call.args[0].ty.dtype)):
+            return stock(bb, call)
+        try:
+            out_shape = [int(d) for d in call.ty.shape.values]  # TypeError: a symbolic dimension
+            [int(d) for d in call.args[0].ty.shape.values]
+        except (TypeError, AttributeError):
+            return stock(bb, call)
+        return bb.call_te(bilinear_resize2d, call.args[0], layout, out_shape[2:4], mode,
+                          primfunc_name_hint="resize2d")
+
+    return {"relax.image.resize2d": legalize_op}
 
 
 def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
@@ -389,7 +416,8 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     plans = {plan.name: plan for plan in anchors.values()}
     with target:
         packed = {} if packed_anchors is None else packed_anchors
-        custom = {**_fast_math_map(), **_pool_map(), **_legalize_map(anchors, target, packed)}
+        custom = {**_fast_math_map(), **_pool_map(), **_resize_map(target),
+                  **_legalize_map(anchors, target, packed)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
         mod = relax.transform.AnnotateTIROpPattern()(mod)
         unfused = mod["main"]
