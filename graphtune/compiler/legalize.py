@@ -200,18 +200,23 @@ def _resize_map(target: tvm.target.Target) -> dict:
         attrs = call.attrs
         layout, mode = str(attrs.layout), str(attrs.coordinate_transformation_mode)
         out_dtype = str(attrs.out_dtype) if attrs.out_dtype is not None else ""
+        out_shape = _static_dims(call.ty)
         if not supported(layout, str(attrs.method), mode, vector_lanes(target)) \
-                or out_dtype not in ("", str(call.args[0].ty.dtype)):
-            return stock(bb, call)
-        try:
-            out_shape = [int(d) for d in call.ty.shape.values]  # TypeError: a symbolic dimension
-            [int(d) for d in call.args[0].ty.shape.values]
-        except (TypeError, AttributeError):
+                or out_dtype not in ("", str(call.args[0].ty.dtype)) \
+                or out_shape is None or _static_dims(call.args[0].ty) is None:
             return stock(bb, call)
         return bb.call_te(bilinear_resize2d, call.args[0], layout, out_shape[2:4], mode,
                           primfunc_name_hint="resize2d")
 
     return {"relax.image.resize2d": legalize_op}
+
+
+def _static_dims(tensor_type) -> list[int] | None:
+    """The dimensions of a Relax tensor type, or None where one is symbolic or the shape unknown."""
+    try:
+        return [int(d) for d in tensor_type.shape.values]
+    except (TypeError, AttributeError):
+        return None
 
 
 def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
