@@ -9,6 +9,7 @@ import pytest
 from onnx import numpy_helper
 from onnx_blocks import Builder
 from test_compile import assert_matches_ort, transforms_in
+from test_schedules import run_prim_func
 import tvm
 from tvm import relax, te, topi
 
@@ -121,7 +122,7 @@ def test_a_join_gathered_by_a_bilinear_resize_is_computed_once_per_input_element
     assert kind == "injective" and audit(scheduled) == []
     assert 'sblock("join")' in scheduled.script()  # its own loop nest, over the 6 x 7 input
     args = [random_array(shape, "float32", seed) for seed in (1, 2)]
-    want, got = (_run(f, args, up.shape) for f in (func, scheduled))
+    want, got = (run_prim_func(f, args) for f in (func, scheduled))
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
 
 
@@ -137,19 +138,8 @@ def test_separable_bilinear_resize_equals_tvms_resize(mode, layout, size):
     stock = topi.image.resize2d(x, [0.0] * 4, list(size), layout=layout, method="linear",
                                 coordinate_transformation_mode=mode)
     data = random_array(shape, "float32", 3)
-    got, want = (_run(te.create_prim_func([x, y]), [data], y.shape) for y in (ours, stock))
+    got, want = (run_prim_func(te.create_prim_func([x, y]), [data]) for y in (ours, stock))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-
-
-def _run(func, arrays: list, out_shape) -> np.ndarray:
-    """Build ``func`` for the host and run it on ``arrays``; its output."""
-    dev = tvm.cpu()
-    lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                      target=x86.host_target())
-    tensors = [tvm.runtime.tensor(a, dev) for a in arrays]
-    tensors.append(tvm.runtime.empty([int(d) for d in out_shape], "float32", dev))
-    lib["main"](*tensors)
-    return tensors[-1].numpy()
 
 
 @pytest.mark.parametrize("block", [4, 16])

@@ -84,7 +84,8 @@ CASES = {f.__name__.lstrip("_"): f for f in (
     _matmul_4d_by_2d_gelu, _transpose, _concat_pad_resize)}
 
 
-def _run(func, inputs):
+def run_prim_func(func, inputs: list) -> np.ndarray:
+    """Build ``func`` for the host, run it on ``inputs`` (numpy arrays); its last parameter."""
     lib = tvm.compile(func.with_attr("global_symbol", "main"), target=TARGET).jit()
     out_shape = [int(d) for d in func.params[-1].shape]
     out = tvm.runtime.tensor(np.zeros(out_shape, "float32"), tvm.cpu(0))
@@ -104,7 +105,7 @@ def test_generic_schedule_is_parallel_vectorised_and_exact(case):
     assert "T.parallel" in script and "T.vectorized" in script
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal([int(d) for d in a.shape]).astype("float32") for a in args]
-    np.testing.assert_allclose(_run(scheduled, inputs), _run(func, inputs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_prim_func(scheduled, inputs), run_prim_func(func, inputs), rtol=1e-5, atol=1e-5)
 
 
 def test_generic_matmul_matches_numpy_and_is_register_tiled():
@@ -114,7 +115,7 @@ def test_generic_matmul_matches_numpy_and_is_register_tiled():
     assert "T.unroll(4)" in script and 'scope="local"' in script  # a 4-row register tile
     rng = np.random.default_rng(1)
     a, b = (rng.standard_normal([int(d) for d in t.shape]).astype("float32") for t in args)
-    np.testing.assert_allclose(_run(scheduled, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(run_prim_func(scheduled, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
 
 
 def test_softmax_matches_numpy():
@@ -122,7 +123,7 @@ def test_softmax_matches_numpy():
     scheduled, _ = schedule_generic(te.create_prim_func(args + [out]), TARGET)
     x = np.random.default_rng(2).standard_normal((8, 1000)).astype("float32")
     e = np.exp(x - x.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(_run(scheduled, [x]), e / e.sum(axis=1, keepdims=True),
+    np.testing.assert_allclose(run_prim_func(scheduled, [x]), e / e.sum(axis=1, keepdims=True),
                                rtol=1e-4, atol=1e-6)
 
 

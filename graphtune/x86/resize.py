@@ -24,17 +24,17 @@ Examples
 
 from __future__ import annotations
 
-import re
 from typing import Sequence
 
 from tvm import te, tirx
+
+from ..errors import LayoutError
+from ..layouts import DENSE, block_of
 
 __all__ = ["COORDINATE_MODES", "supported", "bilinear_resize2d"]
 
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
 """ONNX ``coordinate_transformation_mode`` values :func:`bilinear_resize2d` implements."""
-
-_LAYOUT = re.compile(r"NCHW(\d+c)?")
 
 
 def supported(layout: str, method: str, coordinate_mode: str, lanes: int | None = None) -> bool:
@@ -50,10 +50,12 @@ def supported(layout: str, method: str, coordinate_mode: str, lanes: int | None 
     >>> supported("NCHW", "nearest_neighbor", "asymmetric")
     False
     """
-    match = _LAYOUT.fullmatch(layout)
-    if method != "linear" or coordinate_mode not in COORDINATE_MODES or match is None:
+    if method != "linear" or coordinate_mode not in COORDINATE_MODES or layout == DENSE:
         return False
-    block = int(match.group(1)[:-1]) if match.group(1) else 1
+    try:
+        block = max(block_of(layout), 1)
+    except LayoutError:
+        return False
     return lanes is None or block < lanes
 
 
