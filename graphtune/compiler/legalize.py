@@ -176,14 +176,14 @@ def _pool_map() -> dict:
     def legalize_op(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         attrs = call.attrs
         layout = str(attrs.layout)
-        if str(attrs.out_layout) != layout:
+        out_shape = _static_dims(call.ty)
+        if str(attrs.out_layout) != layout or out_shape is None:
             return stock(bb, call)
         try:
-            out_shape = [int(d) for d in call.ty.shape.values]  # TypeError: a symbolic dimension
             args = (layout, list(attrs.pool_size), list(attrs.strides), list(attrs.dilation),
                     list(attrs.padding), out_shape)
             return bb.call_te(max_pool2d, call.args[0], *args, primfunc_name_hint="max_pool2d")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError):  # a symbolic input dimension, a window in the padding
             return stock(bb, call)
 
     return {"relax.nn.max_pool2d": legalize_op}
