@@ -127,7 +127,7 @@ def solve_measuring(graph: LayoutGraph, measure: Callable[[Sequence[Pair]], Sequ
         Transforms already measured (e.g. found in a records file): used, never re-measured.
     adjust : callable, optional
         Called once on the graph after the entries are first set (to their bounds),
-        e.g. :func:`graphtune.measure.segments.tie_fused_joins`; what it adds to the
+        e.g. :func:`graphtune.opgroups.pricing.tie_fused_joins`; what it adds to the
         entries is kept as measured costs come in.
     also : sequence of callable
         ``f(graph) -> assignment``, called once the solution is final: the transforms

@@ -78,7 +78,7 @@ class Op(str, enum.Enum):
     """A layout transform, as a measurement task."""
     SEGMENT = "segment"
     """One PrimFunc of a compiled model holding the ops around the kernels (a kernel with its
-    fused epilogue, a pool, a join...), as a measurement task (:mod:`graphtune.measure.segments`)."""
+    fused epilogue, a pool, a join...), as a measurement task (:mod:`graphtune.opgroups.pricing`)."""
 
 
 LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE)

@@ -6,7 +6,7 @@ candidate of every distinct workload, keep the fastest candidate per
 (in_layout, out_layout) pair of each node (edge costs depend on layouts
 only, so no other candidate can be in an optimal solution), measure what
 the compiled model runs around the kernels in each layout (fused epilogues,
-pools, unfused joins, the head: :mod:`graphtune.measure.segments`) and add
+pools, unfused joins, the head: :mod:`graphtune.opgroups.pricing`) and add
 it to the candidates, measure every layout transform the edges can need,
 solve, and write the
 :class:`~graphtune.config.Config`.
@@ -47,8 +47,8 @@ from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
 from .lazy import solve_measuring
 from .measure import LocalRunner, Records, Runner, Task, measure
-from .measure.probes import ProbeIndex, index_path_of
-from .measure.segments import OpCosts, apply_op_costs, op_costs, tie_fused_joins
+from .opgroups.probe_index import ProbeIndex, index_path_of
+from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .models.resolve import resolve
 from .ops import LAYOUT_OPS, Op
 from .solve import METHODS, Solution, solve
@@ -232,7 +232,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
 
     The objective is the whole model: bare kernels, the op groups the compiled
     model runs around them in each layout (fused epilogues, pools, joins, the
-    head; :mod:`graphtune.measure.segments`) and layout transforms.
+    head; :mod:`graphtune.opgroups.pricing`) and layout transforms.
 
     Parameters
     ----------
@@ -244,7 +244,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         Records file to reuse and extend; ``"auto"`` is ``MODEL.records.jsonl``
         in the working directory; None keeps measurements in memory. Beside a
         records file ``X.records.jsonl``, the probe index ``X.probes.jsonl``
-        (:mod:`graphtune.measure.probes`) spares a re-tune the probe compiles.
+        (:mod:`graphtune.opgroups.probe_index`) spares a re-tune the probe compiles.
     max_candidates : int or None, default 32
         Kernel candidates measured per distinct workload, best guesses first
         (:func:`graphtune.x86.candidates` orders every channel-block pair's

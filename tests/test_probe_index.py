@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from graphtune.measure import Task
-from graphtune.measure.probes import ProbeIndex, index_path_of, probe_key
+from graphtune.opgroups.probe_index import ProbeIndex, index_path_of, probe_key
 
 
 def _task(sha: str) -> Task:

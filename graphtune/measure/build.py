@@ -20,18 +20,71 @@ import hashlib
 import os
 from typing import Callable
 
+from ..errors import MeasureError
 from ..ops import Op
 from .task import Task
 
-__all__ = ["prim_func_of", "build_task", "arg_specs"]
+__all__ = ["prim_func_of", "payload_func", "register_builder", "build_task", "arg_specs"]
+
+
+def _transform_func(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
+    from .. import x86
+
+    w = task.workload
+    return x86.transform_func(w["shape"], w["src"], w["dst"], w["dtype"], target)
+
+
+def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":  # noqa: F821
+    """The PrimFunc a task carries as TVM JSON in its payload (an op group's scheduled function).
+
+    Raises
+    ------
+    MeasureError
+        If the task has no payload (a task rebuilt from a record: op-group
+        tasks are made by :mod:`graphtune.opgroups` from a compiled model).
+
+    Examples
+    --------
+    >>> import tvm
+    >>> from tvm import te
+    >>> x = te.placeholder((4,), name="x")
+    >>> f = te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)])
+    >>> t = Task("segment", {"ops": "add", "args": [], "sha": "0"}, payload=tvm.ir.save_json(f))
+    >>> len(payload_func(t).params)
+    2
+    """
+    import tvm
+
+    if not task.payload:
+        raise MeasureError(f"{task.kind} task {task.workload.get('ops', '')} "
+                           f"(sha {task.workload.get('sha', '?')}) carries no PrimFunc; op-group "
+                           "tasks are made from a compiled model by graphtune.tune")
+    return tvm.ir.load_json(task.payload)
+
+
+_BUILDERS: dict[str, Callable] = {Op.TRANSFORM: _transform_func, Op.SEGMENT: payload_func}
+
+
+def register_builder(kind: str, func_of: Callable) -> None:
+    """Make :func:`prim_func_of` build tasks of ``kind`` with ``func_of(task, target)``.
+
+    Kinds without a registered builder are kernels of :mod:`graphtune.x86`.
+    A builder must be a module-level function (build workers receive it by name).
+
+    Examples
+    --------
+    >>> register_builder("transform", _transform_func)
+    """
+    _BUILDERS[kind] = func_of
 
 
 def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
-    """The scheduled PrimFunc graphtune.x86 defines for ``task`` on ``target``.
+    """The scheduled PrimFunc of ``task`` on ``target``.
 
-    Kernels come from :func:`graphtune.x86.kernel_func` (whose op must match
-    ``task.kind``), transforms from :func:`graphtune.x86.transform_func`, segments
-    from their payload (:func:`graphtune.measure.segments.segment_func`).
+    Transforms come from :func:`graphtune.x86.transform_func`, op groups from
+    their payload (:func:`payload_func`), other registered kinds from their
+    builder (:func:`register_builder`), and every other kind is a kernel of
+    :func:`graphtune.x86.kernel_func` (whose op must match ``task.kind``).
 
     Raises
     ------
@@ -48,15 +101,11 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
     >>> len(prim_func_of(t, x86.host_target()).params)
     2
     """
+    builder = _BUILDERS.get(task.kind)
+    if builder is not None:
+        return builder(task, target)
     from .. import x86
 
-    if task.kind == Op.SEGMENT:
-        from .segments import segment_func
-
-        return segment_func(task)
-    if task.kind == Op.TRANSFORM:
-        w = task.workload
-        return x86.transform_func(w["shape"], w["src"], w["dst"], w["dtype"], target)
     return x86.kernel_func(task.workload, task.knobs, target, op=task.kind)
 
 

@@ -71,8 +71,7 @@ def host_target(target: TargetLike = None) -> tvm.target.Target:
     if isinstance(target, tvm.target.Target):
         return target
     if target is None:
-        cpu = tvm.get_global_func("target.llvm_get_system_cpu")()
-        target = {"kind": "llvm", "mcpu": str(cpu), "num-cores": len(os.sched_getaffinity(0))}
+        target = _detected_host()
     if not isinstance(target, dict):
         raise MeasureError(
             f"target {target!r} must be a tvm.target.Target or a dict such as "
@@ -82,6 +81,24 @@ def host_target(target: TargetLike = None) -> tvm.target.Target:
         return tvm.target.Target(dict(target))
     except Exception as err:  # TVM raises assorted FFI errors for bad dicts
         raise MeasureError(f"TVM rejects target {target!r}: {err}") from None
+
+
+def _detected_host() -> dict:
+    """This machine as a target dict: LLVM's host CPU name, its core count, and ``mattr``
+    switching off every feature that CPU name implies but the host does not report.
+
+    A virtual machine may hide features of its CPU model (a Zen 4 guest without AVX-512):
+    code built for the CPU name alone would then die of SIGILL, so the features the host
+    lacks are detected, never assumed.
+    """
+    cpu = str(tvm.get_global_func("target.llvm_get_system_cpu")())
+    target: dict = {"kind": "llvm", "mcpu": cpu, "num-cores": len(os.sched_getaffinity(0))}
+    host = {str(k): bool(v) for k, v in tvm.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")().items()}
+    implied = _features(tvm.target.Target(dict(target)))
+    missing = sorted(f for f in implied if host.get(f) is False)
+    if missing:
+        target["mattr"] = [f"-{f}" for f in missing]
+    return target
 
 
 def _features(target: tvm.target.Target) -> set:

@@ -12,12 +12,13 @@ import graphtune
 from graphtune import extract, solve, x86
 from graphtune.frontend import import_model
 from graphtune.measure import Records, measure
-from graphtune.measure import segments
+from graphtune.opgroups import pricing as segments
 from graphtune.measure.build import build_task, prim_func_of
-from graphtune.measure.probes import index_path_of
+from graphtune.opgroups.probe_index import index_path_of
 from graphtune.graph import LayoutGraph
-from graphtune.measure.segments import (fused_edges, op_costs, probe_choices, probe_groups,
-                                        segment_func, segment_task)
+from graphtune.opgroups.pricing import (fused_edges, op_costs, probe_choices, probe_groups,
+                                        segment_task)
+from graphtune.measure.build import payload_func
 from graphtune.models.builder import GraphBuilder
 from graphtune.report import config_table
 
@@ -255,7 +256,7 @@ def test_a_fused_kernel_and_its_bare_twin_are_keyed_as_a_pair():
     pairs = {(grp.task, grp.bare) for grp in groups}
     assert len(pairs) == len({t for t, _ in pairs}) == len({b for _, b in pairs})
     for grp in groups:
-        alone = segment_task(segment_func(grp.bare), grp.bare.workload["ops"])
+        alone = segment_task(payload_func(grp.bare), grp.bare.workload["ops"])
         assert alone.payload == grp.bare.payload and alone != grp.bare
 
 

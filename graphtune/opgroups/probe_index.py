@@ -1,6 +1,6 @@
 """The probe index: which op groups each compiled probe runs, so that a re-tune need not compile it.
 
-:func:`graphtune.measure.segments.op_costs` compiles the model once per probe
+:func:`graphtune.opgroups.pricing.op_costs` compiles the model once per probe
 (rewrite, legalize, fuse, schedule: seconds each, 18 s for ResNet-18's probes)
 to learn which PrimFuncs it runs and which node owns each; on a re-tune their
 timings are in the records already. The index keeps the groups each probe
@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..errors import MeasureError
-from .task import Task, canonical_json, tvm_version
+from ..measure.task import Task, canonical_json, tvm_version
 
 __all__ = ["ProbeIndex", "probe_key", "index_path_of"]
 
@@ -99,7 +99,7 @@ def index_path_of(records_path: str | os.PathLike) -> str:
 
 
 _FIELDS = {"node", "layout", "label", "task", "bare"}
-"""What the index keeps of a group (the fields of :class:`~graphtune.measure.segments.OpGroup`)."""
+"""What the index keeps of a group (the fields of :class:`~graphtune.opgroups.pricing.OpGroup`)."""
 
 
 def _task_json(task: Task | None) -> dict | None:

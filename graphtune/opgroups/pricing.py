@@ -30,7 +30,7 @@ module prices all of them *as graphtune's compiler builds them*:
    :func:`apply_op_costs` adds them to the graph's candidates (and the
    constant to the graph output's boundary), so the solver trades them
    against layouts and its objective predicts the whole model. Given a
-   :class:`~graphtune.measure.probes.ProbeIndex`, a probe compiled before
+   :class:`~graphtune.opgroups.probe_index.ProbeIndex`, a probe compiled before
    (same model, candidates, target and graphtune code) whose groups are all
    in the records is not compiled again: a re-tune from complete records
    compiles nothing.
@@ -58,11 +58,11 @@ import networkx as nx
 from ..errors import MeasureError
 from ..graph import Candidate, LayoutGraph
 from ..layouts import DENSE, PLAIN, block_of
-from .build import arg_specs
-from .probes import ProbeIndex, probe_key
-from .task import Task
+from ..measure.build import arg_specs
+from .probe_index import ProbeIndex, probe_key
+from ..measure.task import Task
 
-__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task", "segment_func",
+__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task",
            "op_costs", "apply_op_costs", "fused_edges", "tie_fused_joins"]
 
 _TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)\d*(?=_|$)")
@@ -268,31 +268,6 @@ def segment_task(func, ops: str, timed_beside=None) -> Task:
     return Task("segment", {"ops": ops, "args": arg_specs(bare), "sha": sha}, payload=text)
 
 
-def segment_func(task: Task):
-    """The PrimFunc a ``segment`` task carries (what a build worker compiles).
-
-    Raises
-    ------
-    MeasureError
-        If the task has no PrimFunc (a task rebuilt from a record: segments
-        are made by :func:`probe_groups`).
-
-    Examples
-    --------
-    >>> from tvm import te
-    >>> x = te.placeholder((4,), name="x")
-    >>> t = segment_task(te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)]), "add")
-    >>> len(segment_func(t).params)
-    2
-    """
-    import tvm
-
-    if not task.payload:
-        raise MeasureError(f"segment task {task.workload['ops']} (sha {task.workload['sha']}) "
-                           "carries no PrimFunc; segments come from graphtune.tune's probes")
-    return tvm.ir.load_json(task.payload)
-
-
 def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
     """``mod`` rewritten, legalized, fused and scheduled by graphtune's compiler for one probe,
     and every node's weight constant in it (the rewrite's and those packed at legalization)."""
@@ -494,7 +469,7 @@ def op_costs(mod, graph: LayoutGraph, target,
         ``run(tasks) -> records`` (e.g. :func:`graphtune.measure.measure` with
         a records file): one record per task, in order.
     index : ProbeIndex, optional
-        The groups of probes compiled before (:mod:`graphtune.measure.probes`):
+        The groups of probes compiled before (:mod:`graphtune.opgroups.probe_index`):
         a probe found there with every task recorded is not compiled again;
         the others are compiled and added to it.
 
@@ -573,7 +548,7 @@ def _indexed_probe_groups(mod, graph: LayoutGraph, target, index: ProbeIndex | N
         return compiled
     import tvm_ffi
 
-    from .records import target_key_of
+    from ..measure.records import target_key_of
 
     model_hash, target_key = tvm_ffi.structural_hash(mod), target_key_of(target)
 
