@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test bench venv clean
+.PHONY: demo test test-fast lint bench venv clean
 
 $(STAMP): setup.cfg pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,8 +18,21 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m graphtune.demo
 
+# Everything CI runs (.ci/run): every test but the slow ones, then lint (under 20 min on 2 cores).
 test: $(STAMP)
 	$(PY) -m pytest -q
+	$(MAKE) --no-print-directory lint
+
+# The fast tier, then lint: tests marked `unit` and not `integration` (no model compile, no
+# tuning; under 3 min on 2 cores). The markers are described in setup.cfg and tests/conftest.py.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "unit and not integration and not slow" --durations=5
+	$(MAKE) --no-print-directory lint
+
+# ruff (style, bugs, imports) and mypy (strict on the TVM-free core): settings in pyproject.toml
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) benchmarks/solvers.py --quick

@@ -1,8 +1,8 @@
 """End-to-end latency: graphtune's tuned models against ONNX Runtime and OpenVINO (batch 1, fp32).
 
 For each model: ``graphtune.tune`` (measurements reused from
-``OUT/MODEL.records.jsonl`` on reruns; ``make demo`` uses the same files), then, timed side by side in the same
-interleaved rounds with the same thread count:
+``OUT/MODEL.records.jsonl`` on reruns; ``make demo`` uses the same files), then, timed side by
+side in the same interleaved rounds with the same thread count:
 
 - ``ort`` (ONNX Runtime, no spinning; the rounds split between ``--peer-processes``
   fresh processes of each peer, default 3), ``openvino`` (fp32 forced; OpenVINO
@@ -24,14 +24,17 @@ every model's measurements in one records file (default one per model in
 JSON per model: every latency, ``speedup_vs_ort`` (ort / gt-graph),
 ``speedup_vs_uniform``, ``prediction_error`` ((measured - predicted) /
 measured), ``max_abs_diff`` vs ORT, tuning wall time and solver status; with 2+
-threads also the host-state probe right before and after every runtime's timed turn
+threads also the host-state gauge right before and after every runtime's timed turn
 (``handoff_ratio``, per runtime, see :mod:`graphtune.hoststate`) and the same figures
 over the samples timed wholly in each state (``rounds_shared``: the fewer of ORT's and
 gt-graph's, ``speedup_vs_ort_shared``, ``prediction_error_shared``, and ``..._split``;
 a sample timed while the state changed counts in neither); the suite summary adds the
-geomean per state (``by_state``). The
+geomean per state (``by_state``). The report also names the CPU (``cpu``), the thread
+count and the command that produced it, which ``benchmarks/results.py`` puts above its
+table in ``benchmarks/RESULTS.md``. The
 measured layout graphs are saved to ``OUT/MODEL.graph.json`` for
-``benchmarks/solvers.py --graphs OUT``. A Markdown table is printed.
+``benchmarks/solvers.py --graphs OUT``. A Markdown table is printed (``--verbose``: with
+the per-state columns).
 
 Examples
 --------
@@ -50,6 +53,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 
@@ -60,7 +64,6 @@ from graphtune.config import Config
 from graphtune.errors import GraphtuneError
 from graphtune.models.resolve import resolve
 from graphtune.report import evaluate, markdown_table
-
 
 MIN_STATE_ROUNDS = 5
 """Samples (of ORT and of gt-graph) a model needs in a host state for its ratio in that state to
@@ -75,7 +78,9 @@ def suite_summary(rows: list[dict]) -> dict:
     Examples
     --------
     >>> suite_summary([{"model": "a", "speedup_vs_ort": 2.0}, {"model": "b", "speedup_vs_ort": 0.5}])
-    {'models': 2, 'geomean_ort_over_gt': 1.0, 'min_ort_over_gt': 0.5, 'min_model': 'b', 'failed': [], 'by_state': {}}
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'models': 2, 'geomean_ort_over_gt': 1.0, 'min_ort_over_gt': 0.5, 'min_model': 'b',
+     'failed': [], 'by_state': {}}
     >>> suite_summary([{"model": "a", "speedup_vs_ort": 1.0, "speedup_vs_ort_split": 0.8,
     ...                 "rounds_split": 9}])["by_state"]
     {'split': {'models': 1, 'geomean_ort_over_gt': 0.8, 'min_ort_over_gt': 0.8, 'min_model': 'a'}}
@@ -100,13 +105,34 @@ def _ratios_summary(ratios: dict) -> dict:
             "min_ort_over_gt": ratios.get(slowest), "min_model": slowest}
 
 
+def cpu_name() -> str:
+    """The CPU as Linux names it: ``/proc/cpuinfo``'s model name, with its family and model
+    numbers (``AMD EPYC (family 25 model 17)``); the platform's processor string elsewhere."""
+    fields = {}
+    try:
+        with open("/proc/cpuinfo") as handle:
+            for line in handle:
+                if not line.strip():
+                    break  # the first CPU's block is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (family {fields['cpu family']} model {fields['model']})"
+    return name
+
+
 def write_report(args: argparse.Namespace, rows: list[dict]) -> None:
     """Write ``rows`` (the models timed so far) and their suite summary to ``args.json``."""
     import tvm
 
     report = {"benchmark": "e2e", "target": x86.target_key(), "tvm": tvm.__version__,
               "python": platform.python_version(), "machine": platform.processor() or
-              platform.machine(), "repeat": args.repeat, "max_candidates": args.max_candidates,
+              platform.machine(), "cpu": cpu_name(),
+              "threads": os.environ.get("TVM_NUM_THREADS"), "command": args.command,
+              "repeat": args.repeat, "max_candidates": args.max_candidates,
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "loadavg": os.getloadavg(), "results": rows, "suite": args.suite,
               "summary": suite_summary(rows)}
@@ -141,7 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                              "gt-kernel-best; geomean ORT/gt over the suite")
     parser.add_argument("--records", metavar="FILE",
                         help="one records file for every model (default OUT/MODEL.records.jsonl)")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="tables with the samples and figures per host state (shared / split "
+                             "cache); the JSON has them either way")
     args = parser.parse_args(argv)
+    args.command = shlex.join(["benchmarks/e2e.py", *(sys.argv[1:] if argv is None else argv)])
     os.makedirs(args.out, exist_ok=True)
     try:
         check_positive(args.max_candidates, "--max-candidates", integer=True)
@@ -189,13 +219,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {tag}: failed: {err}", flush=True)
             row = {"model": tag, "error": str(err)}
         else:
-            print(markdown_table([row]), "\n", flush=True)
+            print(markdown_table([row], verbose=args.verbose), "\n", flush=True)
         rows.append(row)
         if args.json:  # after every model: a long suite stopped half-way keeps what it timed
             write_report(args, rows)
 
     timed = [row for row in rows if "error" not in row]
-    print(markdown_table(timed))
+    print(markdown_table(timed, verbose=args.verbose))
     summary = suite_summary(rows)
     if args.suite:
         geomean = summary["geomean_ort_over_gt"]

@@ -12,7 +12,8 @@ measure up to ``--budget`` graphtune candidates, re-time the best one, and
 time the same op as a one-node ONNX model in ONNX Runtime with the same
 number of threads. Prints a table and writes JSON (``--json PATH``)::
 
-    python benchmarks/kernels.py [--suite resnet50|groups|decoder|depthwise] [--quick] [--budget N] [--json PATH]
+    python benchmarks/kernels.py [--suite resnet50|groups|decoder|depthwise] [--quick] [--budget N] \\
+        [--json PATH]
 
 ``ratio`` is ``ort_ms / gt_ms`` (> 1: graphtune is faster). graphtune's time
 is its blocked-layout kernel alone; ONNX Runtime's includes whatever layout

@@ -9,7 +9,8 @@ transforms it measured and its optimum. JSON per model: counts, seconds, energie
 
 Examples
 --------
-``python benchmarks/lazy_transforms.py --models efficientnet_b0 --records out/s25/zen.records.jsonl --json lazy.json``
+``python benchmarks/lazy_transforms.py --models efficientnet_b0 --records out/s25/zen.records.jsonl
+--json lazy.json``
 """
 
 from __future__ import annotations

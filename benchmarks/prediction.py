@@ -10,7 +10,8 @@ of the prediction. ``--json PATH`` writes the rows.
 
 Examples
 --------
-``python benchmarks/prediction.py --models resnet18,efficientnet_b0 --max-candidates 4 --json out/prediction.json``
+``python benchmarks/prediction.py --models resnet18,efficientnet_b0 --max-candidates 4
+--json out/prediction.json``
 ``python benchmarks/prediction.py --quick``  (resnet18 and efficientnet_b0 at 64x64, 2 candidates)
 """
 

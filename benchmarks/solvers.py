@@ -66,7 +66,8 @@ def run_toulbar2(graph: LayoutGraph, time_limit: float) -> dict:
     result = cfn.Solve(timeLimit=max(1, int(time_limit)))
     seconds = time.perf_counter() - start
     if not result:
-        return {"energy": None, "lower_bound": None, "optimal": False, "seconds": seconds, "error": "no solution"}
+        return {"energy": None, "lower_bound": None, "optimal": False, "seconds": seconds,
+                "error": "no solution"}
     assignment = {name: int(s) for name, s in zip(problem.names, result[0])}
     energy = graph.energy(assignment)
     bound = float(cfn.GetDDualBound())
@@ -104,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="seed 0 only (< 2 min)")
     parser.add_argument("--json", type=Path, help="write the records as a JSON list")
-    parser.add_argument("--time-limit", type=float, default=None, help="seconds per solve (default 5 quick, 60 full)")
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="seconds per solve (default 5 quick, 60 full)")
     parser.add_argument("--graphs", type=Path, default=None,
                         help="also solve the measured zoo graphs in this folder (benchmarks/e2e.py --out)")
     args = parser.parse_args(argv)
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         info = describe(graph)
         rows = []
         for method in [*METHODS, *peers]:
-            res = run_toulbar2(graph, time_limit) if method == "toulbar2" else run_method(graph, method, time_limit)
+            res = (run_toulbar2(graph, time_limit) if method == "toulbar2"
+                   else run_method(graph, method, time_limit))
             rows.append({"instance": name, **info, "method": method, **res})
         best = min((r["energy"] for r in rows if r["energy"] is not None), default=None)
         for r in rows:
@@ -140,7 +143,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"{r['method']:<9} {text:>42} {r['seconds']:>8.3f}")
             else:
                 print(f"{name:<30} {r['nodes']:>4} {r['edges']:>5} {r['candidates']:>3} {r['treewidth']:>3} "
-                      f"{r['method']:<9} {r['energy']:>10.4f} {r['lower_bound']:>11.4f} {100 * r['above_best']:>7.3f} "
+                      f"{r['method']:<9} {r['energy']:>10.4f} {r['lower_bound']:>11.4f} "
+                      f"{100 * r['above_best']:>7.3f} "
                       f"{'yes' if r['optimal'] else 'no':>4} {r['seconds']:>8.3f}")
             records.append(r)
         sys.stdout.flush()

@@ -1,15 +1,15 @@
 """Tuning cost: wall time of ``graphtune.tune`` and the accuracy of its prediction, per timing protocol.
 
-For each model, ``graphtune.tune`` runs once per timing protocol (``flush-v1``,
-the old one: repeats of >= 100 ms of kernel time; ``flush-v2``, the current
-one: repeats of ~10 ms of wall time with the flush included, extra repeats
+For each model, ``graphtune.tune`` runs once per timing protocol (``long-repeats``,
+formerly ``flush-v1``: repeats of >= 100 ms of kernel time; ``cold-output``, formerly
+``flush-v2``: repeats of ~10 ms of wall time with the flush included, extra repeats
 only when noisy, early cut-off of clearly slower candidates), each from an
 empty records file, in alternating order. Then the two gt-graph models are
 compiled and timed side by side in the same interleaved rounds, and each
 protocol's prediction error is ``(measured - predicted) / measured``.
 
 Also reported: how the two protocols' times of the same kernel candidates
-agree (geomean and spread of v2 / v1 over the candidates both measured in
+agree (geomean and spread of new / old over the candidates both measured in
 full), how many candidates were cut off, and the cost of the cache flush
 itself: the kernel time vs the wall time of one flushed call of the model's
 conv with the most weight bytes (the difference is the flush and the call).
@@ -40,7 +40,7 @@ from graphtune import models
 from graphtune.measure import LocalRunner, Records
 from graphtune.report import compare
 
-PROTOCOL_SETTINGS = {"flush-v1": {"min_repeat_ms": 100.0}, "flush-v2": {"min_repeat_ms": 10.0}}
+PROTOCOL_SETTINGS = {"long-repeats": {"min_repeat_ms": 100.0}, "cold-output": {"min_repeat_ms": 10.0}}
 """Each protocol with the repeat length it shipped with."""
 
 
@@ -69,7 +69,7 @@ def tune_with(model, name: str, timing: str, folder: str, max_candidates: int) -
 
 
 def agreement(old: list, new: list) -> dict:
-    """v2 / v1 time ratios of the kernel candidates both protocols measured in full."""
+    """cold-output / long-repeats time ratios of the kernel candidates both protocols measured in full."""
     old_ms = {r.task: r.median_ms for r in old if r.ok and r.kind != "transform"}
     ratios = [r.median_ms / old_ms[r.task] for r in new
               if r.ok and r.cutoff_ms is None and r.task in old_ms]
@@ -154,7 +154,7 @@ def run_model(name: str, image_size: int | None, max_candidates: int, rounds: in
             "cut_off": sum(r.cutoff_ms is not None for r in records[timing]),
             "predicted_ms": result.predicted_ms,
         }
-    current = records.get("flush-v2") or records[order[-1]]
+    current = records.get("cold-output") or records[order[-1]]
     flush = flush_cost(current)
     print(f"[{name}] timing both gt-graph models side by side ({rounds} rounds) ...", flush=True)
     configs = {f"gt-graph {t}": rows[t]["result"].config for t in order}
@@ -164,7 +164,8 @@ def run_model(name: str, image_size: int | None, max_candidates: int, rounds: in
         row["prediction_error"] = (row["measured_ms"] - row["predicted_ms"]) / row["measured_ms"]
         del row["result"]
     return {"model": name, "image_size": image_size, "max_candidates": max_candidates,
-            "protocols": rows, "agreement": agreement(records.get("flush-v1", []), records.get("flush-v2", [])),
+            "protocols": rows,
+            "agreement": agreement(records.get("long-repeats", []), records.get("cold-output", [])),
             "flush": flush, "transform_model": transform_model(current),
             "max_abs_diff": measured["max_abs_diff"], "rounds": rounds}
 
@@ -231,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         f, a = res["flush"], res["agreement"]
         print(f"{res['model']}: flushed call of the largest conv ({f['weights_mb']:.1f} MB of "
               f"weights): kernel {f['kernel_ms']:.3f} ms, wall {f['flushed_call_wall_ms']:.3f} ms; "
-              f"v2/v1 per candidate: geomean {a.get('geomean_new_over_old', math.nan):.3f} "
+              f"new/old per candidate: geomean {a.get('geomean_new_over_old', math.nan):.3f} "
               f"(p10 {a.get('p10', math.nan):.3f}, p90 {a.get('p90', math.nan):.3f}, "
               f"{a['candidates']} candidates)")
         t = res["transform_model"]

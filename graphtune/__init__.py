@@ -7,6 +7,7 @@ import without TVM):
 - :func:`extract` -> :class:`LayoutGraph`; :func:`solve` -> :class:`Solution`
 - :class:`Config`; :func:`compile` -> :class:`CompiledModel`
 - :func:`profile` -> :class:`ProfileResult`: per-op in-model time vs prediction vs ONNX Runtime
+- :func:`quantize` -> ``onnx.ModelProto``: int8 QDQ form by ONNX Runtime's static quantizer
 - :mod:`graphtune.models` (the zoo: ``models.names()``, ``models.get(name)``)
 
 Examples
@@ -21,17 +22,17 @@ Examples
 import importlib as _importlib
 import os as _os
 
-# TVM starts one worker thread on these VMs unless told otherwise; this must
-# happen before the TVM runtime creates its thread pool. An empty value counts as unset.
+# TVM may start a single worker thread on a VM unless told otherwise: use every usable core.
+# This must happen before the TVM runtime creates its thread pool. An empty value counts as unset.
 if not _os.environ.get("TVM_NUM_THREADS", "").strip():
     _os.environ["TVM_NUM_THREADS"] = str(len(_os.sched_getaffinity(0)))
-# TVM pins its workers to cores by default; its parallel loops are split statically, so on a
-# shared host every kernel waited for a worker pinned to a busy core (MobileNetV3-Large: 6.8-9.3 ms
-# pinned, 3.3-3.7 ms not, ORT 3.1-3.3 ms). Set TVM_BIND_THREADS=1 to pin on a dedicated machine.
+# TVM pins its workers to cores by default and splits parallel loops statically, so on a shared
+# host a kernel waits for a worker pinned to a busy core; graphtune leaves them unpinned unless
+# TVM_BIND_THREADS is set (1: pin, for a dedicated machine). Measurements: docs/timing.md, "Threads".
 _os.environ.setdefault("TVM_BIND_THREADS", "0")
 
-from .config import Config  # noqa: E402
-from .errors import (  # noqa: E402
+from .config import Config
+from .errors import (
     ArgumentError,
     CompileError,
     ConfigError,
@@ -44,8 +45,8 @@ from .errors import (  # noqa: E402
     ModelError,
     SolverError,
 )
-from .graph import Candidate, LayoutGraph  # noqa: E402
-from .solve import Solution, solve  # noqa: E402
+from .graph import Candidate, LayoutGraph
+from .solve import Solution, solve
 
 __version__ = "0.1.0"
 
@@ -58,6 +59,7 @@ _LAZY = {
     "models": ("graphtune.models", None),
     "profile": ("graphtune.profiling", "profile"),
     "ProfileResult": ("graphtune.profiling", "ProfileResult"),
+    "quantize": ("graphtune.quantization", "quantize"),
 }
 
 
@@ -75,6 +77,7 @@ def __getattr__(name: str):
 __all__ = [
     "ArgumentError",
     "Candidate",
+    "CompileError",
     "CompiledModel",
     "Config",
     "ConfigError",
@@ -94,6 +97,7 @@ __all__ = [
     "extract",
     "models",
     "profile",
+    "quantize",
     "solve",
     "tune",
 ]

@@ -5,8 +5,9 @@
 - :func:`kernel_best_solution`: every node its fastest kernel, transforms
   ignored (the old "history best").
 
-``Config.uniform``, ``Config.random`` and
-``graphtune.pipeline.kernel_best_solution`` are these functions.
+``uniform`` and ``random`` are ``Config.uniform`` and ``Config.random`` (which
+take their knobs from :mod:`graphtune.bind`); ``graphtune.pipeline.kernel_best_solution``
+is this module's.
 
 Examples
 --------
@@ -18,69 +19,27 @@ Examples
 
 from __future__ import annotations
 
-import os
-import random as _random
 from collections import Counter
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 
-from . import frontend, x86
-from .config import Config, NodeConfig, _plain
-from .errors import ConfigError
+from .config import Config
 from .graph import LayoutGraph
-from .ops import LAYOUT_OPS, Op
+from .ops import Op
 from .solve import Solution
 
 __all__ = ["uniform", "random", "kernel_best_solution"]
 
 
 def uniform(model: Any, block: int = 16, target: Any = None) -> Config:
-    """Config giving every layout node the same channel block and default knobs.
-
-    A node whose channel counts ``block`` does not divide gets the divisor of
-    its channels nearest to ``block`` instead (the stem conv's 3 input
-    channels get block 3; see :func:`graphtune.x86.default_knobs`). Joins are
-    left to the compiler, which keeps their inputs' common block.
-
-    Parameters
-    ----------
-    model : onnx.ModelProto, str, path or tvm.IRModule
-        The model (anything :func:`graphtune.frontend.import_model` accepts).
-    block : int, default 16
-        The channel block ``x`` of ``NCHW{x}c``.
-    target : tvm.target.Target or dict, optional
-        Target to tune for (default: this host, :func:`graphtune.x86.host_target`).
-
-    Examples
-    --------
-    >>> from graphtune import models
-    >>> cfg = uniform(models.get("resnet18", image_size=32))
-    >>> cfg.nodes["conv1"].in_layout, cfg.nodes["conv1"].out_layout
-    ('NCHW3c', 'NCHW16c')
-    """
-    if not isinstance(block, int) or isinstance(block, bool) or block < 1:
-        raise ConfigError(f"block: expected a positive int, got {block!r}")
-    return _per_node(
-        model, target, {"method": "uniform", "block": block},
-        lambda op, workload, tgt: x86.default_knobs(workload, block=block, target=tgt, op=op))
+    """Config giving every layout node the same channel block and default knobs: :meth:`Config.uniform`
+    (example: the module's)."""
+    return Config.uniform(model, block, target)
 
 
 def random(model: Any, seed: int = 0, target: Any = None) -> Config:
-    """Config picking a random candidate of :func:`graphtune.x86.candidates` per node.
-
-    Neighbouring nodes then rarely agree on a layout, so the compiled model
-    is full of layout transforms: a contrast for benchmarks and a stress
-    test for the compiler.
-
-    Parameters
-    ----------
-    model : onnx.ModelProto, str, path or tvm.IRModule
-        The model.
-    seed : int, default 0
-        Seed of the random choices.
-    target : tvm.target.Target or dict, optional
-        Target whose candidate space is sampled (default: this host).
+    """Config picking a random candidate per node (many layout transforms): :meth:`Config.random`.
 
     Examples
     --------
@@ -88,33 +47,7 @@ def random(model: Any, seed: int = 0, target: Any = None) -> Config:
     >>> random(models.get("resnet18", image_size=32), seed=1).solution
     {'method': 'random', 'seed': 1}
     """
-    rng = _random.Random(seed)
-    return _per_node(
-        model, target, {"method": "random", "seed": seed},
-        lambda op, workload, tgt: rng.choice(x86.candidates(workload, tgt, op=op)))
-
-
-def _per_node(model: Any, target: Any, solution: dict, choose: Callable[[Op, dict, Any], dict]) -> Config:
-    """Config with ``choose(op, workload, target)`` knobs for every layout node x86 can run."""
-    tgt = x86.host_target(target)
-    nodes = {}
-    for op in frontend.layout_ops(frontend.import_model(model)):
-        if op.op not in LAYOUT_OPS:
-            continue
-        knobs = choose(Op(op.op), op.workload, tgt)
-        in_layout, out_layout = x86.layouts_of(op.workload, knobs, op=op.op)
-        nodes[op.name] = NodeConfig(op.op, _plain(op.workload), in_layout, out_layout, _plain(knobs))
-    return Config(nodes, target=x86.target_key(tgt),
-                  model={"name": _model_name(model), "fingerprint": None}, solution=solution)
-
-
-def _model_name(model: Any) -> str | None:
-    """Best-effort human name of a model argument (file stem or graph name)."""
-    if isinstance(model, (str, os.PathLike)):
-        base = os.path.basename(os.fspath(model))
-        return base[:-5] if base.endswith(".onnx") else base
-    graph = getattr(model, "graph", None)
-    return getattr(graph, "name", None) or None
+    return Config.random(model, seed, target)
 
 
 def kernel_best_solution(graph: LayoutGraph) -> Solution:

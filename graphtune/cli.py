@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from .checks import check_choice, check_positive, check_writable, parse_shape_dict
 from .errors import ArgumentError, GraphtuneError
+from .safejson import printable
 
 __all__ = ["main", "build_parser"]
 
@@ -58,18 +59,22 @@ def _tune(args: argparse.Namespace) -> None:
     if args.graph:
         with open(args.graph, "w") as handle:
             handle.write(result.graph.to_json())
-    print(result.summary())
+    _echo(result.summary())
     print(f"config written to {out}" + (f", layout graph to {args.graph}" if args.graph else ""))
 
 
 def _solve(args: argparse.Namespace) -> None:
-    from .graph import LayoutGraph
+    from .graph import MAX_JSON_CHARS, LayoutGraph
     from .solve import METHODS, solve
 
     check_choice(args.method, METHODS, "--method")
     try:
-        with open(args.graph) as handle:
-            graph = LayoutGraph.from_json(handle.read())
+        with open(args.graph, encoding="utf-8") as handle:
+            text = handle.read(MAX_JSON_CHARS + 1)  # bounded: /dev/zero never ends
+        if len(text) > MAX_JSON_CHARS:
+            raise ArgumentError(f"{args.graph}: more than {MAX_JSON_CHARS >> 20} MiB; not a "
+                                "layout graph graphtune wrote")
+        graph = LayoutGraph.from_json(text)
     except OSError as err:
         raise ArgumentError(f"{args.graph}: cannot read the layout graph "
                             f"({err.strerror})") from None
@@ -81,13 +86,13 @@ def _solve(args: argparse.Namespace) -> None:
           f"{status} ({sol.method}, {sol.seconds:.3f} s)")
     unmeasured = graph.unmeasured(sol.assignment)
     if unmeasured:
-        print(f"note: {len(unmeasured)} edge(s) of this assignment run transforms never measured "
+        _echo(f"note: {len(unmeasured)} edge(s) of this assignment run transforms never measured "
               f"(e.g. {unmeasured[0][0]} -> {unmeasured[0][1]}); the energy is a lower bound. "
               "Write the graph with graphtune tune --transforms all for exact costs everywhere.")
     if args.verbose:
         for name, index in sol.assignment.items():
             cand = graph.candidates(name)[index]
-            print(f"  {name:40s} {cand.in_layout:>9s} -> {cand.out_layout:<9s} {cand.cost:.4f} ms")
+            _echo(f"  {name:40s} {cand.in_layout:>9s} -> {cand.out_layout:<9s} {cand.cost:.4f} ms")
 
 
 def _compile(args: argparse.Namespace) -> None:
@@ -117,7 +122,7 @@ def _bench(args: argparse.Namespace) -> None:
         check_writable(args.json, "JSON file (--json)")
     row = bench_model(args.model, config=args.config, peers=peers, image_size=args.image_size,
                       repeat=args.repeat)
-    print(markdown_table([row]))
+    print(markdown_table([row], verbose=args.verbose))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(row, handle, indent=2)
@@ -131,11 +136,15 @@ def _profile(args: argparse.Namespace) -> None:
     check_positive(args.top, "--top", integer=True)
     if args.json:
         check_writable(args.json, "JSON file (--json)")
+    if args.records is not None and not os.path.exists(args.records):
+        raise ArgumentError(f"--records {args.records}: no such file; give the records file "
+                            "graphtune tune measured this model into (its --records, by default "
+                            "MODEL.records.jsonl), or leave --records out")
     config = Config.load(args.config) if args.config else None
     result = profile(args.model, config, repeat=args.repeat, ort=not args.no_ort,
                      image_size=args.image_size, shape_dict=parse_shape_dict(args.shape),
                      records=args.records)
-    print(result.table(top=args.top))
+    _echo(result.table(top=args.top))
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(result.to_dict(), handle, indent=1)
@@ -146,7 +155,7 @@ def _show(args: argparse.Namespace) -> None:
     from .config import Config
     from .report import config_table
 
-    print(config_table(Config.load(args.config)))
+    _echo(config_table(Config.load(args.config)))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -213,6 +222,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vs", default="ort", help="comma-separated peers: ort, openvino, openvino-bf16")
     p.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
     p.add_argument("--json", help="write the result row as JSON")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also show the samples and figures per host state (shared / split cache)")
     p.set_defaults(run=_bench)
 
     p = sub.add_parser("profile", help="per-op in-model time vs predicted cost vs ONNX Runtime")
@@ -253,7 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"error: {where}{err.strerror or err}", 2)
     except KeyboardInterrupt:
         return _fail("interrupted; finished measurements are in the records file", 130)
-    except Exception as err:  # noqa: BLE001 (anything else is a bug: one line, not a traceback)
+    except Exception as err:  # anything else is a bug: one line, not a traceback
         if os.environ.get("GRAPHTUNE_TRACEBACK"):
             raise
         return _fail(f"internal error ({type(err).__name__}: {err}); this is a bug, please "
@@ -262,9 +273,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _echo(text: str) -> None:
+    """Print ``text`` with what could mislead a terminal escaped (names from files and models may
+    hold U+202E, escape sequences...: :func:`graphtune.safejson.printable`), line by line."""
+    print("\n".join(printable(line) for line in text.split("\n")))
+
+
 def _fail(message: str, status: int) -> int:
     """Print ``message`` as one line on stderr; return ``status``."""
-    print(f"graphtune: {' '.join(message.split())}", file=sys.stderr)
+    print(f"graphtune: {printable(' '.join(message.split()))}", file=sys.stderr)
     return status
 
 

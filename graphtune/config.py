@@ -2,7 +2,7 @@
 
 A :class:`Config` is what graph tuning produces and what
 :func:`graphtune.compile` consumes. On disk it is the JSON document described
-in ``design.md`` (``*.graphtune.json``)::
+in ``docs/files.md`` (``*.graphtune.json``)::
 
     {"format": "graphtune.config", "version": 1,
      "target": {...}, "model": {"name": ..., "fingerprint": ...},
@@ -32,13 +32,19 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
+from . import safejson
 from .errors import ConfigError, ConfigMismatchError, KnobError, LayoutError, ModelError
+from .graph import LayoutGraph
 from .layouts import DENSE, PLAIN, check_layout
-from .ops import NODE_OPS, Op, as_op, check_workload
+from .ops import NODE_OPS, ModelNode, Op, Workload, as_op, check_workload
 
-__all__ = ["FORMAT", "VERSION", "NodeConfig", "Config", "KnobCheck", "ModelNode", "graph_workload"]
+if TYPE_CHECKING:
+    from .solve import Solution
+
+__all__ = ["FORMAT", "VERSION", "NodeConfig", "Config", "KnobCheck", "ModelNode", "graph_nodes",
+           "graph_workload"]
 
 FORMAT = "graphtune.config"
 """Value of the ``format`` field of every config file."""
@@ -46,11 +52,27 @@ FORMAT = "graphtune.config"
 VERSION = 1
 """The config format version this module reads and writes."""
 
-ModelNode = tuple  # (name, op, workload)
-"""``(name, op, workload)`` of one layout node of a model, what :meth:`Config.check_nodes` compares."""
+KnobCheck = Callable[[Op, Workload, dict[str, Any]], tuple[str, str]]
+"""``fn(op, workload, knobs) -> (in_layout, out_layout)``: validate knobs (KnobError) and give
+their layouts."""
 
-KnobCheck = Callable[[Op, dict, dict], tuple]
-"""``fn(op, workload, knobs) -> (in_layout, out_layout)``: validate knobs (KnobError) and give their layouts."""
+MAX_FILE_CHARS = 32 << 20
+"""Largest config file read (characters); the configs of the largest zoo models are well under 1 MB."""
+
+MAX_NAME = 4096
+"""Longest node, model or op group name (characters) a config may hold."""
+
+MAX_LAYOUT = 32
+"""Longest layout name (characters): layouts are short names like ``NCHW16c``."""
+
+MAX_INT = 2**31 - 1
+"""Largest magnitude of a knob (or seed, block) in a config."""
+
+_MS_FIELDS = ("predicted_ms", "kernel_ms", "ops_ms", "transform_ms", "objective_ms")
+"""Times of ``solution`` (ms): finite, at least 0 and at most :data:`graphtune.safejson.MAX_MS`."""
+
+_SHOWN_WITH_PREDICTED = ("kernel_ms", "transform_ms", "method", "solve_s")
+"""Fields of ``solution`` that ``graphtune show`` prints along with ``predicted_ms``."""
 
 
 @dataclass
@@ -80,10 +102,10 @@ class NodeConfig:
     """
 
     op: Op
-    workload: dict | None
+    workload: Workload | None
     in_layout: str
     out_layout: str
-    knobs: dict = field(default_factory=dict)
+    knobs: dict[str, Any] = field(default_factory=dict)
     cost_ms: float | None = None
 
     def __post_init__(self) -> None:
@@ -92,7 +114,7 @@ class NodeConfig:
         except ValueError as err:
             raise ConfigError(f"node op: {err}") from None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-able dict of this node (the value under ``nodes.<name>``).
 
         Examples
@@ -126,7 +148,9 @@ class NodeConfig:
         ...                           "out_layout": "NCHW"}).in_layout
         'NCHW'
         """
-        where = f"nodes.{name}"
+        where = f"nodes.{_name(name)}"
+        if not isinstance(name, str) or len(name) > MAX_NAME:
+            raise ConfigError(f"{where}: a node name is a string of at most {MAX_NAME} characters")
         if not isinstance(data, Mapping):
             raise ConfigError(f"{where}: expected an object, got {type(data).__name__}")
         try:
@@ -142,12 +166,15 @@ class NodeConfig:
             inputs = workload["inputs"]
             if not (isinstance(inputs, list) and all(isinstance(i, str) for i in inputs)):
                 raise ConfigError(f"{where}.workload.inputs: expected a list of node names "
-                                  f"(strings), got {inputs!r}")
+                                  f"(strings), got {_short(inputs)}")
         layouts = {}
         for key in ("in_layout", "out_layout"):
             value = data.get(key)
             if not isinstance(value, str):
-                raise ConfigError(f"{where}.{key}: expected a layout name string, got {value!r}")
+                raise ConfigError(f"{where}.{key}: expected a layout name string, got {_short(value)}")
+            if len(value) > MAX_LAYOUT:
+                raise ConfigError(f"{where}.{key}: a layout name of {len(value):,} characters; "
+                                  "layouts are short names like 'NCHW16c'")
             try:
                 layouts[key] = check_layout(value)
             except LayoutError as err:
@@ -158,11 +185,116 @@ class NodeConfig:
         knobs = data.get("knobs", {})
         if not isinstance(knobs, Mapping):
             raise ConfigError(f"{where}.knobs: expected an object, got {type(knobs).__name__}")
+        for knob, value in knobs.items():
+            if not _scalar(value):
+                raise ConfigError(f"{where}.knobs.{_name(knob)}: expected a number (at most "
+                                  f"{MAX_INT} in magnitude), true/false or a short string, got "
+                                  f"{_short(value)}")
         cost = data.get("cost_ms")
-        if cost is not None and (isinstance(cost, bool) or not isinstance(cost, (int, float))):
-            raise ConfigError(f"{where}.cost_ms: expected a number or null, got {cost!r}")
+        if cost is not None and not safejson.bounded_ms(cost):
+            raise ConfigError(f"{where}.cost_ms: expected null or a time in ms (a finite number "
+                              f"from 0 to {safejson.MAX_MS:g}), got {_short(cost)}")
         return cls(op, _plain(workload), layouts["in_layout"], layouts["out_layout"],
                    _plain(knobs), None if cost is None else float(cost))
+
+
+def _known(ms: float) -> float:
+    """``ms``, or 0 for a cost not measured (NaN)."""
+    return 0.0 if math.isnan(ms) else ms
+
+
+def _name(name: Any) -> str:
+    """A name as a message shows it: escaped (:func:`graphtune.safejson.printable`), cut to 100."""
+    text = safejson.printable(name)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _short(value: Any) -> str:
+    """``repr(value)`` for a message: at most 80 characters."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _scalar(value: Any) -> bool:
+    """True for a knob value: a bool, an int of at most :data:`MAX_INT`, a finite float, a short string."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int):
+        return abs(value) <= MAX_INT
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) <= MAX_INT
+    return isinstance(value, str) and len(value) <= MAX_LAYOUT
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """Whether lists and dicts nest more than ``limit`` deep in ``value`` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children: Iterable[Any]
+        if isinstance(item, Mapping):
+            children = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children
+                     if isinstance(child, (Mapping, list, tuple)))
+    return False
+
+
+def _check_header(key: str, value: Any) -> None:
+    """Raise ConfigError naming the first malformed field under ``target``, ``model`` or ``solution``."""
+    if value is None:
+        return
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{key}: expected an object or null, got {_short(value)}")
+    strings = {"target": ("mcpu",), "model": ("name", "fingerprint"),
+               "solution": ("method",)}[key]
+    for name in strings:
+        field_value = value.get(name)
+        if field_value is not None and not (isinstance(field_value, str)
+                                            and len(field_value) <= MAX_NAME):
+            raise ConfigError(f"{key}.{name}: expected a string (at most {MAX_NAME} characters) "
+                              f"or null, got {_short(field_value)}")
+    if key != "solution":
+        return
+    for name in _MS_FIELDS:
+        if name in value and not safejson.bounded_ms(value[name]):
+            raise ConfigError(f"solution.{name}: expected a time in ms (a finite number from 0 "
+                              f"to {safejson.MAX_MS:g}), got {_short(value[name])}")
+    for name in ("gap", "solve_s"):
+        if name in value and not safejson.bounded_ms(value[name]):
+            raise ConfigError(f"solution.{name}: expected a finite number from 0 to "
+                              f"{safejson.MAX_MS:g}, got {_short(value[name])}")
+    if "optimal" in value and not isinstance(value["optimal"], bool):
+        raise ConfigError(f"solution.optimal: expected true or false, got {_short(value['optimal'])}")
+    for name in ("seed", "block"):
+        if name in value and (isinstance(value[name], bool) or not isinstance(value[name], int)
+                              or abs(value[name]) > MAX_INT):
+            raise ConfigError(f"solution.{name}: expected an integer (at most {MAX_INT} in "
+                              f"magnitude), got {_short(value[name])}")
+    if "predicted_ms" in value:
+        missing = [name for name in _SHOWN_WITH_PREDICTED if name not in value]
+        if missing:
+            raise ConfigError(f"solution.{missing[0]}: missing; a solution with predicted_ms "
+                              f"also has {', '.join(_SHOWN_WITH_PREDICTED)}")
+    groups = value.get("op_groups")
+    if groups is None:
+        return
+    if not isinstance(groups, list):
+        raise ConfigError(f"solution.op_groups: expected a list, got {_short(groups)}")
+    for i, group in enumerate(groups):
+        if not (isinstance(group, list) and len(group) == 4
+                and (group[0] is None or (isinstance(group[0], str) and len(group[0]) <= MAX_NAME))
+                and isinstance(group[1], str) and len(group[1]) <= MAX_LAYOUT
+                and isinstance(group[2], str) and len(group[2]) <= MAX_NAME
+                and safejson.bounded_ms(group[3])):
+            raise ConfigError(f"solution.op_groups.{i}: expected [node or null, layout, label, "
+                              f"ms] (ms a finite number from 0 to {safejson.MAX_MS:g}), got "
+                              f"{_short(group)}")
 
 
 def _plain(value: Any) -> Any:
@@ -178,13 +310,19 @@ def _check_workload(where: str, op: Op, workload: Any) -> None:
     """Raise ConfigError naming the first missing or invalid workload field."""
     if not isinstance(workload, Mapping):
         raise ConfigError(f"{where}: expected an object, got {type(workload).__name__}")
+    for key, value in workload.items():  # numbers, shapes and a dtype: nothing long
+        items = value if isinstance(value, list) else [value]
+        if any(isinstance(v, (str, list, Mapping)) and len(v) > MAX_LAYOUT for v in items) \
+                or len(items) > MAX_LAYOUT:
+            raise ConfigError(f"{where}.{_name(key)}: expected a number, a shape or a dtype, got "
+                              f"{_short(value)}")
     try:
         check_workload(dict(workload), op, where)
     except ModelError as err:
         raise ConfigError(str(err)) from None
 
 
-def _first_difference(expected: Any, found: Any, path: tuple = ()) -> tuple | None:
+def _first_difference(expected: Any, found: Any, path: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
     """Key path of the first place where two JSON-like values differ, or None."""
     if isinstance(expected, Mapping) and isinstance(found, Mapping):
         for key in list(expected) + [k for k in found if k not in expected]:
@@ -199,7 +337,7 @@ def _first_difference(expected: Any, found: Any, path: tuple = ()) -> tuple | No
     return None if expected == found else path
 
 
-def _lookup(data: Any, path: tuple) -> Any:
+def _lookup(data: Any, path: tuple[Any, ...]) -> Any:
     """Value at a key path inside nested dicts, or ``'<absent>'``."""
     for key in path:
         if not isinstance(data, Mapping) or key not in data:
@@ -231,8 +369,8 @@ class Config:
     'graphtune.config'
     """
 
-    def __init__(self, nodes: Mapping[str, NodeConfig], target: dict | None = None,
-                 model: dict | None = None, solution: dict | None = None):
+    def __init__(self, nodes: Mapping[str, NodeConfig], target: dict[str, Any] | None = None,
+                 model: dict[str, Any] | None = None, solution: dict[str, Any] | None = None):
         self.nodes = nodes
         self.target = target
         self.model = model
@@ -243,7 +381,7 @@ class Config:
         return f"Config(model={name!r}, nodes={len(self.nodes)})"
 
     # ------------------------------------------------------------------ I/O
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The JSON document of this config.
 
         Examples
@@ -279,22 +417,26 @@ class Config:
         if not isinstance(data, Mapping):
             raise ConfigError(f"config: expected a JSON object, got {type(data).__name__}")
         if data.get("format") != FORMAT:
-            raise ConfigError(f"format: expected {FORMAT!r}, got {data.get('format')!r}; "
+            raise ConfigError(f"format: expected {FORMAT!r}, got {_short(data.get('format'))}; "
                               "is this a graphtune config file?")
-        if data.get("version") != VERSION:
+        if data.get("version") != VERSION or isinstance(data.get("version"), bool):
             raise ConfigError(f"version: this graphtune reads version {VERSION}, "
-                              f"got {data.get('version')!r}")
+                              f"got {_short(data.get('version'))}")
+        for key in ("target", "model", "solution", "nodes"):
+            if _deeper_than(data.get(key), safejson.MAX_DEPTH):
+                raise ConfigError(f"{key}: nested more than {safejson.MAX_DEPTH} levels deep; "
+                                  "not a graphtune config")
         for key in ("target", "model", "solution"):
-            if data.get(key) is not None and not isinstance(data[key], Mapping):
-                raise ConfigError(f"{key}: expected an object or null, got {data[key]!r}")
+            _check_header(key, data.get(key))
         nodes = data.get("nodes")
         if not isinstance(nodes, Mapping):
-            raise ConfigError(f"nodes: expected an object mapping node names to nodes, got {nodes!r}")
+            raise ConfigError(f"nodes: expected an object mapping node names to nodes, got "
+                              f"{_short(nodes)}")
         parsed = {str(name): NodeConfig.from_dict(name, value) for name, value in nodes.items()}
         return cls(parsed, _plain(data.get("target")), _plain(data.get("model")),
                    _plain(data.get("solution")))
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write the config as indented JSON to ``path``.
 
         Examples
@@ -310,7 +452,7 @@ class Config:
             file.write(text + "\n")
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> "Config":
+    def load(cls, path: str | os.PathLike[str]) -> "Config":
         """Read and validate a config file.
 
         Raises
@@ -332,25 +474,39 @@ class Config:
         """
         try:
             with open(path, encoding="utf-8") as file:
-                data = json.load(file)
+                text = file.read(MAX_FILE_CHARS + 1)  # bounded: /dev/zero never ends
+            if len(text) > MAX_FILE_CHARS:
+                raise ConfigError(f"{path}: more than {MAX_FILE_CHARS >> 20} MiB, far larger than "
+                                  "any config; not a graphtune config file")
+            data = safejson.loads(text, max_chars=MAX_FILE_CHARS)
         except FileNotFoundError:
             raise ConfigError(f"{path}: no such config file") from None
         except json.JSONDecodeError as err:
             raise ConfigError(f"{path}: not valid JSON at line {err.lineno} column {err.colno}: "
                               f"{err.msg}") from None
+        except safejson.JSONLimitError as err:
+            raise ConfigError(f"{path}: {err}, unlike any config; not a graphtune config "
+                              "file") from None
         except UnicodeDecodeError:
             raise ConfigError(f"{path}: not a config file (binary, not UTF-8 JSON)") from None
         except OSError as err:  # a folder, no permission...
             raise ConfigError(f"{path}: cannot read the config file ({err.strerror})") from None
         try:
             return cls.from_dict(data)
-        except ConfigError as err:
+        except (ConfigError, LayoutError) as err:  # every message names the file
             raise type(err)(f"{path}: {err}") from None
 
     # --------------------------------------------------------- construction
     @classmethod
     def uniform(cls, model: Any, block: int = 16, target: Any = None) -> "Config":
-        """Config giving every layout node the same channel block: :func:`graphtune.baselines.uniform`.
+        """Config giving every layout node the same channel block and default knobs.
+
+        A node whose channel counts ``block`` does not divide gets the divisor of
+        its channels nearest to ``block`` (see :func:`graphtune.x86.default_knobs`);
+        joins are left to the compiler. ``model`` is anything
+        :func:`graphtune.frontend.import_model` accepts, ``target`` a
+        ``tvm.target.Target`` or its dict (default: this host). Also
+        :func:`graphtune.baselines.uniform`.
 
         Examples
         --------
@@ -359,13 +515,17 @@ class Config:
         >>> cfg.nodes["conv1"].in_layout, cfg.nodes["conv1"].out_layout
         ('NCHW3c', 'NCHW16c')
         """
-        from .baselines import uniform  # needs the frontend and x86 (TVM): loaded on use only
+        from .bind import uniform_nodes  # the frontend and x86 (TVM): loaded on use only
 
-        return uniform(model, block, target)
+        return cls._of_parts(uniform_nodes(model, block, target), {"method": "uniform", "block": block})
 
     @classmethod
     def random(cls, model: Any, seed: int = 0, target: Any = None) -> "Config":
-        """Config picking a random candidate per node: :func:`graphtune.baselines.random`.
+        """Config picking a random candidate of :func:`graphtune.x86.candidates` per node.
+
+        Neighbouring nodes then rarely agree on a layout: a compiled model full of
+        layout transforms, a contrast for benchmarks and a stress test for the
+        compiler. Also :func:`graphtune.baselines.random`.
 
         Examples
         --------
@@ -374,12 +534,20 @@ class Config:
         >>> cfg.solution
         {'method': 'random', 'seed': 1}
         """
-        from .baselines import random  # needs the frontend and x86 (TVM): loaded on use only
+        from .bind import random_nodes  # the frontend and x86 (TVM): loaded on use only
 
-        return random(model, seed, target)
+        return cls._of_parts(random_nodes(model, seed, target), {"method": "random", "seed": seed})
 
     @classmethod
-    def from_solution(cls, graph: Any, solution: Any, target: Any = None,
+    def _of_parts(cls, parts: Mapping[str, Any], solution: dict[str, Any]) -> "Config":
+        """Config of the ``target``, ``model`` and ``nodes`` fields of a config document."""
+        nodes = {name: NodeConfig(node["op"], _plain(node["workload"]), node["in_layout"],
+                                  node["out_layout"], _plain(node["knobs"]))
+                 for name, node in parts["nodes"].items()}
+        return cls(nodes, target=parts["target"], model=parts["model"], solution=solution)
+
+    @classmethod
+    def from_solution(cls, graph: LayoutGraph, solution: Solution, target: Any = None,
                       model_name: str | None = None) -> "Config":
         """Config of the candidates a solver picked on a layout graph.
 
@@ -420,11 +588,12 @@ class Config:
             nodes[name] = NodeConfig(op, graph_workload(graph, name), cand.in_layout,
                                      cand.out_layout, _plain(cand.knobs),
                                      None if math.isnan(cost) else cost)
-        energy = float(solution.energy)
+        # costs not measured (NaN) count as 0, as for kernel_ms: the config states what is known
+        energy = _known(float(solution.energy))
         gap = float(solution.relative_gap)
-        transform_ms = graph.transform_cost(solution.assignment)
-        fixed_ms = sum(float(graph.candidates(n)[solution.assignment[n]].cost) for n in graph.nodes
-                       if graph.op(n) not in NODE_OPS and n in solution.assignment)
+        transform_ms = _known(float(graph.transform_cost(solution.assignment)))
+        fixed_ms = sum(_known(float(graph.candidates(n)[solution.assignment[n]].cost))
+                       for n in graph.nodes if graph.op(n) not in NODE_OPS and n in solution.assignment)
         if target is not None and not isinstance(target, Mapping):
             raise ConfigError(f"target: expected the target's JSON description (a dict, see "
                               f"graphtune.x86.target_key), got {type(target).__name__}")
@@ -445,8 +614,9 @@ class Config:
         Parameters
         ----------
         model : LayoutGraph, list of LayoutOp, IRModule, onnx.ModelProto or path
-            The model the config is applied to. A LayoutGraph is also checked by
-            fingerprint; otherwise the layout ops are compared node by node.
+            The model the config is applied to. A LayoutGraph (no TVM needed but for
+            the knobs) is also checked by fingerprint and lists its joins; otherwise the
+            layout ops the frontend reads are compared node by node.
 
         Returns
         -------
@@ -472,8 +642,9 @@ class Config:
         """
         from .bind import model_nodes, x86_knobs  # the frontend and x86 (TVM): loaded on use only
 
-        nodes, fingerprint = model_nodes(model)
-        return self.check_nodes(nodes, fingerprint, x86_knobs)
+        if isinstance(model, LayoutGraph):
+            return self.check_nodes(graph_nodes(model), model.fingerprint(), x86_knobs)
+        return self.check_nodes(model_nodes(model), None, x86_knobs)
 
     def check_nodes(self, ops: Iterable[ModelNode], fingerprint: str | None = None,
                     knobs: KnobCheck | None = None) -> list[str]:
@@ -500,14 +671,15 @@ class Config:
         --------
         >>> node = NodeConfig("dense", {"data": [1, 8], "weight": [4, 8], "dtype": "float32"},
         ...                   "NC", "NC", {"oc_bn": 4, "k_bn": 8})
-        >>> Config({"fc": node}).check_nodes([("fc", "dense", node.workload), ("fc2", "dense", node.workload)])
+        >>> Config({"fc": node}).check_nodes([("fc", "dense", node.workload),
+        ...                                   ("fc2", "dense", node.workload)])
         ['fc2']
         """
         ops = [(name, Op(op), workload) for name, op, workload in ops]
         by_name = {name: (op, workload) for name, op, workload in ops}
         has_joins = any(op == Op.JOIN for _, op, _ in ops)
-        for name, node in self.nodes.items():
-            if node.op == Op.JOIN and not has_joins:
+        for name, configured in self.nodes.items():
+            if configured.op == Op.JOIN and not has_joins:
                 continue  # layout ops alone do not list joins: nothing to check them against
             if name not in by_name:
                 known = ", ".join(list(by_name)[:5])
@@ -515,7 +687,7 @@ class Config:
                     f"nodes.{name}: the model has no layout node of that name (its nodes are "
                     f"{known}, ...); the config was made for another model — re-tune it for "
                     "this one")
-        missing = []
+        missing: list[str] = []
         for name, op, workload in ops:
             node = self.nodes.get(name)
             if node is None:
@@ -547,7 +719,8 @@ class Config:
 def _check_knobs(name: str, node: NodeConfig, knobs: KnobCheck) -> None:
     """Raise if a node's knobs are invalid or disagree with its layouts."""
     try:
-        layouts = tuple(knobs(node.op, node.workload, node.knobs))
+        # a layout node's workload matched the model's (check_nodes), so it is not None
+        layouts = tuple(knobs(node.op, cast(Workload, node.workload), node.knobs))
     except (KnobError, ModelError) as err:
         raise type(err)(f"nodes.{name}.knobs: {err}") from None
     if layouts != (node.in_layout, node.out_layout):
@@ -557,14 +730,29 @@ def _check_knobs(name: str, node: NodeConfig, knobs: KnobCheck) -> None:
             "layouts or the knobs")
 
 
-def graph_workload(graph: Any, name: str) -> dict | None:
+def graph_nodes(graph: LayoutGraph) -> list[ModelNode]:
+    """``(name, op, workload)`` of every config node of a layout graph (joins included).
+
+    Examples
+    --------
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[0.0], op="boundary")
+    >>> g.add_node("j", costs=[0.0], op="join")
+    >>> g.add_edge("a", "j", shape=[1, 8, 2, 2])
+    >>> graph_nodes(g)
+    [('j', 'join', {'inputs': ['a']})]
+    """
+    return [(name, graph.op(name), graph_workload(graph, name))
+            for name in graph.nodes if graph.op(name) in NODE_OPS]
+
+
+def graph_workload(graph: LayoutGraph, name: str) -> Workload | None:
     """A node's workload as a config stores it; for a join, ``{"inputs": [the nodes feeding it, sorted]}``.
 
     The inputs make the config check see a join rewired; the compiler finds it by name.
 
     Examples
     --------
-    >>> from graphtune.graph import LayoutGraph
     >>> g = LayoutGraph()
     >>> g.add_node("a", costs=[0.0], op="boundary")
     >>> g.add_node("j", costs=[0.0], op="join")
@@ -574,4 +762,5 @@ def graph_workload(graph: Any, name: str) -> dict | None:
     """
     if graph.op(name) == Op.JOIN:
         return {"inputs": sorted(graph.nx.predecessors(name))}
-    return _plain(graph.workload(name))
+    workload: Workload | None = _plain(graph.workload(name))
+    return workload

@@ -30,18 +30,40 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence, TypedDict
 
 import networkx as nx
 import numpy as np
 
+from . import safejson
 from .errors import GraphError
 from .ops import GRAPH_OPS, Op, as_op
 
 __all__ = ["Candidate", "LayoutGraph", "TransformFn"]
 
+MAX_JSON_CHARS = 256 << 20
+"""Longest layout graph document :meth:`LayoutGraph.from_json` reads (characters)."""
+
 TransformFn = Callable[[Any, str, str], float]
 """``fn(shape, src_layout, dst_layout) -> ms``: the cost of one layout transform."""
+
+
+class _NodeData(TypedDict):
+    """The attributes of a node of the underlying networkx graph."""
+
+    op: Op
+    workload: dict[str, Any] | None
+    candidates: tuple[Candidate, ...]
+
+
+class _EdgeData(TypedDict):
+    """The attributes of an edge of the underlying networkx graph."""
+
+    shape: list[int] | None
+    cost: np.ndarray | None  # read-only matrix, candidates of src x candidates of dst
+    fn: TransformFn | None  # computes ``cost`` on first use
+    tensors: dict[str, list[int]] | None
+    bound: np.ndarray | None
 
 _FORMAT = "graphtune.layout_graph"
 _VERSION = 1
@@ -82,12 +104,13 @@ class Candidate:
         try:
             object.__setattr__(self, "cost", float(self.cost))
         except (TypeError, ValueError):
-            raise GraphError(f"Candidate cost must be a number of ms (NaN if unmeasured), got {self.cost!r}") from None
+            raise GraphError(
+                f"Candidate cost must be a number of ms (NaN if unmeasured), got {self.cost!r}") from None
 
     def __hash__(self) -> int:
         return hash((json.dumps(self.knobs, sort_keys=True), self.in_layout, self.out_layout, self.cost))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-able form; a NaN cost is written as ``None``.
 
         Examples
@@ -194,7 +217,9 @@ class LayoutGraph:
         self._g.add_node(name, op=op, workload=None if workload is None else dict(workload), candidates=cands)
 
     @staticmethod
-    def _make_candidates(name, candidates, costs, layouts) -> tuple[Candidate, ...]:
+    def _make_candidates(name: str, candidates: Sequence[Candidate] | None,
+                         costs: Sequence[float] | None,
+                         layouts: Sequence[str] | None) -> tuple[Candidate, ...]:
         if (candidates is None) == (costs is None):
             raise GraphError(f"node {name!r}: give exactly one of candidates=[Candidate...] or costs=[...]")
         if costs is not None:
@@ -207,6 +232,7 @@ class LayoutGraph:
                 return tuple(Candidate({}, lay, lay, c) for c, lay in zip(costs, layouts))
             except GraphError as err:
                 raise GraphError(f"node {name!r}: {err}") from None
+        assert candidates is not None  # exactly one of candidates and costs, checked above
         cands = tuple(candidates)
         for i, c in enumerate(cands):
             if not isinstance(c, Candidate):
@@ -341,10 +367,11 @@ class LayoutGraph:
                 f"node {name!r}: prune indices {keep} must be distinct, non-empty and in [0, {len(cands)})"
             )
         self._g.nodes[name]["candidates"] = tuple(cands[k] for k in keep)
-        for u, v, data in self._touching(name):
+        for u, _, data in self._touching(name):
             for attr in ("cost", "bound"):
-                if data[attr] is not None:
-                    matrix = np.array(data[attr][keep, :] if u == name else data[attr][:, keep])
+                full = data[attr]
+                if full is not None:
+                    matrix = np.array(full[keep, :] if u == name else full[:, keep])
                     matrix.setflags(write=False)
                     data[attr] = matrix
 
@@ -375,13 +402,14 @@ class LayoutGraph:
         if callable(cost):
             data["fn"], data["cost"], data["bound"] = cost, None, None
             return
-        data["fn"], data["cost"] = None, self._check_matrix(u, v, cost)
+        matrix = self._check_matrix(u, v, cost)
+        data["fn"], data["cost"] = None, matrix
         data["bound"] = None
         if bound is not None:
             mask = np.array(bound, dtype=bool)
-            if mask.shape != data["cost"].shape:
+            if mask.shape != matrix.shape:
                 raise GraphError(f"edge {u} -> {v}: bound mask has shape {mask.shape}, "
-                                 f"expected {data['cost'].shape} (the cost matrix's)")
+                                 f"expected {matrix.shape} (the cost matrix's)")
             mask.setflags(write=False)
             data["bound"] = mask if mask.any() else None
 
@@ -435,7 +463,7 @@ class LayoutGraph:
         return list(self._g.edges)
 
     def __len__(self) -> int:
-        return self._g.number_of_nodes()
+        return int(self._g.number_of_nodes())
 
     def __contains__(self, name: object) -> bool:
         return name in self._g
@@ -447,7 +475,7 @@ class LayoutGraph:
         """Op kind of node ``name`` (an :class:`~graphtune.ops.Op`, equal to its string)."""
         return self._require(name)["op"]
 
-    def workload(self, name: str) -> dict | None:
+    def workload(self, name: str) -> dict[str, Any] | None:
         """Workload dict of node ``name`` (None if not given)."""
         return self._require(name)["workload"]
 
@@ -484,14 +512,15 @@ class LayoutGraph:
         [[3.0]]
         """
         data = self._edge(u, v)
-        if data["cost"] is None:
-            if data["fn"] is None:
+        cost, fn = data["cost"], data["fn"]
+        if cost is None:
+            if fn is None:
                 raise GraphError(
                     f"edge {u} -> {v} has no cost matrix; pass cost= to add_edge, "
                     "set_edge_cost, or call fill_edge_costs(fn)"
                 )
-            data["cost"] = self._check_matrix(u, v, self._evaluate(u, v, data))
-        return data["cost"]
+            cost = data["cost"] = self._check_matrix(u, v, self._evaluate(u, v, fn, data))
+        return cost
 
     def edge_bound(self, u: str, v: str) -> np.ndarray | None:
         """Boolean matrix of edge ``u -> v``: True where its cost is only a lower bound (an
@@ -507,7 +536,7 @@ class LayoutGraph:
         """
         return self._edge(u, v)["bound"]
 
-    def _evaluate(self, u: str, v: str, data: dict) -> np.ndarray:
+    def _evaluate(self, u: str, v: str, fn: TransformFn, data: _EdgeData) -> np.ndarray:
         src = [c.out_layout for c in self.candidates(u)]
         dst = [c.in_layout for c in self.candidates(v)]
         cache: dict[tuple[str, str], float] = {}
@@ -518,7 +547,7 @@ class LayoutGraph:
                     continue
                 if (a, b) not in cache:
                     try:
-                        cache[a, b] = sum(float(data["fn"](shape, a, b)) for shape in _shapes(data))
+                        cache[a, b] = sum(float(fn(shape, a, b)) for shape in _shapes(data))
                     except (TypeError, ValueError, LookupError) as err:
                         raise GraphError(
                             f"edge {u} -> {v}: transform cost {a} -> {b} for shape {data['shape']} "
@@ -567,7 +596,7 @@ class LayoutGraph:
         >>> g.transform_pairs()
         [((1, 8, 4, 4), 'NCHW', 'NCHW8c')]
         """
-        pairs = set()
+        pairs: set[tuple[tuple[int, ...], str, str]] = set()
         for u, v, data in self._g.edges(data=True):
             if missing_only and data["cost"] is not None:
                 continue
@@ -576,7 +605,8 @@ class LayoutGraph:
             for a in {c.out_layout for c in self.candidates(u)}:
                 for b in {c.in_layout for c in self.candidates(v)}:
                     if a != b:
-                        pairs.update((tuple(shape), a, b) for shape in _shapes(data))
+                        pairs.update((tuple(shape), a, b) for shape in _shapes(data)
+                                     if shape is not None)
         return sorted(pairs)
 
     def validate(self) -> None:
@@ -603,7 +633,8 @@ class LayoutGraph:
             if not cands:
                 raise GraphError(f"node {name!r} has no candidates; give it at least one")
             if data["op"] == Op.BOUNDARY and len(cands) != 1:
-                raise GraphError(f"boundary node {name!r} has {len(cands)} candidates; a boundary has exactly one")
+                raise GraphError(
+                    f"boundary node {name!r} has {len(cands)} candidates; a boundary has exactly one")
             for i, c in enumerate(cands):
                 if not (math.isfinite(c.cost) and c.cost >= 0):
                     raise GraphError(
@@ -619,7 +650,8 @@ class LayoutGraph:
             if bad.any():
                 s, r = map(int, np.argwhere(bad)[0])
                 raise GraphError(
-                    f"edge {u} -> {v}: cost[{s}, {r}] = {matrix[s, r]}; transform costs must be finite ms >= 0"
+                    f"edge {u} -> {v}: cost[{s}, {r}] = {matrix[s, r]}; "
+                    "transform costs must be finite ms >= 0"
                 )
 
     def energy(self, assignment: Mapping[str, int]) -> float:
@@ -733,7 +765,7 @@ class LayoutGraph:
         return hashlib.sha256(text.encode()).hexdigest()
 
     # ------------------------------------------------------------------ (de)serialisation
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """JSON-able form; callables are materialised into matrices.
 
         Examples
@@ -743,13 +775,15 @@ class LayoutGraph:
         'graphtune.layout_graph'
         """
         nodes = [
-            {"name": n, "op": d["op"], "workload": d["workload"], "candidates": [c.to_dict() for c in d["candidates"]]}
+            {"name": n, "op": d["op"], "workload": d["workload"],
+             "candidates": [c.to_dict() for c in d["candidates"]]}
             for n, d in self._g.nodes(data=True)
         ]
         edges = []
         for u, v, d in self._g.edges(data=True):
             matrix = self.edge_cost(u, v) if d["fn"] is not None else d["cost"]
-            edge = {"src": u, "dst": v, "shape": d["shape"], "cost": None if matrix is None else matrix.tolist()}
+            edge = {"src": u, "dst": v, "shape": d["shape"],
+                    "cost": None if matrix is None else matrix.tolist()}
             if d["bound"] is not None:
                 edge["bound"] = np.argwhere(d["bound"]).tolist()
             edges.append(edge)
@@ -786,19 +820,32 @@ class LayoutGraph:
         if data.get("version") != _VERSION:
             raise GraphError(f"layout graph version {data.get('version')!r} unsupported; expected {_VERSION}")
         graph = cls()
+        where = "nodes"
         try:
-            for node in data["nodes"]:
+            for i, node in enumerate(data["nodes"]):
+                where = f"nodes.{i}"
                 cands = [Candidate.from_dict(c) for c in node["candidates"]]
                 graph.add_node(node["name"], cands, op=node["op"], workload=node.get("workload"))
-            for edge in data["edges"]:
+            where = "edges"
+            for i, edge in enumerate(data["edges"]):
+                where = f"edges.{i}"
                 u, v = edge["src"], edge["dst"]
                 graph.add_edge(u, v, cost=edge.get("cost"), shape=edge.get("shape"))
                 if edge.get("bound"):  # [[s, r], ...]: the entries that are lower bounds
                     mask = np.zeros(graph.edge_cost(u, v).shape, dtype=bool)
-                    mask[tuple(np.array(edge["bound"]).T)] = True
+                    bound = np.array(edge["bound"])
+                    if bound.dtype.kind not in "iu" or bound.ndim != 2 or bound.shape[1] != 2 \
+                            or (bound < 0).any():
+                        raise GraphError(f"edge {u} -> {v}: bound must be a list of [s, r] "
+                                         "candidate index pairs")
+                    mask[tuple(bound.T)] = True
                     graph.set_edge_cost(u, v, graph.edge_cost(u, v), bound=mask)
-        except (KeyError, TypeError) as err:
-            raise GraphError(f"malformed layout graph document: missing or bad field {err}") from None
+        except GraphError as err:
+            raise GraphError(f"{where}: {safejson.printable(err)}") from None
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as err:
+            text = safejson.printable(err)
+            raise GraphError(f"malformed layout graph document: {where}: missing or bad field "
+                             f"{text if len(text) <= 100 else text[:97] + '...'}") from None
         return graph
 
     @classmethod
@@ -807,32 +854,37 @@ class LayoutGraph:
 
         Examples
         --------
-        >>> LayoutGraph.from_json('{"format": "graphtune.layout_graph", "version": 1, "nodes": [], "edges": []}')
+        >>> LayoutGraph.from_json('{"format": "graphtune.layout_graph", "version": 1, '
+        ...                       '"nodes": [], "edges": []}')
         LayoutGraph(0 nodes, 0 edges)
         """
         try:
-            data = json.loads(text)
+            data = safejson.loads(text, max_chars=MAX_JSON_CHARS)
         except json.JSONDecodeError as err:
             raise GraphError(f"layout graph JSON is not valid JSON: {err}") from None
+        except ValueError as err:  # nested too deep, a number of thousands of digits...
+            raise GraphError(f"not a layout graph document: {err}") from None
         return cls.from_dict(data)
 
     # ------------------------------------------------------------------ helpers
-    def _require(self, name: str) -> dict:
+    def _require(self, name: str) -> _NodeData:
         if name not in self._g:
             raise GraphError(f"unknown node {name!r}")
-        return self._g.nodes[name]
+        data: _NodeData = self._g.nodes[name]
+        return data
 
-    def _edge(self, u: str, v: str) -> dict:
+    def _edge(self, u: str, v: str) -> _EdgeData:
         if not self._g.has_edge(u, v):
             raise GraphError(f"unknown edge {u} -> {v}")
-        return self._g.edges[u, v]
+        data: _EdgeData = self._g.edges[u, v]
+        return data
 
-    def _touching(self, name: str) -> Iterable[tuple[str, str, dict]]:
+    def _touching(self, name: str) -> Iterator[tuple[str, str, _EdgeData]]:
         yield from self._g.out_edges(name, data=True)
         yield from self._g.in_edges(name, data=True)
 
 
-def _shapes(data: dict) -> list:
+def _shapes(data: _EdgeData) -> list[list[int] | None]:
     """Shapes of the tensors an edge carries (its ``shape`` when it names none)."""
     tensors = data.get("tensors")
     return list(tensors.values()) if tensors else [data["shape"]]

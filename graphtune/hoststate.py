@@ -1,24 +1,22 @@
-"""Probe whether this process's threads exchange data cheaply right now (a host-state probe).
+"""Gauge whether this process's threads exchange data cheaply right now (the host-state gauge).
 
 On a cloud VM the host moves vCPUs between cores; two vCPUs sharing a last-level cache
 hand data to each other at cache speed, two that do not, at memory speed. The guest
-cannot see or choose this, and it changes within seconds. On the AMD EPYC (Zen 5) guest
-this project is measured on, with 2 threads, a 4 MB copy whose two halves were written by
-the other thread took 0.07 ms for a while, then 0.3 ms for a while; ResNet-50 (one
-compiled config) ran 18.2 ms in the first state and 21.0 ms in the second, its
-memory-bound ops 2-5x slower, its compute-bound 3x3 convs not.
+cannot see or choose this, and it changes within seconds; memory-bound ops run several
+times slower in the *split* state than in the *shared* one, compute-bound ones do not
+(``docs/timing.md``, "Host state", has the measurements).
 
-:meth:`HandoffProbe.ratio` times a parallel copy reading data the *other* thread just wrote
+:meth:`HandoffGauge.ratio` times a parallel copy reading data the *other* thread just wrote
 against one reading what the *same* thread wrote: about 1 when threads share a cache,
-several times more when they do not. Benchmarks probe it right before and after every
-runtime's timed turn (``benchmarks/e2e.py``, :func:`graphtune.latency.probed_rounds`) and
-group the samples by :func:`state_of` those probes, so figures taken in the two states are
+several times more when they do not. Benchmarks read the gauge right before and after every
+runtime's timed turn (``benchmarks/e2e.py``, :func:`graphtune.latency.gauged_rounds`) and
+group the samples by :func:`state_of` those readings, so figures taken in the two states are
 not mixed unknowingly.
 
 Examples
 --------
->>> probe = HandoffProbe(megabytes=1.0)
->>> ratio = probe.ratio(calls=20)
+>>> gauge = HandoffGauge(megabytes=1.0)
+>>> ratio = gauge.ratio(calls=20)
 >>> ratio > 0
 True
 """
@@ -27,17 +25,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
-__all__ = ["HandoffProbe", "SHARED_LIMIT", "by_state", "state_of"]
+__all__ = ["HandoffGauge", "SHARED_LIMIT", "by_state", "state_of"]
 
 SHARED_LIMIT = 1.5
-"""A handoff ratio above this means the threads did not share a cache while probed (the two
-states measured gave 0.8-0.9 and 3.5-4.5)."""
+"""A handoff ratio above this means the threads did not share a cache while gauged (the two
+states give about 1 and several times that)."""
 
 
 def state_of(ratios: Sequence[float]) -> str:
-    """The host state over probes ``ratios`` taken around one timing: ``shared`` when every one
+    """The host state over gauge readings ``ratios`` taken around one timing: ``shared`` when every one
     is at most :data:`SHARED_LIMIT`, ``split`` when every one is above it, ``mixed`` otherwise
     (the state changed while it was timed).
 
@@ -53,18 +51,18 @@ def state_of(ratios: Sequence[float]) -> str:
     return "mixed"
 
 
-def by_state(samples: Mapping[str, Sequence[float]],
+def by_state(samples: Mapping[str, Iterable[float]],
              ratios: Sequence[float] | Mapping[str, Sequence[Sequence[float]]]) -> dict:
     """Median latency per runtime over the samples timed in each state (``shared`` / ``split`` cache).
 
     Parameters
     ----------
-    samples : mapping of str to sequence of float
+    samples : mapping of str to iterable of float
         Per runtime, one latency per round.
     ratios : sequence of float, or mapping of str to sequence of sequences of float
-        The probe's handoff ratio of each round (:meth:`HandoffProbe.ratio`), for
-        every runtime alike; or per runtime, the ratios probed around each of its
-        samples (:func:`graphtune.latency.probed_rounds`), whose state is then
+        The gauge's handoff ratio of each round (:meth:`HandoffGauge.ratio`), for
+        every runtime alike; or per runtime, the ratios read around each of its
+        samples (:func:`graphtune.latency.gauged_rounds`), whose state is then
         :func:`state_of` them: a sample timed while the state changed (``mixed``)
         is left out.
 
@@ -86,8 +84,8 @@ def by_state(samples: Mapping[str, Sequence[float]],
     kept: dict[str, dict[str, list[float]]] = {"shared": {}, "split": {}}
     for name, values in samples.items():
         around = ratios[name] if isinstance(ratios, Mapping) else [[r] for r in ratios]
-        for value, probes in zip(values, around):
-            state = state_of(probes)
+        for value, readings in zip(values, around):
+            state = state_of(readings)
             if state in kept:
                 kept[state].setdefault(name, []).append(value)
     return {state: {"rounds": min(len(per.get(name, [])) for name in samples),
@@ -96,7 +94,7 @@ def by_state(samples: Mapping[str, Sequence[float]],
             for state, per in kept.items() if per}
 
 
-class HandoffProbe:
+class HandoffGauge:
     """Two parallel row copies of a ``megabytes`` buffer, rows split between threads in ranges:
     one copies row ``i`` to row ``i``, the other row ``i + rows/2`` (written by another thread).
 
@@ -107,7 +105,7 @@ class HandoffProbe:
 
     Examples
     --------
-    >>> HandoffProbe(megabytes=0.5).megabytes
+    >>> HandoffGauge(megabytes=0.5).megabytes
     0.5
     """
 
@@ -129,7 +127,7 @@ class HandoffProbe:
 
         Examples
         --------
-        >>> HandoffProbe(megabytes=0.5).ratio(calls=5) > 0
+        >>> HandoffGauge(megabytes=0.5).ratio(calls=5) > 0
         True
         """
         same, shifted, a, b = self._kernels()

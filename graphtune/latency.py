@@ -3,23 +3,19 @@
 Absolute times drift by several percent on shared machines while ratios
 measured in the same rounds stay steady, so :func:`interleaved` times every
 runtime once per round, rotates their order each round, and returns every
-sample; report medians and their ratios. Each timed call is preceded by
-untimed calls of the same runtime (``settle``), which wake its thread pool
-and outlast the previous runtime's still-spinning threads. Measured on
-ResNet-18 with ONNX Runtime, OpenVINO and graphtune in one process: one
-settle call left ONNX Runtime bimodal (8.5 or 14-31 ms, depending on who ran
-before it), three gave 8.3-8.7 ms in every mix; sleeping 50 ms between calls
-instead let thread pools go cold (ONNX Runtime 16.9 ms), which a serving loop
-calling back to back never sees. A count alone is too short for small models:
-on MobileNetV3 (2.7 ms alone, AMD EPYC Zen 5, 2 threads) graphtune timed right
-after ONNX Runtime with 3 settle calls ran at 6.5 ms (ONNX Runtime's threads,
-in another process, still spinning); settling for at least ``settle_ms`` (50)
-gave its alone time back. A thread pool spinning in *another process* is not
-settled away: after each parallel call one of TVM's workers spins for ~150 ms
-(a full CPU, AMD EPYC Zen 5, 2 threads), so a peer timed in its own process
-right after graphtune ran on one CPU of two (ONNX Runtime on GoogLeNet: 47.7
-ms in such rounds, 14.8 ms alone). Before each runtime's turn the rounds
-therefore wait until the other runtimes' processes are idle (:func:`wait_idle`).
+sample; report medians and their ratios. The rules, each of which fixed an
+error measured on the benchmark machines (``docs/timing.md``, "Whole models,
+side by side"):
+
+- each timed call is preceded by untimed calls of the same runtime
+  (``settle``, at least 3 of them and at least ``settle_ms`` = 50 ms), which
+  wake its thread pool and outlast the previous runtime's still-spinning
+  threads; a runtime is never left idle long enough for its pool to go cold;
+- a thread pool spinning in *another process* is not settled away, so before
+  each runtime's turn the rounds wait until the other runtimes' processes are
+  idle (:func:`wait_idle`);
+- with a gauge (:func:`gauged_rounds`), the host state is read right before
+  and after each runtime's turn, so samples can be grouped by it.
 
 Examples
 --------
@@ -34,13 +30,27 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol, Union, cast
 
 import numpy as np
 
-__all__ = ["cpu_seconds", "interleaved", "median_ms", "probed_rounds", "settled_call_ms", "wait_idle"]
+__all__ = ["cpu_seconds", "gauged_rounds", "interleaved", "median_ms", "settled_call_ms", "wait_idle"]
 
 
-def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, warmup: int = 3,
+class TimedTurn(Protocol):
+    """A runtime in another process that times itself (a :class:`graphtune.peers.PeerProcess`)."""
+
+    @property
+    def pid(self) -> int | None: ...
+
+    def timed(self, settle: int, settle_ms: float = ...) -> float: ...
+
+
+Runtime = Union[Callable[[], object], TimedTurn]
+"""What :func:`interleaved` times: a zero-argument call, or a :class:`TimedTurn`."""
+
+
+def interleaved(calls: Mapping[str, Runtime], repeat: int = 30, warmup: int = 3,
                 settle: int = 3, settle_ms: float = 50.0) -> dict[str, np.ndarray]:
     """Time each zero-argument call ``repeat`` times, interleaved; milliseconds per call.
 
@@ -69,33 +79,33 @@ def interleaved(calls: Mapping[str, Callable[[], object]], repeat: int = 30, war
     >>> median_ms(interleaved({"noop": lambda: None}, repeat=3, warmup=0))["noop"] < 1
     True
     """
-    return probed_rounds(calls, None, repeat, warmup, settle, settle_ms)[0]
+    return gauged_rounds(calls, None, repeat, warmup, settle, settle_ms)[0]
 
 
-def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[], float] | None,
+def gauged_rounds(calls: Mapping[str, Runtime], gauge: Callable[[], float] | None,
                   repeat: int = 30, warmup: int = 3, settle: int = 3,
                   settle_ms: float = 50.0) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """:func:`interleaved`, calling ``probe()`` right before and right after each timed turn.
+    """:func:`interleaved`, reading ``gauge()`` right before and right after each timed turn.
 
-    The probe tells the state of the machine a sample was timed in (e.g.
-    :meth:`graphtune.hoststate.HandoffProbe.ratio`), so samples can be grouped by it;
-    probing around each runtime's turn (its settle calls and timed call), not once per
+    The gauge tells the state of the machine a sample was timed in (e.g.
+    :meth:`graphtune.hoststate.HandoffGauge.ratio`), so samples can be grouped by it;
+    reading it around each runtime's turn (its settle calls and timed call), not once per
     round, keeps a state change during a long round from being charged to the wrong
-    runtime (SSD-512's rounds last several seconds; the host's state flips every 10-60 s).
+    runtime (a round of a large model lasts seconds; the host's state can flip as often).
     Before each runtime's turn the processes of the others (this one, for a
     runtime in another process) are let fall idle (:func:`wait_idle`), after the
-    probe when the runtime is in another process (the probe's threads spin too).
+    gauge when the runtime is in another process (the gauge's threads spin too).
 
     Returns
     -------
     tuple
-        (``{name: repeat latencies in ms}``, ``{name: array (repeat, 2) of the probe
-        before and after each timed turn}``; empty arrays without a probe).
+        (``{name: repeat latencies in ms}``, ``{name: array (repeat, 2) of the gauge
+        before and after each timed turn}``; empty arrays without a gauge).
 
     Examples
     --------
-    >>> samples, probes = probed_rounds({"noop": lambda: None}, lambda: 1.0, repeat=4, warmup=1)
-    >>> len(samples["noop"]), probes["noop"].tolist()
+    >>> samples, readings = gauged_rounds({"noop": lambda: None}, lambda: 1.0, repeat=4, warmup=1)
+    >>> len(samples["noop"]), readings["noop"].tolist()
     (4, [[1.0, 1.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
     """
     if repeat < 1 or warmup < 0 or settle < 0 or settle_ms < 0:
@@ -103,29 +113,30 @@ def probed_rounds(calls: Mapping[str, Callable[[], object]], probe: Callable[[],
                          f"{warmup}, {settle} and {settle_ms}")
     names = list(calls)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    probes: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
-    peers = {name: calls[name].pid for name in names if hasattr(calls[name], "timed")}
+    readings: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    peers = {name: cast(TimedTurn, calls[name]).pid for name in names if hasattr(calls[name], "timed")}
     for round_ in range(warmup + repeat):
         timed = round_ >= warmup
         shift = round_ % len(names) if names else 0
         for name in names[shift:] + names[:shift]:
             call = calls[name]
-            others = [pid for peer, pid in peers.items() if peer != name and pid is not None]
-            this = [None] if name in peers else []  # None: this process
+            others: list[int | None] = [pid for peer, pid in peers.items()
+                                        if peer != name and pid is not None]
+            this: list[int | None] = [None] if name in peers else []  # None: this process
             wait_idle(others + this)
-            before = float(probe()) if probe is not None and timed else None
+            before = float(gauge()) if gauge is not None and timed else None
             if before is not None and this:
                 wait_idle(this)
             if hasattr(call, "timed"):  # a runtime in another process times itself
-                elapsed_ms = call.timed(settle, settle_ms)
+                elapsed_ms = cast(TimedTurn, call).timed(settle, settle_ms)
             else:
                 elapsed_ms = settled_call_ms(call, settle, settle_ms)
             if timed:
                 samples[name].append(elapsed_ms)
-                if before is not None:
-                    probes[name].append((before, float(probe())))
+                if before is not None and gauge is not None:
+                    readings[name].append((before, float(gauge())))
     return ({name: np.asarray(values) for name, values in samples.items()},
-            {name: np.asarray(values, dtype=float).reshape(-1, 2) for name, values in probes.items()})
+            {name: np.asarray(values, dtype=float).reshape(-1, 2) for name, values in readings.items()})
 
 
 def cpu_seconds(pid: int | None = None) -> float | None:
@@ -166,7 +177,8 @@ def wait_idle(pids: Iterable[int | None], busy: float = 0.1, window_ms: float = 
 
     Examples
     --------
-    >>> wait_idle([None], timeout_ms=500) < 500
+    >>> waited = wait_idle([None], timeout_ms=50)  # this process sleeps in it: idle at once
+    >>> 0 <= waited < 5000
     True
     """
     pids = list(pids)

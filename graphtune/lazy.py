@@ -41,6 +41,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .errors import GraphError
 from .graph import LayoutGraph, _shapes
 from .solve.solution import Solution
 
@@ -50,9 +51,10 @@ Pair = tuple[tuple[int, ...], str, str]
 """A layout transform: (logical NCHW shape, source layout, destination layout)."""
 
 Edge = tuple[str, str]
+Grid = list[list[tuple[Pair, ...]]]  # per (src candidate, dst candidate): the transforms it runs
 
 
-def transform_cells(graph: LayoutGraph) -> dict[Edge, list[list[tuple[Pair, ...]]]]:
+def transform_cells(graph: LayoutGraph) -> dict[Edge, Grid]:
     """The transforms behind every entry of the edges that have no cost yet.
 
     ``cells[u, v][s][r]`` lists one transform per tensor the edge carries from
@@ -72,7 +74,9 @@ def transform_cells(graph: LayoutGraph) -> dict[Edge, list[list[tuple[Pair, ...]
     for u, v, data in graph.nx.edges(data=True):
         if data["cost"] is not None or data["fn"] is not None:
             continue
-        shapes = [tuple(int(d) for d in shape) for shape in _shapes(data)]
+        shapes = [tuple(int(d) for d in shape) for shape in _shapes(data) if shape is not None]
+        if not shapes:
+            raise GraphError(f"edge {u} -> {v} has no shape; pass shape= or tensors= to add_edge")
         cells[u, v] = [[tuple((shape, a.out_layout, b.in_layout) for shape in shapes)
                         if a.out_layout != b.in_layout else ()
                         for b in graph.candidates(v)]
@@ -80,7 +84,7 @@ def transform_cells(graph: LayoutGraph) -> dict[Edge, list[list[tuple[Pair, ...]
     return cells
 
 
-def _set_costs(graph: LayoutGraph, cells: Mapping[Edge, list], costs: Mapping[Pair, float],
+def _set_costs(graph: LayoutGraph, cells: Mapping[Edge, Grid], costs: Mapping[Pair, float],
                edges: Iterable[Edge], base: Mapping[Edge, np.ndarray]) -> None:
     """Set ``edges``' entries to the sum of their measured transforms (unmeasured ones count 0
     and mark the entry as a bound) plus ``base`` (what else was added to the entries, e.g.
@@ -91,13 +95,13 @@ def _set_costs(graph: LayoutGraph, cells: Mapping[Edge, list], costs: Mapping[Pa
         graph.set_edge_cost(*edge, _measured_part(grid, costs) + base.get(edge, 0.0), bound=bound)
 
 
-def _measured_part(grid: list, costs: Mapping[Pair, float]) -> np.ndarray:
+def _measured_part(grid: Grid, costs: Mapping[Pair, float]) -> np.ndarray:
     """Entries of an edge's ``grid``: the sum of the measured costs of each entry's transforms."""
     return np.array([[sum(costs.get(p, 0.0) for p in cell) for cell in row] for row in grid],
                     dtype=float)
 
 
-def _pending(graph: LayoutGraph, cells: Mapping[Edge, list], costs: Mapping[Pair, float],
+def _pending(graph: LayoutGraph, cells: Mapping[Edge, Grid], costs: Mapping[Pair, float],
              assignment: Mapping[str, int]) -> list[Pair]:
     """The unmeasured transforms ``assignment`` runs, in a stable order."""
     pending = {p for u, v in graph.unmeasured(assignment) if (u, v) in cells

@@ -10,7 +10,11 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
   the leading dims are rows; weight ``[M, K]``);
-- transform (a measurement task, not a kernel): ``{"shape", "src", "dst", "dtype"}``.
+- transform (a measurement task, not a kernel): ``{"shape", "src", "dst", "dtype"}``;
+- op group (a measurement task: one PrimFunc of a compiled model): ``{"ops", "args", "sha"}``.
+
+:data:`OP_CLASSES` says how each op kind counts: its family in a profile, whether its
+time is arithmetic (compute-bound) or where its data sits, whether it is a view.
 
 :func:`op_of` is the only place that infers an op from a workload's fields;
 where the op is known (a graph node, a config node, a task), pass it.
@@ -31,15 +35,17 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from .errors import ModelError
 
 __all__ = [
-    "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES",
+    "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload",
+    "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
 
@@ -76,9 +82,11 @@ class Op(str, enum.Enum):
     """A fixed-layout (NCHW / NC) place in the graph: model I/O, reshape, resize..."""
     TRANSFORM = "transform"
     """A layout transform, as a measurement task."""
-    SEGMENT = "segment"
-    """One PrimFunc of a compiled model holding the ops around the kernels (a kernel with its
-    fused epilogue, a pool, a join...), as a measurement task (:mod:`graphtune.opgroups.pricing`)."""
+    OP_GROUP = "segment"
+    """An op group: one PrimFunc of a compiled model holding the ops around the kernels (a kernel
+    with its fused epilogue, a pool, a join...), as a measurement task
+    (:mod:`graphtune.opgroups.pricing`). Its value is the records' task kind since op groups
+    were first measured."""
 
 
 LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE)
@@ -90,16 +98,24 @@ NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
 GRAPH_OPS = NODE_OPS + (Op.BOUNDARY,)
 """Ops a layout-graph node may have."""
 
-TASK_KINDS = LAYOUT_OPS + (Op.TRANSFORM, Op.SEGMENT)
-"""Kinds of measurement task: the kernels, layout transforms, and op-group segments."""
+TASK_KINDS = LAYOUT_OPS + (Op.TRANSFORM, Op.OP_GROUP)
+"""Kinds of measurement task: the kernels, layout transforms, and op groups."""
 
 DTYPES = ("float32",)
 """Data types graphtune's kernels support."""
 
+ModelNode = tuple[str, str, dict[str, Any] | None]
+"""``(name, op, workload)`` of one layout node of a model (a join's workload: its inputs, or
+None): what a model reader gives (:func:`graphtune.bind.model_nodes`) and a config is checked
+against (:meth:`graphtune.config.Config.check_nodes`)."""
+
+Workload = dict[str, Any]
+"""A workload: the JSON-able fields of one kernel op instance or measurement task."""
+
 _CONV_FIELDS = ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype")
 
 
-def as_op(value: Any, known: tuple = tuple(Op), what: str = "op") -> Op:
+def as_op(value: Any, known: tuple[str, ...] = tuple(Op), what: str = "op") -> Op:
     """``value`` as an :class:`Op` among ``known``, or one ValueError listing them.
 
     Examples
@@ -117,7 +133,7 @@ def as_op(value: Any, known: tuple = tuple(Op), what: str = "op") -> Op:
 
 
 # ------------------------------------------------------------------ validation
-def _ints(workload: dict, field: str, length: int, minimum: int, where: str) -> list:
+def _ints(workload: Workload, field: str, length: int, minimum: int, where: str) -> list[int]:
     value = workload[field]
     if (
         not isinstance(value, (list, tuple))
@@ -128,7 +144,7 @@ def _ints(workload: dict, field: str, length: int, minimum: int, where: str) -> 
     return list(value)
 
 
-def _check_fields(workload: dict, op: Op, where: str) -> None:
+def _check_fields(workload: Workload, op: Op, where: str) -> None:
     keys = WORKLOAD_FIELDS[op]
     missing = [k for k in keys if k not in workload]
     extra = [k for k in workload if k not in keys]
@@ -142,12 +158,14 @@ def _check_fields(workload: dict, op: Op, where: str) -> None:
         raise ModelError(f"{where} dtype {workload['dtype']!r} is not supported; use one of {DTYPES}")
 
 
-def _check_nonempty(workload: dict, op: Op, where: str) -> None:
-    if min(_SCHEMAS[op].output_shape(workload)) < 1:
+def _check_nonempty(workload: Workload, op: Op, where: str) -> None:
+    shape = _SCHEMAS[op].output_shape
+    assert shape is not None  # only called for ops with an output shape
+    if min(shape(workload)) < 1:
         raise ModelError(f"{where} {workload!r} has an empty output; check padding/strides/kernel")
 
 
-def _check_conv(workload: dict, op: Op | None, where: str) -> None:
+def _check_conv(workload: Workload, op: Op | None, where: str) -> None:
     _, c, _, _ = _ints(workload, "data", 4, 1, where)
     o, cg, _, _ = _ints(workload, "kernel", 4, 1, where)
     _ints(workload, "strides", 2, 1, where)
@@ -156,7 +174,8 @@ def _check_conv(workload: dict, op: Op | None, where: str) -> None:
     groups = workload["groups"]
     if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1 or c % groups or o % groups:
         raise ModelError(
-            f"{where}.groups = {groups!r} must be a positive int dividing the {c} input and {o} output channels"
+            f"{where}.groups = {groups!r} must be a positive int dividing the {c} input and {o} "
+            "output channels"
         )
     if cg * groups != c:
         raise ModelError(
@@ -165,10 +184,11 @@ def _check_conv(workload: dict, op: Op | None, where: str) -> None:
         )
     kind = _conv_kind(workload)
     if op is not None and op is not kind:
-        raise ModelError(f"{where}: a {kind!r} workload (groups={groups}, {c} channels) does not match op {op!r}")
+        raise ModelError(f"{where}: a {kind!r} workload (groups={groups}, {c} channels) does not "
+                         f"match op {op!r}")
 
 
-def _check_transpose(workload: dict, op: Op, where: str) -> None:
+def _check_transpose(workload: Workload, op: Op, where: str) -> None:
     _, c, _, _ = _ints(workload, "data", 4, 1, where)
     c2, _, _, _ = _ints(workload, "kernel", 4, 1, where)
     sh, sw = _ints(workload, "strides", 2, 1, where)
@@ -186,17 +206,18 @@ def _check_transpose(workload: dict, op: Op, where: str) -> None:
         raise ModelError(f"{where}.output_padding = {[ph, pw]} must be smaller than the strides {[sh, sw]}")
 
 
-def _check_dense(workload: dict, op: Op, where: str) -> None:
+def _check_dense(workload: Workload, op: Op, where: str) -> None:
     data = workload["data"]
     if not isinstance(data, (list, tuple)) or not 2 <= len(data) <= 4:
         raise ModelError(f"{where}.data = {data!r}: expected 2 to 4 ints (rows..., features)")
     k = _ints(workload, "data", len(data), 1, where)[-1]
     _, k2 = _ints(workload, "weight", 2, 1, where)
     if k != k2:
-        raise ModelError(f"{where}.weight = {workload['weight']}: data has {k} features but weight expects {k2}")
+        raise ModelError(f"{where}.weight = {workload['weight']}: data has {k} features but weight "
+                         f"expects {k2}")
 
 
-def _check_transform(workload: dict, op: Op, where: str) -> None:
+def _check_transform(workload: Workload, op: Op, where: str) -> None:
     shape = workload["shape"]
     if not isinstance(shape, (list, tuple)) or not shape:
         raise ModelError(f"{where}.shape = {shape!r}: expected a list of ints")
@@ -206,16 +227,16 @@ def _check_transform(workload: dict, op: Op, where: str) -> None:
             raise ModelError(f"{where}.{field} = {workload[field]!r}: expected a layout name")
 
 
-def _check_segment(workload: dict, op: Op, where: str) -> None:
+def _check_op_group(workload: Workload, op: Op, where: str) -> None:
     if not isinstance(workload["ops"], str) or not isinstance(workload["sha"], str):
-        raise ModelError(f"{where}: a segment's ops and sha are strings, got "
+        raise ModelError(f"{where}: an op group's ops and sha are strings, got "
                          f"{workload['ops']!r}, {workload['sha']!r}")
     if not isinstance(workload["args"], (list, tuple)):
         raise ModelError(f"{where}.args = {workload['args']!r}: expected a list of argument specs")
 
 
 # ---------------------------------------------------------- shapes and flops
-def _conv_shape(workload: dict) -> list:
+def _conv_shape(workload: Workload) -> list[int]:
     n, _, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
     sh, sw = workload["strides"]
@@ -225,7 +246,7 @@ def _conv_shape(workload: dict) -> list:
             (w + left + right - (kw - 1) * dw - 1) // sw + 1]
 
 
-def _transpose_shape(workload: dict) -> list:
+def _transpose_shape(workload: Workload) -> list[int]:
     n, _, h, w = workload["data"]
     _, o, kh, kw = workload["kernel"]
     (sh, sw), (top, left, bottom, right) = workload["strides"], workload["padding"]
@@ -233,34 +254,37 @@ def _transpose_shape(workload: dict) -> list:
     return [n, o, (h - 1) * sh - top - bottom + kh + ph, (w - 1) * sw - left - right + kw + pw]
 
 
-def _dense_shape(workload: dict) -> list:
+def _dense_shape(workload: Workload) -> list[int]:
     return list(workload["data"][:-1]) + [workload["weight"][0]]
 
 
-def _conv_flops(workload: dict) -> int:
+def _conv_flops(workload: Workload) -> int:
     n, o, oh, ow = _conv_shape(workload)
     _, cg, kh, kw = workload["kernel"]
-    return 2 * n * o * oh * ow * cg * kh * kw
+    result: int = 2 * n * o * oh * ow * cg * kh * kw
+    return result
 
 
-def _transpose_flops(workload: dict) -> int:  # every input pixel meets every kernel tap once
+def _transpose_flops(workload: Workload) -> int:  # every input pixel meets every kernel tap once
     n, _, h, w = workload["data"]
-    return 2 * n * h * w * math.prod(workload["kernel"])
+    result: int = 2 * n * h * w * math.prod(workload["kernel"])
+    return result
 
 
-def _dense_flops(workload: dict) -> int:
+def _dense_flops(workload: Workload) -> int:
     m, k = workload["weight"]
-    return 2 * math.prod(workload["data"][:-1]) * k * m
+    result: int = 2 * math.prod(workload["data"][:-1]) * k * m
+    return result
 
 
 @dataclass(frozen=True)
 class _Schema:
     """Fields, validation, output shape and flops of one op's workloads."""
 
-    fields: tuple
-    check: Callable[[dict, Op, str], None]
-    output_shape: Callable[[dict], list] | None = None
-    flops: Callable[[dict], int] | None = None
+    fields: tuple[str, ...]
+    check: Callable[[Workload, Op, str], None]
+    output_shape: Callable[[Workload], list[int]] | None = None
+    flops: Callable[[Workload], int] | None = None
 
 
 _CONV = _Schema(_CONV_FIELDS, _check_conv, _conv_shape, _conv_flops)
@@ -273,11 +297,11 @@ _SCHEMAS = {
         _check_transpose, _transpose_shape, _transpose_flops),
     Op.DENSE: _Schema(("data", "weight", "dtype"), _check_dense, _dense_shape, _dense_flops),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform),
-    Op.SEGMENT: _Schema(("ops", "args", "sha"), _check_segment),
+    Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
 }
 
 WORKLOAD_FIELDS = {op: schema.fields for op, schema in _SCHEMAS.items()}
-"""The fields of a workload, per op (layout ops, transform and segment tasks)."""
+"""The fields of a workload, per op (layout ops, transform and op-group tasks)."""
 
 
 def _schema(op: Any) -> _Schema:
@@ -301,11 +325,11 @@ def conv_op(groups: int, channels: int, out_channels: int) -> Op:
     return Op.DEPTHWISE_CONV2D if groups == channels == out_channels else Op.GROUP_CONV2D
 
 
-def _conv_kind(workload: dict) -> Op:
+def _conv_kind(workload: Workload) -> Op:
     return conv_op(workload["groups"], workload["data"][1], workload["kernel"][0])
 
 
-def op_of(workload: dict) -> Op:
+def op_of(workload: Workload) -> Op:
     """The op of a valid kernel workload, inferred from its fields (the only place that does).
 
     ``dense`` has a ``weight``, ``conv2d_transpose`` an ``output_padding``;
@@ -336,7 +360,7 @@ def op_of(workload: dict) -> Op:
     return op
 
 
-def check_workload(workload: dict, op: Op | str | None = None, where: str = "workload") -> dict:
+def check_workload(workload: Workload, op: Op | str | None = None, where: str = "workload") -> Workload:
     """Validate ``workload`` as a workload of ``op``; return it unchanged.
 
     Parameters
@@ -372,7 +396,7 @@ def check_workload(workload: dict, op: Op | str | None = None, where: str = "wor
     return workload
 
 
-def output_shape(workload: dict, op: Op | str | None = None) -> list:
+def output_shape(workload: Workload, op: Op | str | None = None) -> list[int]:
     """Logical output shape: ``[N, O, OH, OW]`` for convs, ``[..., M]`` for dense.
 
     Examples
@@ -380,10 +404,13 @@ def output_shape(workload: dict, op: Op | str | None = None) -> list:
     >>> output_shape(conv2d_workload([1, 3, 224, 224], [64, 3, 7, 7], [2, 2], [3, 3, 3, 3]))
     [1, 64, 112, 112]
     """
-    return _schema(op_of(workload) if op is None else op).output_shape(workload)
+    shape = _schema(op_of(workload) if op is None else op).output_shape
+    if shape is None:
+        raise TypeError("'NoneType' object is not callable")  # a task kind without an output shape
+    return shape(workload)
 
 
-def flops(workload: dict, op: Op | str | None = None) -> int:
+def flops(workload: Workload, op: Op | str | None = None) -> int:
     """Floating-point operations (multiply + add = 2) of one run of the workload.
 
     Examples
@@ -391,19 +418,22 @@ def flops(workload: dict, op: Op | str | None = None) -> int:
     >>> flops(dense_workload([1, 4], [3, 4]))
     24
     """
-    return _schema(op_of(workload) if op is None else op).flops(workload)
+    count = _schema(op_of(workload) if op is None else op).flops
+    if count is None:
+        raise TypeError("'NoneType' object is not callable")  # a task kind without flops
+    return count(workload)
 
 
 # ------------------------------------------------------------------ builders
 def conv2d_workload(
-    data: list,
-    kernel: list,
-    strides: list = (1, 1),
-    padding: list = (0, 0, 0, 0),
-    dilation: list = (1, 1),
+    data: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
     groups: int = 1,
     dtype: str = "float32",
-) -> dict:
+) -> Workload:
     """Build a (depthwise / group) conv2d workload dict with lists, not tuples.
 
     Examples
@@ -411,7 +441,7 @@ def conv2d_workload(
     >>> conv2d_workload([1, 3, 224, 224], [64, 3, 7, 7], [2, 2], [3, 3, 3, 3])["strides"]
     [2, 2]
     """
-    workload = {
+    workload: Workload = {
         "data": [int(x) for x in data],
         "kernel": [int(x) for x in kernel],
         "strides": [int(x) for x in strides],
@@ -425,13 +455,13 @@ def conv2d_workload(
 
 
 def conv2d_transpose_workload(
-    data: list,
-    kernel: list,
-    strides: list = (1, 1),
-    padding: list = (0, 0, 0, 0),
-    output_padding: list = (0, 0),
+    data: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    output_padding: Sequence[int] = (0, 0),
     dtype: str = "float32",
-) -> dict:
+) -> Workload:
     """Build a transposed conv2d workload (kernel ``[C, O, KH, KW]``, groups 1, dilation 1).
 
     Examples
@@ -440,7 +470,7 @@ def conv2d_transpose_workload(
     >>> str(op_of(wl)), output_shape(wl)
     ('conv2d_transpose', [1, 32, 56, 56])
     """
-    workload = {
+    workload: Workload = {
         "data": [int(x) for x in data],
         "kernel": [int(x) for x in kernel],
         "strides": [int(x) for x in strides],
@@ -453,7 +483,7 @@ def conv2d_transpose_workload(
     return check_workload(workload, Op.CONV2D_TRANSPOSE)
 
 
-def dense_workload(data: list, weight: list, dtype: str = "float32") -> dict:
+def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "float32") -> Workload:
     """Build a dense workload dict (``y = x @ W.T``).
 
     Examples
@@ -461,5 +491,81 @@ def dense_workload(data: list, weight: list, dtype: str = "float32") -> dict:
     >>> dense_workload([1, 2048], [1000, 2048])
     {'data': [1, 2048], 'weight': [1000, 2048], 'dtype': 'float32'}
     """
-    workload = {"data": [int(x) for x in data], "weight": [int(x) for x in weight], "dtype": dtype}
+    workload: Workload = {"data": [int(x) for x in data], "weight": [int(x) for x in weight], "dtype": dtype}
     return check_workload(workload, Op.DENSE)
+
+
+# ------------------------------------------------------------ classes of ops
+FAMILIES = ("conv2d", "depthwise", "group_conv", "conv_transpose", "dense", "transform",
+            "elementwise", "pool", "concat", "reduction", "resize", "reshape", "other")
+"""What a profile totals its calls by (:data:`graphtune.profiling.KINDS`), in display order."""
+
+LAYOUT_TRANSFORM = "layout_transform"
+"""The op kind of a compiled layout transform (its ``graphtune.op`` attribute)."""
+
+
+@dataclass(frozen=True)
+class OpClass:
+    """How graphtune counts one op kind.
+
+    Attributes
+    ----------
+    family : str
+        One of :data:`FAMILIES`.
+    compute_bound : bool
+        Arithmetic, not where its data sits, sets its time: the timing protocols give
+        every other op a polluted cache (:func:`graphtune.measure.timing.memory_bound`).
+    view : bool
+        It computes nothing: a new shape of its input. A compiled function of layout
+        transforms and views is a transform, priced by the layout graph's edges
+        (:mod:`graphtune.opgroups.pricing`).
+
+    Examples
+    --------
+    >>> op_class("conv2d").compute_bound, op_class("reshape").view, op_class("erf").family
+    (True, True, 'elementwise')
+    """
+
+    family: str
+    compute_bound: bool = False
+    view: bool = False
+
+
+_ELEMENTWISE = OpClass("elementwise")
+_REDUCTION = OpClass("reduction")
+_POOL = OpClass("pool")
+_VIEW = OpClass("reshape", view=True)
+_OTHER = OpClass("other")
+
+OP_CLASSES: dict[str, OpClass] = {
+    Op.CONV2D: OpClass("conv2d", compute_bound=True),
+    Op.DEPTHWISE_CONV2D: OpClass("depthwise"),
+    Op.GROUP_CONV2D: OpClass("group_conv", compute_bound=True),
+    Op.CONV2D_TRANSPOSE: OpClass("conv_transpose", compute_bound=True),
+    Op.DENSE: OpClass("dense", compute_bound=True),
+    Op.TRANSFORM: OpClass("transform"),
+    LAYOUT_TRANSFORM: OpClass("transform"),
+    **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),
+    "transpose": OpClass("reshape"),
+    **dict.fromkeys(("mean", "sum", "max", "softmax"), _REDUCTION),
+    **dict.fromkeys(("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"), _POOL),
+    "concatenate": OpClass("concat"),
+    "resize2d": OpClass("resize"),
+    **dict.fromkeys(("add", "subtract", "multiply", "divide", "sigmoid", "relu", "clip",
+                     "maximum", "minimum", "tanh", "erf", "gelu", "exp", "sqrt", "power",
+                     "tir_sigmoid"), _ELEMENTWISE),
+}
+"""The class of every op kind graphtune tells apart: its own ops (kernels, tasks) and the op
+kinds of a compiled model's functions (TVM's op names, :data:`LAYOUT_TRANSFORM`)."""
+
+
+def op_class(op: str) -> OpClass:
+    """The :class:`OpClass` of ``op`` (family ``other``, memory-bound, for op kinds not in
+    :data:`OP_CLASSES`).
+
+    Examples
+    --------
+    >>> op_class(Op.DEPTHWISE_CONV2D).family, op_class("nms").family
+    ('depthwise', 'other')
+    """
+    return OP_CLASSES.get(op, _OTHER)

@@ -31,7 +31,7 @@ import os
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import onnx
 import tvm
@@ -47,9 +47,9 @@ from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
 from .lazy import solve_measuring
 from .measure import LocalRunner, Records, Runner, Task, measure
-from .opgroups.probe_index import ProbeIndex, index_path_of
-from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .models.resolve import resolve
+from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
+from .opgroups.probe_index import ProbeIndex, index_path_of
 from .ops import LAYOUT_OPS, Op
 from .solve import METHODS, Solution, solve
 
@@ -78,9 +78,12 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None) -> Can
     """
     tgt = x86.host_target(target)
 
-    def candidates(workload: dict, op: Op) -> list[Candidate]:
-        return [Candidate(k, *x86.layouts_of(workload, k, op=op), math.nan)
-                for k in x86.candidates(workload, tgt, max_candidates, op=op)]
+    def candidates(workload: dict[str, Any], op: Op) -> list[Candidate]:
+        found = []
+        for k in x86.candidates(workload, tgt, max_candidates, op=op):
+            in_layout, out_layout = x86.layouts_of(workload, k, op=op)
+            found.append(Candidate(k, in_layout, out_layout, math.nan))
+        return found
 
     return candidates
 
@@ -115,8 +118,10 @@ def extract(
     --------
     >>> from graphtune import models
     >>> g = extract(models.get("resnet50", image_size=32), max_candidates=4)
-    >>> g.op("layer1.0.conv1"), g.candidates("layer1.0.conv1")[0].in_layout
-    ('conv2d', 'NCHW16c')
+    >>> g.op("layer1.0.conv1"), len(g.candidates("layer1.0.conv1"))
+    ('conv2d', 4)
+    >>> g.candidates("layer1.0.conv1")[0].in_layout.startswith("NCHW")
+    True
     """
     if candidates is None:
         candidates = x86_candidates(target, max_candidates)
@@ -318,19 +323,22 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     check_positive(min_repeat_ms, "min_repeat_ms")
     onnx_model, name = resolve(model, image_size=image_size)
     own_runner = runner is None  # then its worker processes serve both measuring phases
-    runner = LocalRunner() if own_runner else runner
+    if runner is None:
+        runner = LocalRunner()
     tgt = runner.resolve_target(target)
     key = runner.target_key(tgt)
     if records == "auto":
         records = f"{name}.records.jsonl"
-    store = Records(records)
     graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict)
+    store = Records(records)  # after extract: a model it refuses leaves no records file behind
     lap("extract")
 
-    with runner if own_runner else contextlib.nullcontext():
-        timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
+    with cast(LocalRunner, runner) if own_runner else contextlib.nullcontext():
+        timing: _Timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
                   "retry_errors": retry_errors, "progress": progress}
-        kernel_tasks = {node: [Task(graph.op(node), graph.workload(node), c.knobs)
+        # a layout node has a workload; its candidates' knobs are the dicts x86 gave
+        kernel_tasks = {node: [Task(graph.op(node), cast(dict[str, Any], graph.workload(node)),
+                                    cast(dict[str, Any], c.knobs))
                                for c in graph.candidates(node)]
                         for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
         flat = [t for tasks in kernel_tasks.values() for t in tasks]
@@ -375,11 +383,25 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                         None if records is None else os.fspath(records), phases,
                         {"kernels": len(set(flat)), "ops": ops.tasks,
                          "transforms": len(measured), "transform_rounds": transform_rounds}, ops)
-    config.solution.update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
+    cast(dict[str, Any], config.solution).update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
                            ops_ms=result.ops_ms,
                            op_groups=[[g["node"], g["layout"], g["label"], g["ms"]]
                                       for g in result.op_groups])
     return result
+
+
+class _Timing(TypedDict):
+    """How :func:`tune` measures: the keyword arguments it gives :func:`graphtune.measure.measure`."""
+
+    runner: Runner
+    min_repeat_ms: float
+    repeat: int
+    retry_errors: bool
+    progress: bool
+
+
+_Pair = tuple[tuple[int, ...], str, str]
+"""A layout transform: ``(shape, src, dst)``."""
 
 
 def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> str:
@@ -393,8 +415,8 @@ def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> st
             f"--retry-errors){where}")
 
 
-def _measure_transforms(pairs: list, *, tgt: Any, store: Records, key: dict, runner: Runner,
-                        timing: dict, desc: str) -> list[float]:
+def _measure_transforms(pairs: Sequence[_Pair], *, tgt: Any, store: Records, key: dict[str, Any],
+                        runner: Runner, timing: _Timing, desc: str) -> list[float]:
     """Measure the layout transforms ``pairs`` ((shape, src, dst)); their median ms, in order.
 
     Raises
@@ -408,10 +430,10 @@ def _measure_transforms(pairs: list, *, tgt: Any, store: Records, key: dict, run
         if not rec.ok:
             raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
                                f"{rec.error}; {_retry_hint(store, [rec.task], key, runner.timing)}")
-    return [rec.median_ms for rec in records]
+    return [cast(float, rec.median_ms) for rec in records]  # every one ok: it has a median
 
 
-def _transform_of(pair: tuple) -> Task:
+def _transform_of(pair: _Pair) -> Task:
     shape, src, dst = pair
     return Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst, "dtype": "float32"})
 

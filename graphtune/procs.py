@@ -43,7 +43,7 @@ import sys
 import time
 from multiprocessing.connection import Connection
 from multiprocessing.connection import wait as connection_wait
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, cast
 
 from .errors import GraphtuneError
 
@@ -250,8 +250,8 @@ class Child:
     @property
     def pid(self) -> int | None:
         """Process id of the child while it runs, else None."""
-        running = self._process is not None and self._process.poll() is None
-        return self._process.pid if running else None
+        process = self._process
+        return process.pid if process is not None and process.poll() is None else None
 
     @property
     def busy(self) -> bool:
@@ -275,6 +275,7 @@ class Child:
         if self._process is None or self._process.poll() is not None:
             self.close()
             self._start()
+        assert self._conn is not None  # started with the process
         try:
             self._conn.send((mode, fn, args))
         except (BrokenPipeError, ConnectionResetError):
@@ -289,19 +290,22 @@ class Child:
         a time-out kills the child (it starts again on the next call); see
         :meth:`submit` for an example.
         """
+        conn, process = self._conn, self._process
+        if self._deadline is None or conn is None or process is None:
+            raise RuntimeError("collect() needs a call in flight: submit() one first")
         while True:
             remaining = self._deadline - time.monotonic()
-            if not self._conn.poll(max(0.0, remaining) if block else 0):
+            if not conn.poll(max(0.0, remaining) if block else 0):
                 if time.monotonic() < self._deadline:
                     return None
                 what = (f"did not start within {STARTUP_TIMEOUT:g} s" if self._starting
                         else f"timed out after {self._timeout:g} s")
                 return False, self._fail(Cause.TIMED_OUT, f"{what} (worker killed)")
             try:
-                reply = self._conn.recv()
+                reply = conn.recv()
             except (EOFError, OSError):
                 try:
-                    exitcode = self._process.wait(5)
+                    exitcode = process.wait(5)
                 except subprocess.TimeoutExpired:
                     exitcode = None
                 return False, self._fail(Cause.CRASHED,
@@ -339,7 +343,9 @@ class Child:
         graphtune.procs.ChildFailure: ZeroDivisionError: integer division or modulo by zero
         """
         self.submit(fn, args, timeout, stage=stage, mode=mode)
-        ok, value = self.collect()
+        reply = self.collect()
+        assert reply is not None  # a blocking collect() always returns the reply
+        ok, value = reply
         if ok:
             return value
         raise value
@@ -436,8 +442,10 @@ class ChildPool:
             left = until - time.monotonic()
             if done or not self._running or left <= 0:
                 return done
-            soonest = min(c._deadline for c in self._running) - time.monotonic()
-            connection_wait([c._conn for c in self._running], timeout=max(0.0, min(left, soonest)))
+            deadlines = [c._deadline for c in self._running if c._deadline is not None]
+            soonest = min(deadlines, default=until) - time.monotonic()
+            conns = [c._conn for c in self._running if c._conn is not None]
+            connection_wait(conns, timeout=max(0.0, min(left, soonest)))
 
     def map(self, fn: Callable, arglist: Sequence[tuple], timeout: float, *,
             stage: enum.Enum | None = None) -> list[tuple[bool, Any]]:
@@ -464,7 +472,7 @@ class ChildPool:
                 self.submit(fn, args, timeout, stage=stage, tag=index)
             for index, reply in self.finished(wait=math.inf):
                 results[index] = reply
-        return results
+        return cast("list[tuple[bool, Any]]", results)  # every call has replied
 
     def close(self, busy_only: bool = False) -> None:
         """Stop every child (or only those with a call in flight, whose reply is stale)."""

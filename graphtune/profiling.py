@@ -47,24 +47,20 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import numpy as np
 
 from .checks import check_positive
 from .errors import ArgumentError
-from .hoststate import SHARED_LIMIT, HandoffProbe
+from .hoststate import SHARED_LIMIT, HandoffGauge
+from .ops import FAMILIES, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
 __all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times"]
 
-KINDS = ("conv2d", "depthwise", "group_conv", "conv_transpose", "dense", "transform",
-         "elementwise", "pool", "concat", "reduction", "resize", "reshape", "other")
-"""Op kinds of the totals, in display order."""
-
-_GT_OPS = {"conv2d": "conv2d", "depthwise_conv2d": "depthwise", "group_conv2d": "group_conv",
-           "conv2d_transpose": "conv_transpose", "dense": "dense",
-           "layout_transform": "transform"}
-"""graphtune.op attribute of a kernel / transform PrimFunc -> kind."""
+KINDS = FAMILIES
+"""Op kinds of the totals, in display order (:data:`graphtune.ops.FAMILIES`; a PrimFunc's
+is the family of its ``graphtune.op`` attribute, :func:`graphtune.ops.op_class`)."""
 
 _ONNX_KINDS = {
     **dict.fromkeys(["ConvTranspose"], "conv_transpose"),
@@ -80,15 +76,6 @@ _ONNX_KINDS = {
     **dict.fromkeys(["ReorderInput", "ReorderOutput"], "transform"),
 }
 """ONNX (and ONNX Runtime) op type -> kind; ``Conv`` is told apart by its weight."""
-
-_TVM_KINDS = {"mean": "reduction", "sum": "reduction", "max": "reduction", "softmax": "reduction",
-              "max_pool2d": "pool", "avg_pool2d": "pool", "adaptive_avg_pool2d": "pool",
-              "concatenate": "concat", "resize2d": "resize", "reshape": "reshape",
-              "transpose": "reshape", "layout_transform": "transform",
-              **dict.fromkeys(["add", "subtract", "multiply", "divide", "sigmoid", "relu", "clip",
-                               "maximum", "minimum", "tanh", "erf", "gelu", "exp", "sqrt",
-                               "power", "tir_sigmoid"], "elementwise")}
-"""TVM op name (PrimFunc name without numbering) -> kind, for calls no ONNX node names."""
 
 _TVM_OPS = {"Sigmoid": ("sigmoid",), "Relu": ("relu",), "Clip": ("clip", "maximum", "minimum"),
             "HardSigmoid": ("clip", "maximum", "minimum", "add", "multiply"),
@@ -106,6 +93,15 @@ _DEFAULT = re.compile(r"^(lv|gv|tmp)\d*(_NCHW\w*)?$")
 
 def _safe(name: str) -> str:
     return re.sub(r"[^0-9A-Za-z_]", "_", name)
+
+
+class KindTotals(TypedDict):
+    """One kind's totals in :meth:`ProfileResult.totals`."""
+
+    gt_ms: float
+    predicted_ms: float | None
+    ort_ms: float | None
+    calls: int
 
 
 @dataclass
@@ -174,8 +170,8 @@ class ProfileResult:
         The host's 1-minute load average before and after measuring (a loaded
         host inflates TVM's statically partitioned parallel loops most).
     handoff_ratio : list of float
-        The host-state probe before and after graphtune's runs, with 2+ threads
-        (:class:`graphtune.hoststate.HandoffProbe`: above ``SHARED_LIMIT`` the
+        The host-state gauge before and after graphtune's runs, with 2+ threads
+        (:class:`graphtune.hoststate.HandoffGauge`: above ``SHARED_LIMIT`` the
         threads did not share a cache, and memory-bound calls run 2-5x slower).
     """
 
@@ -197,7 +193,7 @@ class ProfileResult:
         """Sum of the per-call medians."""
         return float(sum(r.gt_ms for r in self.rows if r.gt_ms is not None))
 
-    def totals(self) -> dict[str, dict[str, float | None]]:
+    def totals(self) -> dict[str, KindTotals]:
         """Per kind: ``gt_ms``, ``predicted_ms``, ``ort_ms``, ``calls`` (in :data:`KINDS` order).
 
         Examples
@@ -208,7 +204,7 @@ class ProfileResult:
         >>> totals["calls"], totals["gt_ms"] > 0, totals["ort_ms"] > 0
         (20, True, True)
         """
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, KindTotals] = {}
         for row in self.rows:
             entry = out.setdefault(row.kind, {"gt_ms": 0.0, "predicted_ms": None, "ort_ms": None,
                                               "calls": 0})
@@ -249,7 +245,8 @@ class ProfileResult:
                  + f"; VM {self.vm_ms:.3f} ms, "
                  f"sum of calls {self.gt_total_ms:.3f} ms"
                  + (f", ORT sum of nodes {self.ort_total_ms:.3f} ms" if self.ort_total_ms else ""),
-                 "", "| kind | calls | gt ms | predicted ms | ORT ms | gt / ORT |", "|---|---|---|---|---|---|"]
+                 "", "| kind | calls | gt ms | predicted ms | ORT ms | gt / ORT |",
+                 "|---|---|---|---|---|---|"]
         for kind, t in self.totals().items():
             if not (t["calls"] or t["predicted_ms"] or t["ort_ms"]):
                 continue  # e.g. joins costed 0 that Relax fused away
@@ -261,7 +258,7 @@ class ProfileResult:
                      f"{self.gt_total_ms:.3f} | {cell(predicted)} | {cell(self.ort_total_ms)} | "
                      f"{cell(self.gt_total_ms / self.ort_total_ms if self.ort_total_ms else None, '.2f')} |")
         if top:
-            calls = sorted((r for r in self.rows if r.gt_ms is not None), key=lambda r: -r.gt_ms)
+            calls = sorted((r for r in self.rows if r.gt_ms is not None), key=lambda r: -cast(float, r.gt_ms))
             lines += ["", f"slowest {min(top, len(calls))} calls:",
                       "| # | kind | nodes | gt ms | predicted ms | diff ms | ORT ms |",
                       "|---|---|---|---|---|---|---|"]
@@ -351,7 +348,7 @@ def _place(model: Any, sites: list[tuple[str, list[str]]]) -> tuple[list[list[st
         start = max(before, default=-1)
         tokens = _TVM_OPS.get(node.op_type, ())
 
-        def fits(i: int) -> bool:
+        def fits(i: int, tokens: tuple = tokens) -> bool:
             return any(t in sites[i][0] for t in tokens)
 
         choice = start if start in open_rows and fits(start) else None
@@ -423,7 +420,7 @@ def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
     """
     import onnxruntime as ort
 
-    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
+    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or cast(int, os.cpu_count()))
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
@@ -500,7 +497,8 @@ def _align(order: list[str], sites: list[tuple[str, list[str]]] | None) -> list[
     skipped, e.g. a transform it turned into a view, are passed over)."""
     if not sites:
         return [[] for _ in order]
-    out, j = [], 0
+    out: list[list[str]] = []
+    j = 0
     for symbol in order:
         k = next((k for k in range(j, len(sites)) if sites[k][0] == symbol), None)
         if k is None:
@@ -511,14 +509,17 @@ def _align(order: list[str], sites: list[tuple[str, list[str]]] | None) -> list[
     return out
 
 
-def _place_groups(order: list[str], placed: list[list[str]], model: Any,
+def _place_groups(labels: list[str], placed: list[list[str]], model: Any,
                   config: Any) -> tuple[dict[int, list[float]], dict[str, float], float]:
     """Give each op group of the config (``solution["op_groups"]``: a pool, an unfused elementwise
     chain, a kernel's fused epilogue) to the call that runs it.
 
-    A group is measured in a probe compile whose function names may be numbered differently, so
-    it is matched by its owner (the node whose layout it runs in) and its function's ops without
-    their numbers; a call's owner is the first config node up the ONNX graph from its first node.
+    ``labels`` are the calls' :func:`~graphtune.compiler.legalize.label_of`, what a group's label
+    is too: what the function computes besides the layout transforms fused into it (which ones
+    fuse depends on its neighbours' layouts). A group is measured in a probe compile whose
+    functions may be numbered differently, so it is matched by its owner (the node whose layout
+    it runs in) and its label without numbers, else by its label alone; a call's owner is the
+    first config node up the ONNX graph from its first node.
     Returns ``({call index: [ms...]}, {node: ms moved off its cost}, ms of plain groups no call
     matched)``; a group of a layout the config does not choose, or with no such call, stays in its
     node's cost (plain ones in the third value).
@@ -534,15 +535,12 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
             name = inputs[0].name
         return name
 
-    def ops(label: str, transforms: bool = True) -> str:
-        label = label.removeprefix("fused_")
-        if not transforms:  # which transforms fuse into a function depends on its neighbours' layouts
-            label = re.sub(r"layout_transform_[^_]+_[^_]+(_|$)", "", label)
+    def ops(label: str) -> str:
         return re.sub(r"\d+(?=_|$)", "", label)
 
     calls: dict[tuple, list[int]] = {}
-    for i, (symbol, nodes) in enumerate(zip(order, placed)):
-        calls.setdefault((owner(nodes[0]) if nodes else None, ops(symbol)), []).append(i)
+    for i, (label, nodes) in enumerate(zip(labels, placed)):
+        calls.setdefault((owner(nodes[0]) if nodes else None, ops(label)), []).append(i)
     groups = [g for g in (config.solution or {}).get("op_groups") or []
               if g[0] is None or (g[0] in config.nodes and config.nodes[g[0]].out_layout == g[1])]
     rows: dict[int, list[float]] = {}
@@ -562,12 +560,10 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
         else:
             left.append(group)
     unmatched = 0.0
-    for group in left:  # by ops alone, then by the ops besides the transforms fused with them
-        free = next((v for k, v in calls.items() if k[1] == ops(group[2]) and v), None)
-        bare = ops(group[2], transforms=False)
-        free = free or next((v for k, v in calls.items() if v and bare and ops(k[1], False) == bare), None)
-        if free:
-            give(group, free)
+    for group in left:  # by ops alone
+        spare = next((v for k, v in calls.items() if k[1] == ops(group[2]) and v), None)
+        if spare:
+            give(group, spare)
         elif group[0] is None:
             unmatched += float(group[3])
     return rows, moved, unmatched
@@ -575,10 +571,9 @@ def _place_groups(order: list[str], placed: list[list[str]], model: Any,
 
 def _transform_ms(func: Any, records: Any) -> float | None:
     """Measured cost of a ``layout_transform`` PrimFunc in ``records`` (None if not there)."""
+    from .compiler.rewrite import TRANSFORM_ATTR
     from .layouts import block_of
     from .measure.task import Task
-
-    from .compiler.rewrite import TRANSFORM_ATTR
 
     attrs = func.attrs or {}
     if TRANSFORM_ATTR not in attrs or not func.params:
@@ -590,7 +585,7 @@ def _transform_ms(func: Any, records: Any) -> float | None:
     logical = shape[:4] if len(shape) == 4 else [shape[0], shape[1] * shape[4], shape[2], shape[3]]
     if len(shape) == 5 and block_of(src) != shape[4]:
         return None
-    record = records.get(Task("transform", {"shape": logical, "src": src, "dst": dst,
+    record = records.get(Task(Op.TRANSFORM, {"shape": logical, "src": src, "dst": dst,
                                             "dtype": "float32"}))
     return record.median_ms if record is not None and record.ok else None
 
@@ -639,11 +634,10 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     ('transform', 17)
     """
     from .compiler import compile as gt_compile
-    from .compiler.legalize import OP_ATTR
+    from .compiler.legalize import OP_ATTR, label_of
     from .config import Config
-    from .models.resolve import resolve
-
     from .measure.records import Records
+    from .models.resolve import resolve
     from .x86.generic import SCHEDULE_ATTR
 
     check_positive(repeat, "repeat", integer=True)
@@ -660,16 +654,16 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
         config = Config.uniform(import_model(proto, shape_dict=shape_dict) if shape_dict else proto)
     elif not isinstance(config, Config):
         config = Config.load(config)
-    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
+    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or cast(int, os.cpu_count()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         compiled = gt_compile(proto, config, shape_dict=shape_dict)
     load_before = os.getloadavg()[0]
-    probe = HandoffProbe() if threads > 1 else None
-    before = probe.ratio() if probe else None
+    gauge = HandoffGauge() if threads > 1 else None
+    before = gauge.ratio() if gauge else None
     vm_ms = float(np.median(compiled.time(repeat=repeat)))
     order, per_run, walls = _vm_call_times(compiled, repeat)
-    handoff = [before, probe.ratio()] if probe else []
+    handoff = [before, gauge.ratio()] if gauge and before is not None else []
     names = _align(order, compiled.call_sites)
     from .frontend import prepare_onnx
 
@@ -678,13 +672,15 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     onnx_kinds = _onnx_kinds(folded)
     medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))
 
-    groups, moved, unmatched = _place_groups(order, placed, folded, config)
+    labels = [label_of(compiled.functions[symbol]) for symbol in order]
+    groups, moved, unmatched = _place_groups(labels, placed, folded, config)
     rows = []
     for i, (symbol, nodes) in enumerate(zip(order, placed)):
         attrs = compiled.functions[symbol].attrs or {}
         op = str(attrs[OP_ATTR]) if OP_ATTR in attrs else ""
-        kind = _GT_OPS.get(op) or next((onnx_kinds[n] for n in nodes if n in onnx_kinds), None) \
-            or _TVM_KINDS.get(re.sub(r"\d+$", "", op), "other")
+        own = op in LAYOUT_OPS or op == LAYOUT_TRANSFORM  # graphtune's kernels and transforms
+        kind = (op_class(op).family if own else None) \
+            or next((onnx_kinds[n] for n in nodes if n in onnx_kinds), None) or op_class(op).family
         costs = [config.nodes[n].cost_ms - moved.get(n, 0.0) for n in nodes
                  if n in config.nodes and config.nodes[n].cost_ms is not None]
         costs += groups.get(i, [])
@@ -697,7 +693,7 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     predicted: dict[str, float] = {}
     for node_name, node in config.nodes.items():
         if node.cost_ms is not None:
-            kind = onnx_kinds.get(node_name) or _GT_OPS.get(node.op, "other")
+            kind = onnx_kinds.get(node_name) or op_class(node.op).family
             predicted[kind] = predicted.get(kind, 0.0) + float(node.cost_ms) - moved.get(node_name, 0.0)
     for i, costs in groups.items():
         predicted[rows[i].kind] = predicted.get(rows[i].kind, 0.0) + sum(costs)

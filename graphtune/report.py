@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from .hoststate import HandoffProbe, by_state
-from .latency import median_ms, probed_rounds
+from .hoststate import HandoffGauge, by_state
+from .latency import gauged_rounds, median_ms
 
-__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table", "PROBE_CALLS"]
+__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table", "GAUGE_CALLS"]
 
-PROBE_CALLS = 20
-"""Copy pairs of each kind per host-state probe (:meth:`graphtune.hoststate.HandoffProbe.ratio`)
+GAUGE_CALLS = 20
+"""Copy pairs of each kind per host-state gauge reading (:meth:`graphtune.hoststate.HandoffGauge.ratio`)
 around every timed turn: the two states' ratios (about 1 and 4-10) are told apart by far fewer."""
 
 
@@ -41,9 +41,7 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     Peers run in processes of their own (:class:`graphtune.peers.PeerProcess`);
     graphtune's builds run in this one. With ``peer_processes`` > 1 the rounds
     are split between that many fresh processes of each peer, started one after
-    the other: a process's speed is a draw (ONNX Runtime on ResNet-18, 2
-    threads, one process to the next: 7.8, 10.2, 11.3 and 17.0 ms; graphtune
-    7.8-8.1 ms in the same rounds).
+    the other: a peer process's speed is a draw (``docs/timing.md``).
 
     Parameters
     ----------
@@ -72,15 +70,15 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         runtime, against the reference), ``reference``, ``compile_s`` per build,
         ``threads``, ``skipped``, ``process_ms`` (per runtime, the median of each
         peer process's rounds); with several threads also ``handoff_ratio`` (per
-        runtime, the host-state probe right before and after each of its timed turns,
-        ``[[before, after], ...]``, :class:`graphtune.hoststate.HandoffProbe`) and
+        runtime, the host-state gauge right before and after each of its timed turns,
+        ``[[before, after], ...]``, :class:`graphtune.hoststate.HandoffGauge`) and
         ``by_state`` (medians over the samples timed wholly in each state, those
         timed while it changed left out: :func:`graphtune.hoststate.by_state`).
     """
     from . import peers as peer_mod
     from .compiler import compile as gt_compile
 
-    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or os.cpu_count())
+    threads = int(threads or os.environ.get("TVM_NUM_THREADS") or cast(int, os.cpu_count()))
     names = [i.name for i in model.graph.input]
     rng = np.random.default_rng(seed)
     shapes = [[d.dim_value for d in i.type.tensor_type.shape.dim] for i in model.graph.input]
@@ -99,12 +97,12 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
         outputs[name] = result if isinstance(result, list) else [result]
         builds[name] = compiled.bound_call(*arrays)
 
-    handoff = HandoffProbe() if threads > 1 else None
-    probe = (lambda: handoff.ratio(calls=PROBE_CALLS)) if handoff is not None else None
+    handoff = HandoffGauge() if threads > 1 else None
+    gauge = (lambda: handoff.ratio(calls=GAUGE_CALLS)) if handoff is not None else None
     parts = max(1, min(peer_processes, repeat))
-    samples: dict[str, list] = {}
-    ratios: dict[str, list] = {}
-    process_ms: dict[str, list] = {}
+    sample_lists: dict[str, list[float]] = {}
+    ratios: dict[str, list[list[float]]] = {}
+    process_ms: dict[str, list[float]] = {}
     for part in range(parts):
         processes = [peer_mod.PeerProcess(name, model, threads, feeds) for name in started]
         try:
@@ -112,12 +110,12 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
                 outputs.setdefault(name, process.outputs)
             calls = {**dict(zip(started, processes)), **builds}
             rounds = repeat // parts + (part < repeat % parts)
-            part_samples, part_ratios = probed_rounds(calls, probe, repeat=rounds, warmup=warmup)
+            part_samples, part_ratios = gauged_rounds(calls, gauge, repeat=rounds, warmup=warmup)
         finally:
             for process in processes:
                 process.close()
         for name, values in part_samples.items():
-            samples.setdefault(name, []).extend(values.tolist())
+            sample_lists.setdefault(name, []).extend(values.tolist())
             process_ms.setdefault(name, []).append(float(np.median(values)))
             ratios.setdefault(name, []).extend(part_ratios[name].tolist())
 
@@ -125,12 +123,12 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     reference = order[0] if order else None
     diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outputs[name], outputs[reference]))
              for name in order} if reference else {}
-    samples = {name: np.asarray(samples[name]) for name in order}
+    samples = {name: np.asarray(sample_lists[name]) for name in order}
     row = {"latency_ms": median_ms(samples),
            "samples_ms": {k: v.tolist() for k, v in samples.items()},
            "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
            "threads": threads, "skipped": skipped, "process_ms": process_ms}
-    if probe is not None:
+    if gauge is not None:
         ratios = {name: ratios[name] for name in order}
         row.update(handoff_ratio=ratios, by_state=by_state(samples, ratios))
     return row
@@ -244,34 +242,66 @@ def _fmt(value: Any, spec: str = ".2f") -> str:
     return "-" if value is None else format(value, spec)
 
 
-def markdown_table(rows: Sequence[Mapping[str, Any]]) -> str:
+SUMMARY_COLUMNS = {
+    "predicted_ms": ("predicted", ".2f"),
+    "speedup_vs_ort": ("ORT/gt-graph", ".2f"),
+    "speedup_vs_uniform": ("uniform/gt-graph", ".2f"),
+    "prediction_error": ("prediction error", "+.1%"),
+    "tune_s": ("tuning s", ".1f"),
+}
+"""Row fields :func:`markdown_table` shows after the latencies: field -> (header, format)."""
+
+STATE_COLUMNS = {
+    f"{field}_{state}": (f"{header} ({state})", spec)
+    for state in ("shared", "split")
+    for field, header, spec in (("rounds", "samples", "d"), ("speedup_vs_ort", "ORT/gt-graph", ".2f"),
+                                ("prediction_error", "prediction error", "+.1%"))
+}
+"""Host-state fields (:mod:`graphtune.hoststate`) shown only by ``markdown_table(verbose=True)``:
+per state, the samples timed wholly in it and the ratios over those samples."""
+
+
+def _state_fields(row: Mapping[str, Any]) -> dict:
+    """``rounds_STATE`` from a row's ``by_state`` (a :func:`compare` row has no ``rounds_*``), then
+    the row's own state fields."""
+    fields = {f"rounds_{state}": part["rounds"] for state, part in (row.get("by_state") or {}).items()}
+    return {**fields, **{k: v for k, v in row.items() if k in STATE_COLUMNS}}
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], verbose: bool = False) -> str:
     """Markdown table of latency medians (ms), one row per model, one column per runtime.
 
-    A ``predicted_ms`` entry in a row is shown as the ``predicted`` column;
-    ``speedup_vs_ort`` and ``speedup_vs_uniform`` when present.
+    Then, where the rows have them, the prediction (``predicted``), the speed-ups
+    over ONNX Runtime and over gt-uniform, the prediction error and the tuning time
+    (:data:`SUMMARY_COLUMNS`). With ``verbose``, also the host-state columns: per
+    state (``shared`` / ``split`` cache, :mod:`graphtune.hoststate`) the samples timed
+    in it and the figures over those samples (:data:`STATE_COLUMNS`); they are in the
+    JSON rows either way.
 
     Examples
     --------
-    >>> print(markdown_table([{"model": "m", "latency_ms": {"ort": 2.0, "gt-graph": 1.0}}]))
-    | model | ort | gt-graph |
-    |---|---|---|
-    | m | 2.00 | 1.00 |
+    >>> row = {"model": "m", "latency_ms": {"ort": 2.0, "gt-graph": 1.0}, "speedup_vs_ort": 2.0,
+    ...        "rounds_shared": 3, "speedup_vs_ort_shared": 2.1}
+    >>> print(markdown_table([row]))
+    | model | ort | gt-graph | ORT/gt-graph |
+    |---|---|---|---|
+    | m | 2.00 | 1.00 | 2.00 |
+    >>> print(markdown_table([row], verbose=True))
+    | model | ort | gt-graph | ORT/gt-graph | samples (shared) | ORT/gt-graph (shared) |
+    |---|---|---|---|---|---|
+    | m | 2.00 | 1.00 | 2.00 | 3 | 2.10 |
     """
     columns: list[str] = []
     for row in rows:
         columns += [c for c in row["latency_ms"] if c not in columns]
-    extras = [e for e in ("predicted_ms", "speedup_vs_ort", "speedup_vs_uniform",
-                          "prediction_error", "tune_s", "rounds_shared", "speedup_vs_ort_shared",
-                          "prediction_error_shared", "rounds_split", "speedup_vs_ort_split",
-                          "prediction_error_split")
-              if any(e in row for row in rows)]
-    head = ["model", *columns, *extras]
+    values = [{**row, **(_state_fields(row) if verbose else {})} for row in rows]
+    shown = {**SUMMARY_COLUMNS, **(STATE_COLUMNS if verbose else {})}
+    extras = [e for e in shown if any(e in row for row in values)]
+    head = ["model", *columns, *(shown[e][0] for e in extras)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for row in rows:
+    for row in values:
         cells = [row["model"], *(_fmt(row["latency_ms"].get(c)) for c in columns)]
-        cells += [_fmt(row.get(e), "+.1%" if e.startswith("prediction_error") else
-                       ".1f" if e == "tune_s" else "d" if e.startswith("rounds") else ".2f")
-                  for e in extras]
+        cells += [_fmt(row.get(e), shown[e][1]) for e in extras]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -309,10 +339,10 @@ def config_table(config: Any) -> str:
     sol = config.solution or {}
     groups = sol.get("op_groups") or []
     if groups:
-        rows = [("op groups", "node", "layout", "ms")] + [
+        group_rows = [("op groups", "node", "layout", "ms")] + [
             (label, node or "(plain)", layout, _fmt(ms, ".4f")) for node, layout, label, ms in groups]
-        widths = [max(len(r[i]) for r in rows) for i in range(4)]
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows]
+        widths = [max(len(r[i]) for r in group_rows) for i in range(4)]
+        lines += ["  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in group_rows]
         lines.append(f"ops {sum(g[3] for g in groups):.4f} ms")
     if "predicted_ms" in sol:
         status = "proven optimal" if sol.get("optimal") else f"gap {sol.get('gap', 0):.2%}"

@@ -114,7 +114,8 @@ class _Builder:
             cost = base * eff * float(self.rng.lognormal(0.0, 0.08))
             knobs = {"ic_bn": ic, "oc_bn": oc, "reg_n": reg, "unroll_kw": unroll}
             cands.append(Candidate(knobs, data_layout(ic), data_layout(oc), cost))
-        workload = {"data": [n, cin, h, w], "kernel": [cout, cin, kernel[0], kernel[1]], "strides": [stride, stride],
+        workload = {"data": [n, cin, h, w], "kernel": [cout, cin, kernel[0], kernel[1]],
+                    "strides": [stride, stride],
                     "padding": [kernel[0] // 2, kernel[1] // 2] * 2, "dilation": [1, 1], "groups": 1,
                     "dtype": "float32"}
         self.graph.add_node(name, cands, op="conv2d", workload=workload)
@@ -228,7 +229,8 @@ def inception_v3(n_candidates: int = 8, seed: int = 0, image_size: int = 299) ->
                     chain(f"{p}.pool", x, [(192, (1, 1), 1)])]
         x = b.join(f"{p}.concat", branches, concat=True)
     branches = [chain("mixed7a.b3", x, [(192, (1, 1), 1), (320, (3, 3), 2)]),
-                chain("mixed7a.b7", x, [(192, (1, 1), 1), (192, (1, 7), 1), (192, (7, 1), 1), (192, (3, 3), 2)])]
+                chain("mixed7a.b7", x,
+                      [(192, (1, 1), 1), (192, (1, 7), 1), (192, (7, 1), 1), (192, (3, 3), 2)])]
     x = b.join("mixed7a.concat", branches + [_pooled(b, x)], concat=True)
     for p in ("mixed7b", "mixed7c"):
         b3 = chain(f"{p}.b3", x, [(384, (1, 1), 1)])
@@ -333,7 +335,8 @@ INSTANCES: dict[str, Callable[..., LayoutGraph]] = {
     "resnet50": resnet50,
     "inception_v3": inception_v3,
     "densenet201": densenet201,
-    "densenet201_allpairs": lambda n_candidates=8, seed=0: densenet201(n_candidates, seed, concat="all_pairs"),
+    "densenet201_allpairs":
+        lambda n_candidates=8, seed=0: densenet201(n_candidates, seed, concat="all_pairs"),
     "ssd_resnet50_512": ssd_resnet50,
 }
 """CNN-shaped generators by name, each ``f(n_candidates, seed) -> LayoutGraph``."""

@@ -61,7 +61,8 @@ def dilated_head() -> onnx.ModelProto:
     col = b.conv("col_7x1", row, 16, 16, k=(7, 1), pads=[3, 0, 3, 0])
     dw = b.conv("dw_d2", x, 16, 16, pads=[2, 2, 2, 2], dilations=[2, 2], group=16)
     cat = b.node("Concat", [d2, d3, asym, col, dw], "aspp_cat", axis=1)
-    return b.model("dilated_head", [1, 8, 12, 12], b.conv("proj", b.node("Relu", [cat], "cat.relu"), 80, 8, k=(1, 1)))
+    proj = b.conv("proj", b.node("Relu", [cat], "cat.relu"), 80, 8, k=(1, 1))
+    return b.model("dilated_head", [1, 8, 12, 12], proj)
 
 
 def token_mlp(act: str = "Relu") -> onnx.ModelProto:
@@ -70,24 +71,29 @@ def token_mlp(act: str = "Relu") -> onnx.ModelProto:
     b = Builder(3)
     x = b.conv("stem", "input", 8, 16, k=(1, 1))
     nhwc = b.node("Transpose", [x], "to_nhwc", perm=[0, 2, 3, 1])
-    h = b.node("Add", [b.node("MatMul", [nhwc, b.const("fc1.w", (16, 64))], "fc1"), b.const("fc1.b", (64,))], "fc1.add")
+    h = b.node("MatMul", [nhwc, b.const("fc1.w", (16, 64))], "fc1")
+    h = b.node("Add", [h, b.const("fc1.b", (64,))], "fc1.add")
     if act == "Gelu":  # x * 0.5 * (1 + erf(x / sqrt 2)), the opset-13 spelling of Gelu
         half = b.node("Mul", [h, b.const("half", (), 0.0)], "gelu.half")
         b.inits[-1] = numpy_helper.from_array(np.array(0.5, np.float32), "half")
         scaled = b.node("Mul", [h, b.const("rsqrt2", (), 0.0)], "gelu.scaled")
         b.inits[-1] = numpy_helper.from_array(np.array(1 / np.sqrt(2), np.float32), "rsqrt2")
         b.inits.append(numpy_helper.from_array(np.array(1.0, np.float32), "one"))
-        h = b.node("Mul", [half, b.node("Add", [b.node("Erf", [scaled], "gelu.erf"), "one"], "gelu.1p")], "gelu")
+        erf_1p = b.node("Add", [b.node("Erf", [scaled], "gelu.erf"), "one"], "gelu.1p")
+        h = b.node("Mul", [half, erf_1p], "gelu")
     else:
         h = b.node(act, [h], "act")
-    h = b.node("Add", [b.node("MatMul", [h, b.const("fc2.w", (64, 16))], "fc2"), b.const("fc2.b", (16,))], "fc2.add")
+    h = b.node("MatMul", [h, b.const("fc2.w", (64, 16))], "fc2")
+    h = b.node("Add", [h, b.const("fc2.b", (16,))], "fc2.add")
     back = b.node("Transpose", [h], "to_nchw", perm=[0, 3, 1, 2])
     y = b.node("Add", [back, x], "residual")
     tokens = b.node("Reshape", [y, b.const("tok.shape", (3,))], "tokens")
     b.inits[-1] = numpy_helper.from_array(np.array([1, 16, 49], np.int64), "tok.shape")
     mixed = b.node("MatMul", [tokens, b.const("mix.w", (49, 24))], "token_mix")
     flat = b.node("Flatten", [mixed], "flat", axis=1)
-    return b.model("token_mlp", [1, 8, 7, 7], b.node("Gemm", [flat, b.const("head.w", (10, 384)), b.const("head.b", (10,))], "head", transB=1))
+    head = b.node("Gemm", [flat, b.const("head.w", (10, 384)), b.const("head.b", (10,))], "head",
+                  transB=1)
+    return b.model("token_mlp", [1, 8, 7, 7], head)
 
 
 def _scalar(b: Builder, name: str, value: float) -> str:

@@ -7,6 +7,8 @@ import pytest
 import graphtune
 from graphtune.cli import main
 
+pytestmark = pytest.mark.unit
+
 TINY = ["--image-size", "32", "--max-candidates", "2"]
 
 
@@ -34,6 +36,7 @@ def run(capsys, *argv):
     return status, out, err
 
 
+@pytest.mark.integration
 def test_tune_show_solve_round_trip(workdir, capsys):
     config, graph = workdir / "r18.graphtune.json", workdir / "r18.graph.json"
     status, out, _ = run(capsys, "tune", "resnet18", *TINY, "--records",
@@ -56,7 +59,8 @@ def test_solve_says_when_the_energy_rests_on_unmeasured_transforms(tmp_path, cap
     from graphtune.graph import LayoutGraph
 
     g = LayoutGraph()
-    g.add_node("a", costs=[1.0, 2.0]); g.add_node("b", costs=[1.0, 2.0])
+    g.add_node("a", costs=[1.0, 2.0])
+    g.add_node("b", costs=[1.0, 2.0])
     g.add_edge("a", "b")
     g.set_edge_cost("a", "b", [[0.0, 0.0], [0.0, 0.0]], bound=[[True, False], [False, False]])
     path = tmp_path / "g.json"
@@ -71,6 +75,7 @@ def test_tune_rejects_an_unknown_transforms_mode_before_any_work(capsys):
     assert status == 2 and err.count("\n") == 1 and "lazy" in err and "all" in err
 
 
+@pytest.mark.integration
 def test_compile_writes_a_loadable_library(workdir, config, capsys):
     import tvm
 
@@ -81,6 +86,7 @@ def test_compile_writes_a_loadable_library(workdir, config, capsys):
     assert "schedules: " in out and " kernel" in out and "generic" not in out
 
 
+@pytest.mark.integration
 def test_errors_are_one_line_and_say_what_to_do(workdir, capsys):
     status, _, err = run(capsys, "tune", "resnet-18", "-q")
     assert status == 2 and err.count("\n") == 1
@@ -95,6 +101,7 @@ def test_errors_are_one_line_and_say_what_to_do(workdir, capsys):
     assert status == 2 and "nodes.a" in err
 
 
+@pytest.mark.integration
 def test_config_for_another_model_names_the_node(workdir, config, capsys):
     status, _, err = run(capsys, "compile", "resnet50", config, "--image-size", "32",
                          "-o", workdir / "x.so")
@@ -113,6 +120,7 @@ def test_unreachable_tracker_is_one_clear_line(tmp_path, capsys):
     assert "127.0.0.1:1" in err and "x86" in err
 
 
+@pytest.mark.integration
 def test_bench_times_uniform_and_config_against_ort(workdir, config, capsys):
     out_json = workdir / "bench.json"
     status, out, _ = run(capsys, "bench", "resnet18", "--image-size", "32", "--config", config,

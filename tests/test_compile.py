@@ -7,59 +7,23 @@ import warnings
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 import tvm
+from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
-import graphtune  # noqa: F401  (sets TVM_NUM_THREADS before TVM starts)
+import graphtune
+from compile_check import SMALL, assert_matches_ort, group_conv_model, transforms_in, with_blocks
 from graphtune import models, x86
-from graphtune.compiler import CompiledModel, compile
+from graphtune.compiler import compile
 from graphtune.compiler.driver import plan_joins, plan_nodes
 from graphtune.compiler.legalize import legalize
-from graphtune.compiler.rewrite import TRANSFORM_ATTR, rewrite
+from graphtune.compiler.rewrite import rewrite
 from graphtune.config import Config
 from graphtune.errors import ConfigError, ConfigMismatchError, LayoutError
 from graphtune.frontend import import_model, layout_ops
 from schedule_check import assert_scheduled
 
-ort = pytest.importorskip("onnxruntime")
-
-# (model, image size) compiled by default; every zoo model at full size is marked slow.
-SMALL = [("resnet18", 32), ("mobilenet_v2", 32), ("inception_v3", 75), ("densenet121", 32),
-         ("ssd_resnet50_512", 64), ("resnext50_32x4d", 32), ("regnet_y_800mf", 32)]
-FULL = [(name, None) for name in models.names()]
-
-
-def ort_outputs(model: onnx.ModelProto, x: np.ndarray) -> list:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, {session.get_inputs()[0].name: x})
-
-
-def assert_matches_ort(model: onnx.ModelProto, compiled: CompiledModel) -> None:
-    x = compiled.random_inputs(seed=1)[0]
-    got = compiled(x)
-    got = got if isinstance(got, list) else [got]
-    expected = ort_outputs(model, x)
-    assert len(got) == len(expected)
-    for ours, theirs in zip(got, expected):
-        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-4)
-
-
-def transforms_in(mod) -> list:
-    """``"src->dst"`` of every layout transform main calls, once per call."""
-    found = []
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
-            attrs = mod[expr.args[0]].attrs
-            if attrs is not None and TRANSFORM_ATTR in attrs:
-                found.append(str(attrs[TRANSFORM_ATTR]))
-
-    relax.analysis.post_order_visit(mod["main"].body, visit)
-    return found
+FULL = [(name, None) for name in models.names()]  # every zoo model at full size: marked slow
 
 
 def check_model(name, size, kind):
@@ -110,17 +74,6 @@ def branchy_model() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     return model
-
-
-def with_blocks(config: Config, blocks: dict) -> Config:
-    """Copy of ``config`` with the given nodes' (ic_bn, oc_bn) changed."""
-    nodes = dict(config.nodes)
-    for name, (ic, oc) in blocks.items():
-        node = nodes[name]
-        knobs = dict(node.knobs, ic_bn=ic, oc_bn=oc)
-        nodes[name] = type(node)(node.op, node.workload, *x86.layouts_of(node.workload, knobs),
-                                 knobs)
-    return Config(nodes, config.target, config.model, config.solution)
 
 
 @pytest.fixture(scope="module")
@@ -278,8 +231,8 @@ def test_solved_config_places_transforms_exactly_where_the_graph_says():
 # ------------------------------------------------------------------ exported-model patterns
 def test_unfused_batch_norm_passes_the_layout_through():
     """A DenseNet block as PyTorch exports it: pre-activation BatchNormalization on concats."""
-    from graphtune.pipeline import extract
     from graphtune.models.builder import GraphBuilder
+    from graphtune.pipeline import extract
 
     b = GraphBuilder("dense_block", 3, 1, 16, fold_bn=False)
     x = b.relu(b.conv(b.input, "conv0", 32, 3, 1, 1), "relu0")
@@ -439,28 +392,9 @@ def test_tvm_type_error_in_rewrite_names_the_node():
         compile(tvm.IRModule({"main": func}), Config({}))
 
 
-def _group_conv_model() -> onnx.ModelProto:
-    """input [1, 32, 9, 9] -> 3x3 conv, 8 groups of 4 -> ReLU -> 1x1 conv, 2 groups of 16 (24 out)."""
-    rng = np.random.default_rng(3)
-    inits = [numpy_helper.from_array(rng.uniform(-0.5, 0.5, shape).astype(np.float32), name)
-             for name, shape in (("g1.w", [32, 4, 3, 3]), ("g1.b", [32]), ("g2.w", [24, 16, 1, 1]))]
-    nodes = [
-        helper.make_node("Conv", ["input", "g1.w", "g1.b"], ["x1"], name="g1", group=8,
-                         pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
-        helper.make_node("Relu", ["x1"], ["r1"], name="relu"),
-        helper.make_node("Conv", ["r1", "g2.w"], ["output"], name="g2", group=2, kernel_shape=[1, 1]),
-    ]
-    graph = helper.make_graph(
-        nodes, "groups", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 32, 9, 9])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 24, 9, 9])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
-
-
 @pytest.mark.parametrize("block", [2, 4, 8, 16])  # g1: inside a group (2, 4), spanning 2 and 4 groups
 def test_group_convs_match_onnxruntime(block):
-    model = _group_conv_model()
+    model = group_conv_model()
     config = Config.uniform(model, block=block)
     assert config.nodes["g1"].op == "group_conv2d" and config.nodes["g1"].out_layout == f"NCHW{block}c"
     assert_matches_ort(model, compile(model, config))

@@ -4,13 +4,13 @@ layout node, and compiled models match ONNX Runtime (rtol = atol = 1e-4)."""
 import warnings
 
 import pytest
-from onnx_blocks import dilated_head, token_mlp, unet_decoder
-from test_compile import assert_matches_ort
 
 import graphtune
+from compile_check import assert_matches_ort
 from graphtune.config import Config
 from graphtune.frontend import import_model, layout_ops
 from graphtune.pipeline import extract
+from onnx_blocks import dilated_head, token_mlp, unet_decoder
 
 pytest.importorskip("onnxruntime")
 

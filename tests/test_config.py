@@ -13,6 +13,8 @@ from graphtune.errors import ConfigError, ConfigMismatchError, KnobError, Layout
 from graphtune.pipeline import extract
 from graphtune.solve import Solution
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.fixture(scope="module")
 def resnet18():
@@ -132,6 +134,7 @@ def test_load_reports_json_syntax_position_and_missing_file(tmp_path):
         Config.load(tmp_path / "absent.json")
 
 
+@pytest.mark.integration
 def test_random_config_is_valid_and_varied(resnet18):
     cfg = Config.random(resnet18, seed=3)
     assert cfg.check(resnet18) == []
@@ -139,6 +142,7 @@ def test_random_config_is_valid_and_varied(resnet18):
     assert Config.random(resnet18, seed=3).to_dict() == cfg.to_dict()
 
 
+@pytest.mark.integration
 def test_from_solution_records_choices_and_fingerprint(resnet18):
     graph = extract(resnet18, max_candidates=3)
     assignment = {name: len(graph.candidates(name)) - 1 for name in graph.nodes}

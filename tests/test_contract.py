@@ -9,64 +9,16 @@ consumer of a tensor needing the same layout, so the graph side is
 :meth:`LayoutGraph.transforms`, not one per edge.
 """
 
-import re
 import warnings
-from collections import Counter
 
-import numpy as np
 import pytest
-from tvm import relax
 
-from graphtune import models, x86
+from compile_check import assert_matches_ort, check_contract, random_config
+from graphtune import extract, models
 from graphtune.compiler import compile
-from graphtune.compiler.driver import rewrite_model
-from graphtune.compiler.rewrite import TRANSFORM_ATTR
-from graphtune.config import Config
-from graphtune import extract
-from graphtune.frontend import import_model
-from graphtune.solve import Solution
-from test_compile import assert_matches_ort
 
 # every zoo model at its smallest size, and the notebook's model (resnet18) at its published size
 CASES = [(name, models.info(name).min_image_size) for name in models.names()] + [("resnet18", 224)]
-
-
-def _tensor(name: str) -> str:
-    """Relax writes ``layer1.0.conv1`` as ``layer1_0_conv1`` in emitted variables."""
-    return re.sub(r"\W", "_", name)
-
-
-def module_transforms(mod) -> Counter:
-    """``(tensor, src, dst)`` of every layout transform ``main`` calls, once per call."""
-    found: Counter = Counter()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.call_tir":
-            attrs = mod[expr.args[0]].attrs
-            if attrs is not None and TRANSFORM_ATTR in attrs:
-                src, dst = str(attrs[TRANSFORM_ATTR]).split("->")
-                found[(_tensor(expr.args[1].fields[0].name), src, dst)] += 1
-
-    relax.analysis.post_order_visit(mod["main"].body, visit)
-    return found
-
-
-def random_config(graph, seed: int) -> tuple[Config, dict]:
-    """A config from a random candidate of every node (joins too), and that assignment."""
-    rng = np.random.default_rng(seed)
-    assignment = {n: int(rng.integers(len(graph.candidates(n)))) for n in graph.nodes}
-    return Config.from_solution(graph, Solution(assignment, 1.0, 1.0, True, "brute", 0.0)), assignment
-
-
-def check_contract(model, graph, config, assignment) -> tuple[Counter, Counter]:
-    """The module's transforms and the graph's, asserted equal; both returned."""
-    assert config.check(graph) == []
-    new_mod, _, _ = rewrite_model(import_model(model), config, x86.host_target())
-    got = module_transforms(new_mod)
-    want = Counter((_tensor(t), src, dst) for _, t, src, dst in graph.transforms(assignment))
-    assert sum(got.values()) == sum(want.values()), (got - want, want - got)
-    assert got == want
-    return got, want
 
 
 @pytest.fixture(scope="module")

@@ -10,12 +10,13 @@ import tvm
 from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
-import graphtune
 from graphtune import models, x86
 from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops, walk
-from graphtune.pipeline import extract
 from graphtune.layouts import block_of
+from graphtune.pipeline import extract
+
+pytestmark = pytest.mark.unit
 
 RNG = np.random.default_rng(0)
 
@@ -62,7 +63,8 @@ def _tiny_resnet():
         helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "fc.w", "fc.b"], ["output"], name="fc", transB=1),
     ]
-    return _model(nodes, i1 + i2 + [_init("fc.w", [10, 8]), _init("fc.b", [10])], outputs=[("output", [1, 10])])
+    return _model(nodes, i1 + i2 + [_init("fc.w", [10, 8]), _init("fc.b", [10])],
+                  outputs=[("output", [1, 10])])
 
 
 def _record(fn, *args, **kwargs):
@@ -146,7 +148,8 @@ def test_path_and_irmodule_inputs(tmp_path):
     "make, match",
     [
         (lambda tmp: tmp / "missing.onnx", "does not exist"),
-        (lambda tmp: (tmp / "bad.onnx").write_bytes(b"\x00garbage") and tmp / "bad.onnx", "not a readable ONNX"),
+        (lambda tmp: (tmp / "bad.onnx").write_bytes(b"\x00garbage") and tmp / "bad.onnx",
+         "not a readable ONNX"),
         (lambda tmp: 42, "cannot import a int"),
     ],
 )
@@ -224,7 +227,8 @@ def test_concat_join_keeps_only_blocks_dividing_every_input():
     assert sorted(g.nx.predecessors("cat")) == ["a", "b"]
     offered = {c.out_layout for n in ("a", "b") for c in g.candidates(n)} | {"NCHW"}
     kept = {c.in_layout for c in g.candidates("cat")}
-    assert kept == {lay for lay in offered if 24 % max(block_of(lay), 1) == 0 and 16 % max(block_of(lay), 1) == 0}
+    assert kept == {lay for lay in offered
+                    if 24 % max(block_of(lay), 1) == 0 and 16 % max(block_of(lay), 1) == 0}
     assert "NCHW16c" in offered and "NCHW16c" not in kept and "NCHW8c" in kept
     assert all(c.cost == 0.0 and c.in_layout == c.out_layout for c in g.candidates("cat"))
     assert (g.edge_shape("a", "cat"), g.edge_shape("b", "cat")) == ([1, 24, 16, 16], [1, 16, 16, 16])
@@ -318,6 +322,7 @@ def _zoo(name):
 
 
 @pytest.mark.parametrize("name", sorted(ZOO))
+@pytest.mark.integration
 def test_zoo_extraction_invariants(name):
     model, g = _zoo(name)
     ops = [g.op(n) for n in g.nodes]
@@ -360,6 +365,7 @@ def test_zoo_extraction_invariants(name):
     g.validate()
 
 
+@pytest.mark.integration
 def test_zoo_names_are_stable_across_extractions():
     model, g = _zoo("resnet50")
     again = extract(models.get("resnet50", image_size=32), max_candidates=3)
@@ -367,6 +373,7 @@ def test_zoo_names_are_stable_across_extractions():
     assert again.fingerprint() == g.fingerprint()
 
 
+@pytest.mark.integration
 def test_resnet_graph_has_low_treewidth():
     from networkx.algorithms.approximation import treewidth_min_fill_in
 
@@ -407,6 +414,7 @@ def test_shape_subgraphs_are_folded_with_int64_kept():
     assert fold_constants(plain) is plain
 
 
+@pytest.mark.integration
 def test_shufflenet_extracts_every_conv():
     # unfolded, the Relax importer stops at the first channel shuffle (floor_divide's Where)
     for fold_bn in (True, False):
@@ -428,6 +436,7 @@ def test_fold_names_an_unevaluable_node():
         fold_constants(model)
 
 
+@pytest.mark.integration
 def test_batch_norm_imports_as_per_channel_scale_and_shift():
     model = models.get("densenet121", image_size=32, fold_bn=False)
     steps = walk(import_model(model))
@@ -436,15 +445,6 @@ def test_batch_norm_imports_as_per_channel_scale_and_shift():
     assert fixed == ["relax.reshape"]  # the flatten before the classifier, nothing else
     g = extract(model, max_candidates=2)
     assert sum(g.op(n) == "boundary" for n in g.nodes) == 3  # input, flatten, output
-
-
-def test_fold_docstring_examples():
-    import doctest
-
-    from graphtune.frontend import fold
-
-    result = doctest.testmod(fold)
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_conv_graphtune_x86_cannot_run_is_a_boundary_with_a_warning():

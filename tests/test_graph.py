@@ -11,6 +11,8 @@ from graphtune.errors import GraphError
 from graphtune.graph import Candidate, LayoutGraph
 from graphtune.synthetic import transform_ms
 
+pytestmark = pytest.mark.unit
+
 
 def conv(knobs_in, knobs_out, cost):
     return Candidate({"ic_bn": knobs_in, "oc_bn": knobs_out}, f"NCHW{knobs_in}c", f"NCHW{knobs_out}c", cost)
@@ -77,7 +79,8 @@ def test_transform_pairs_lists_distinct_needed_transforms():
 
 def test_transform_pairs_needs_shapes():
     g = LayoutGraph()
-    g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0])
+    g.add_node("a", costs=[1.0])
+    g.add_node("b", costs=[1.0])
     g.add_edge("a", "b")
     with pytest.raises(GraphError, match="a -> b has no shape"):
         g.transform_pairs()
@@ -138,7 +141,8 @@ def test_building_errors_name_the_culprit(build, message):
 
 def test_duplicate_edge_rejected():
     g = LayoutGraph()
-    g.add_node("a", costs=[1.0]); g.add_node("b", costs=[1.0])
+    g.add_node("a", costs=[1.0])
+    g.add_node("b", costs=[1.0])
     g.add_edge("a", "b", cost=[[0.0]])
     with pytest.raises(GraphError, match="edge a -> b already exists"):
         g.add_edge("a", "b", cost=[[0.0]])
@@ -257,15 +261,6 @@ def test_candidate_checks_and_serialises():
         Candidate({}, "", "NCHW", 1.0)
     with pytest.raises(GraphError, match="cost must be a number of ms"):
         Candidate({}, "NCHW", "NCHW", None)
-
-
-@pytest.mark.parametrize("module", ["graphtune.graph", "graphtune.synthetic"])
-def test_docstring_examples(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module))
-    assert result.attempted > 0 and result.failed == 0
 
 
 def test_edge_with_two_tensors_charges_two_transforms():

@@ -11,6 +11,8 @@ from graphtune.graph import Candidate, LayoutGraph
 from graphtune.lazy import solve_measuring, transform_cells
 from graphtune.solve import solve
 
+pytestmark = pytest.mark.unit
+
 LAYOUTS = ("NCHW8c", "NCHW16c", "NCHW32c")
 
 

@@ -7,6 +7,7 @@ run, records written as results finish, and resuming from them.
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -24,9 +25,12 @@ FAST = {"min_repeat_ms": 2, "repeat": 2, "progress": False}
 
 
 def tiny_func(task, target):
-    """y = 2 * x over ``workload["shape"]``; ``knobs["mode"]`` asks for a failure."""
+    """y = 2 * x over ``workload["shape"]``; ``knobs["mode"]`` asks for a failure, and a build
+    with ``knobs["gate"]`` (a path) waits until that file exists."""
     from tvm import te, tirx
 
+    while "gate" in task.knobs and not os.path.exists(task.knobs["gate"]):
+        time.sleep(0.01)
     mode = task.knobs.get("mode", "ok")
     if mode == "raise":
         raise KnobError("mode=raise: knobs rejected before building")
@@ -46,9 +50,9 @@ def tiny_func(task, target):
     return te.create_prim_func([x, y])
 
 
-def task(c=16, mode="ok", size=8):
+def task(c=16, mode="ok", size=8, gate=None):
     return Task("transform", {"shape": [1, c, size, size], "src": "NCHW", "dst": "NCHW",
-                              "dtype": "float32"}, {"mode": mode})
+                              "dtype": "float32"}, {"mode": mode} | ({"gate": gate} if gate else {}))
 
 
 def runner(**kw):
@@ -109,16 +113,20 @@ def test_resume_after_partial_run(tmp_path):
     assert len(Records.load(path)) == 4
 
 
+def ctrl_c_tasks(gate):
+    """12 tasks; from the third on, each build waits until the file ``gate`` exists."""
+    return [task(c, gate=gate if c > 16 else None) for c in range(8, 8 + 8 * 12, 8)]
+
+
 def test_ctrl_c_keeps_finished_results_and_rerun_completes(tmp_path):
-    path = tmp_path / "t.records.jsonl"
+    """Ctrl-C while the third task waits for a gate that the test opens only afterwards: the
+    two finished results are kept, however fast or slow the machine is."""
+    path, gate = tmp_path / "t.records.jsonl", str(tmp_path / "gate")
     script = textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
-        from test_measure_engine import runner, task
+        from test_measure_engine import ctrl_c_tasks, runner
         from graphtune.measure import measure
-        tasks = [task(c) for c in range(8, 8 + 8 * 12, 8)]
-        measure(tasks, records={str(path)!r}, runner=runner(n_parallel=1, batch_size=1),
-                min_repeat_ms=150, repeat=2, progress=False)
+        measure(ctrl_c_tasks({gate!r}), records={str(path)!r},
+                runner=runner(n_parallel=1, batch_size=1), min_repeat_ms=2, repeat=2, progress=False)
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
@@ -126,12 +134,13 @@ def test_ctrl_c_keeps_finished_results_and_rerun_completes(tmp_path):
         if path.exists() and len(path.read_text().splitlines()) >= 2:
             break
         time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1]  # still running: blocked at the gate
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0 and "KeyboardInterrupt" in err
-    done = Records.load(path)
-    assert 2 <= len(done) < 12
-    tasks = [task(c) for c in range(8, 8 + 8 * 12, 8)]
+    assert len(Records.load(path)) == 2
+    pathlib.Path(gate).touch()
+    tasks = ctrl_c_tasks(gate)
     out = measure(tasks, records=path, runner=runner(), **FAST)
     assert all(r.ok for r in out)
     assert len(path.read_text().splitlines()) == 12

@@ -11,6 +11,8 @@ from graphtune.errors import MeasureError
 from graphtune.measure import Record, Records, Task, target_key_of
 from graphtune.measure.task import record_key, tvm_version
 
+pytestmark = pytest.mark.unit
+
 TARGET = {"kind": "llvm", "mcpu": "znver5", "num-cores": 2, "vector_bits": 512, "threads": 2}
 OTHER = dict(TARGET, mcpu="haswell", vector_bits=256)
 CONV = {"data": [1, 32, 14, 14], "kernel": [64, 32, 3, 3], "strides": [1, 1],
@@ -51,6 +53,7 @@ def test_task_rejects_bad_input():
         Task("transform", {"shape": [1], "src": "NCHW", "dst": "NCHW", "dtype": object()})
 
 
+@pytest.mark.integration
 def test_key_is_stable_across_processes():
     task = conv_task(8, 16)
     code = (
@@ -183,5 +186,5 @@ def test_records_of_another_timing_protocol_are_never_reused(tmp_path):
     records = Records.load(path)
     assert len(records) == 1 and records.get(task, {"kind": "llvm"}) is None
     records.append(current)
-    assert current.timing == task_protocol(task) == "flush-v5"
+    assert current.timing == task_protocol(task) == "filled-cache"
     assert records.get(task, {"kind": "llvm"}).median_ms == 1.0

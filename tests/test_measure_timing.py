@@ -1,6 +1,7 @@
-"""The timing protocol (flush-v4, flush-v5 for memory-bound tasks): data input rewritten,
+"""The timing protocol (written-input, filled-cache for memory-bound tasks): data input rewritten,
 weights flushed, last-level cache filled first for memory-bound tasks, wall-time-bounded repeats,
-early cut-off, superseded records."""
+early cut-off after two trial calls, superseded records, old protocol tags (flush-v1 ... flush-v5)
+read as the protocols they name."""
 
 import dataclasses
 import json
@@ -10,8 +11,8 @@ import pytest
 
 import graphtune.x86 as x86
 from graphtune.errors import MeasureError
-from graphtune.measure import LocalRunner, Record, Records, Task, measure
-from graphtune.measure.task import TIMING
+from graphtune.measure import LocalRunner, Records, Task, measure
+from graphtune.measure.task import PROTOCOL_RENAMES, TIMING
 from graphtune.measure.timing import PROTOCOLS, time_module
 
 CONV = x86.conv2d_workload([1, 16, 10, 10], [32, 16, 3, 3], padding=[1, 1, 1, 1])
@@ -44,29 +45,29 @@ def run(tasks, timing=TIMING):
                    min_repeat_ms=5, repeat=3, progress=False)
 
 
-def test_clearly_slower_candidate_of_the_same_layout_pair_is_cut_off_after_its_probe():
+def test_clearly_slower_candidate_of_the_same_layout_pair_is_cut_off_after_its_trial_calls():
     fast, slow = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)])
     assert fast.ok and fast.cutoff_ms is None and len(fast.ms) in full_repeats(TIMING)
     assert slow.ok and slow.cutoff_ms == pytest.approx(PROTOCOLS[TIMING].cutoff * fast.median_ms)
-    assert len(slow.ms) == 2 and slow.number == 1  # the two probe calls only
+    assert len(slow.ms) == 2 and slow.number == 1  # the two trial calls only
     assert slow.median_ms > slow.cutoff_ms > fast.median_ms  # it can never be its pair's best
-    assert slow.timing == TIMING == "flush-v4"
+    assert slow.timing == TIMING == "written-input"
 
 
-def test_no_cut_off_across_layout_pairs_before_a_best_or_with_flush_v1():
+def test_no_cut_off_across_layout_pairs_before_a_best_or_with_long_repeats():
     first_slow = run([Task("conv2d", CONV, SLOW_KNOBS), Task("conv2d", CONV, FAST_KNOBS)])
     other_pair = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, OTHER_PAIR)])
-    old = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)], "flush-v1")
+    old = run([Task("conv2d", CONV, FAST_KNOBS), Task("conv2d", CONV, SLOW_KNOBS)], "long-repeats")
     for records in (first_slow, other_pair, old):  # measured in full: every repeat, no cut-off
         assert all(r.ok and r.cutoff_ms is None and len(r.ms) in full_repeats(r.timing)
                    for r in records)
-    assert {r.timing for r in old} == {"flush-v1"}
+    assert {r.timing for r in old} == {"long-repeats"}
 
 
 def test_calls_per_repeat_come_from_the_wall_time_of_a_flushed_call():
     """A kernel touching 16 floats next to a 64 MB argument: the count of calls per repeat is
     derived from the wall time of a flushed call (flush included), not from the kernel time
-    (flush-v1's rule, which chose thousands here). Checks the rule, not a speed."""
+    (long-repeats' rule, which chose thousands here). Checks the rule, not a speed."""
     import tvm
     from tvm import te
 
@@ -85,7 +86,7 @@ def test_calls_per_repeat_come_from_the_wall_time_of_a_flushed_call():
 
 
 def test_unknown_protocol_is_a_clear_error():
-    with pytest.raises(MeasureError, match="unknown timing protocol 'hot'; known: flush-v1"):
+    with pytest.raises(MeasureError, match="unknown timing protocol 'hot'; known: long-repeats"):
         LocalRunner(timing="hot")
 
 
@@ -94,24 +95,44 @@ def test_records_of_older_protocols_are_superseded_and_measured_again(tmp_path):
                               "dtype": "float32"})
     path = tmp_path / "old.records.jsonl"
     [fresh] = measure([task], records=path, min_repeat_ms=2, progress=False)
-    old = dataclasses.replace(fresh, timing="flush-v2", ms=[123.0], median_ms=123.0)
+    old = dataclasses.replace(fresh, timing="cold-output", ms=[123.0], median_ms=123.0)
     path.write_text(old.to_json() + "\n")  # a file written by the old protocol only
     assert Records.load(path).get(task) is None  # never reused
     [again] = measure([task], records=path, min_repeat_ms=2, progress=False)
-    assert again.timing == "flush-v5" and again.median_ms != 123.0  # a memory-bound task
+    assert again.timing == "filled-cache" and again.median_ms != 123.0  # a memory-bound task
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [line["timing"] for line in lines] == ["flush-v2", "flush-v5"]
+    assert [line["timing"] for line in lines] == ["cold-output", "filled-cache"]
     assert Records.load(path).get(task).median_ms == again.median_ms
-    assert Records.load(path).get(task, timing="flush-v2").median_ms == 123.0  # kept, per protocol
-    # a runner timing with flush-v2 (as RPCRunner does) finds its own records
-    [v2] = measure([task], records=path, runner=LocalRunner(timing="flush-v2"), progress=False)
+    assert Records.load(path).get(task, timing="cold-output").median_ms == 123.0  # kept, per protocol
+    # a runner timing with cold-output (as RPCRunner does) finds its own records
+    [v2] = measure([task], records=path, runner=LocalRunner(timing="cold-output"), progress=False)
     assert v2.median_ms == 123.0
 
 
-def test_flush_v3_leaves_the_output_in_cache_flush_v2_flushes_it():
-    """A kernel writing 16 floats of a 64 MB output: flushing the output dominates a flush-v2
-    call; flush-v3 (and flush-v4) flush only the weights (none here). The margin is ~100x, not a
-    speed bound."""
+def test_records_with_old_protocol_tags_are_read_and_matched_as_the_protocols_they_name(tmp_path):
+    """A records file written before the protocols were renamed: its flush-v5 (memory-bound) and
+    flush-v4 (compute-bound) records are the current protocols' and are reused, not re-measured."""
+    transform = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
+                                   "dtype": "float32"})
+    conv = Task("conv2d", CONV, FAST_KNOBS)
+    path = tmp_path / "old.records.jsonl"
+    fresh = measure([transform, conv], records=path, min_repeat_ms=2, progress=False)
+    tags = {"filled-cache": "flush-v5", "written-input": "flush-v4"}
+    old = [dataclasses.replace(r, timing=tags[r.timing], ms=[7.0], median_ms=7.0) for r in fresh]
+    path.write_text("".join(r.to_json() + "\n" for r in old))
+    saved = Records.load(path)
+    assert [saved.get(t).median_ms for t in (transform, conv)] == [7.0, 7.0]
+    assert saved.get(conv, timing="flush-v4") == saved.get(conv, timing="written-input")
+    again = measure([transform, conv], records=path, min_repeat_ms=2, progress=False)
+    assert [r.median_ms for r in again] == [7.0, 7.0]  # reused: nothing measured
+    assert len(path.read_text().splitlines()) == 2
+    assert set(PROTOCOL_RENAMES.values()) == set(PROTOCOLS)
+
+
+def test_hot_input_leaves_the_output_in_cache_cold_output_flushes_it():
+    """A kernel writing 16 floats of a 64 MB output: flushing the output dominates a cold-output
+    call; hot-input (and written-input) flush only the weights (none here). The margin is ~100x,
+    not a speed bound."""
     import tvm
     from tvm.script import tirx as T
 
@@ -126,14 +147,15 @@ def test_flush_v3_leaves_the_output_in_cache_flush_v2_flushes_it():
     dev = tvm.cpu(0)
     args = [tvm.runtime.tensor(random_array(s, "float32"), dev) for s in ([16], [1 << 24])]
     walls = {t: time_module(module, dev, args, repeat=3, min_repeat_ms=5, timing=t)["wall_ms"]
-             for t in ("flush-v2", "flush-v3")}
-    assert walls["flush-v2"] > 10 * walls["flush-v3"]
+             for t in ("cold-output", "hot-input")}
+    assert walls["cold-output"] > 10 * walls["hot-input"]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "int32"])
-def test_flush_v4_rewrites_the_data_input_with_its_own_values_before_every_call(dtype):
-    """A kernel that increments its own input in place: under flush-v4 every call starts from the
-    original values again (one increment seen at the end), under flush-v3 the increments add up."""
+def test_written_input_rewrites_the_data_input_with_its_own_values_before_every_call(dtype):
+    """A kernel that increments its own input in place: under written-input every call starts from
+    the original values again (one increment seen at the end), under hot-input the increments add
+    up."""
     import numpy as np
     import tvm
     from tvm.script import tirx as T
@@ -149,19 +171,19 @@ def test_flush_v4_rewrites_the_data_input_with_its_own_values_before_every_call(
 
     module = tvm.compile(main, target={"kind": "llvm"}).jit()
     dev = tvm.cpu(0)
-    for timing, calls_seen in (("flush-v4", 1), ("flush-v3", None)):
+    for timing, calls_seen in (("written-input", 1), ("hot-input", None)):
         start = random_array([3, 5, 7], dtype)
         args = [tvm.runtime.tensor(start, dev), tvm.runtime.tensor(np.zeros(4, dtype), dev)]
         out = time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing=timing)
         increments = np.rint(args[0].numpy() - start)  # float sums round off after many calls
         assert (increments == increments.flat[0]).all()
-        if calls_seen is None:  # warm-up, two probes and every timed call, never restored
+        if calls_seen is None:  # warm-up, two trial calls and every timed call, never restored
             assert increments.flat[0] >= 3 + 3 * out["number"]
         else:
             assert increments.flat[0] == calls_seen
 
 
-def test_memory_bound_tasks_are_timed_and_recorded_with_flush_v5_compute_bound_with_flush_v4(
+def test_memory_bound_tasks_are_timed_and_recorded_with_filled_cache_compute_bound_with_written_input(
         tmp_path):
     from graphtune.measure.timing import memory_bound, task_protocol
 
@@ -175,26 +197,25 @@ def test_memory_bound_tasks_are_timed_and_recorded_with_flush_v5_compute_bound_w
     fused = Task("segment", {"ops": "conv2d", "args": [], "sha": "0"})
     assert [memory_bound(t) for t in (transform, depthwise, conv, pool, fused)] == \
         [True, True, False, True, False]
-    assert [task_protocol(t) for t in (transform, conv)] == ["flush-v5", "flush-v4"]
-    assert task_protocol(transform, "flush-v2") == "flush-v2"  # RPC: one protocol for all
+    assert [task_protocol(t) for t in (transform, conv)] == ["filled-cache", "written-input"]
+    assert task_protocol(transform, "cold-output") == "cold-output"  # RPC: one protocol for all
     path = tmp_path / "r.records.jsonl"
     records = measure([transform, depthwise, conv], records=path, min_repeat_ms=2, progress=False)
     assert [r.ok for r in records] == [True] * 3
-    assert [r.timing for r in records] == ["flush-v5", "flush-v5", "flush-v4"]
+    assert [r.timing for r in records] == ["filled-cache", "filled-cache", "written-input"]
     saved = Records.load(path)
     assert all(saved.get(t) == r for t, r in zip((transform, depthwise, conv), records))
-    assert saved.get(transform, timing="flush-v5") == records[0]
+    assert saved.get(transform, timing="filled-cache") == records[0]
 
 
-def test_flush_v5_fills_the_last_level_cache_before_every_call_flush_v4_does_not():
-    """The pollution copy's target starts as zeros and holds the source once flush-v5 has run."""
+def test_filled_cache_fills_the_last_level_cache_before_every_call_written_input_does_not():
+    """The pollution copy's target starts as zeros and holds the source once filled-cache has run."""
     import numpy as np
     import tvm
+    from tvm.script import tirx as T
 
     from graphtune.measure import timing
     from graphtune.measure.timing import MAX_POLLUTION_BYTES, last_level_cache_bytes, random_array
-
-    from tvm.script import tirx as T
 
     @T.prim_func
     def main(x: T.Buffer((16,), "float32"), y: T.Buffer((16,), "float32")):
@@ -205,9 +226,9 @@ def test_flush_v5_fills_the_last_level_cache_before_every_call_flush_v4_does_not
     module = tvm.compile(main, target={"kind": "llvm"}).jit()
     dev = tvm.cpu(0)
     args = [tvm.runtime.tensor(random_array([16], "float32"), dev) for _ in range(2)]
-    time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing="flush-v4")
+    time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing="written-input")
     assert not timing._POLLUTERS
-    time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing="flush-v5")
+    time_module(module, dev, args, repeat=3, min_repeat_ms=1, timing="filled-cache")
     [(size, (source, target))] = timing._POLLUTERS.items()
     assert size == min(last_level_cache_bytes(), MAX_POLLUTION_BYTES) // 2
     assert source.numpy().nbytes == size and np.array_equal(target.numpy(), source.numpy())

@@ -33,8 +33,6 @@ def measured(tmp_path_factory):
     """Real tasks measured by a separate Python process into a fresh records file."""
     path = tmp_path_factory.mktemp("records") / "x86.records.jsonl"
     script = textwrap.dedent(f"""
-        import sys
-        sys.path.insert(0, {str(__import__("pathlib").Path(__file__).parent)!r})
         from test_measure_x86 import FAST, real_tasks
         from graphtune.measure import measure
         measure(real_tasks(), records={str(path)!r}, **FAST)

@@ -1,6 +1,5 @@
 """notebooks/layout_analysis.ipynb runs headless, top to bottom, on a tiny budget."""
 
-import os
 import pathlib
 
 import nbformat

@@ -11,15 +11,14 @@ import pytest
 import graphtune
 from graphtune import extract, solve, x86
 from graphtune.frontend import import_model
-from graphtune.measure import Records, measure
-from graphtune.opgroups import pricing as segments
-from graphtune.measure.build import build_task, prim_func_of
-from graphtune.opgroups.probe_index import index_path_of
 from graphtune.graph import LayoutGraph
-from graphtune.opgroups.pricing import (fused_edges, op_costs, probe_choices, probe_groups,
-                                        segment_task)
-from graphtune.measure.build import payload_func
+from graphtune.measure import Records, measure
+from graphtune.measure.build import build_task, payload_func, prim_func_of
 from graphtune.models.builder import GraphBuilder
+from graphtune.opgroups import pricing
+from graphtune.opgroups.pricing import fused_edges, op_costs, op_group_task, probe_choices, probe_groups
+from graphtune.opgroups.probe_index import index_path_of
+from graphtune.ops import Op
 from graphtune.report import config_table
 
 TINY = {"max_candidates": 2, "progress": False, "min_repeat_ms": 2.0}
@@ -41,7 +40,7 @@ def _model():
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    records = tmp_path_factory.mktemp("seg") / "tiny.records.jsonl"
+    records = tmp_path_factory.mktemp("opgroups") / "tiny.records.jsonl"
     result = graphtune.tune(_model(), records=records, **TINY)
     return result, records
 
@@ -70,7 +69,8 @@ def test_fused_joins_are_silu_and_the_se_gate_and_probes_run_them_in_their_produ
     assert fused_edges(g) == [("fc2", "scale")]
     probes = probe_choices(g)
     for choice in probes:
-        assert g.candidates("scale")[choice["scale"]].in_layout == g.candidates("fc2")[choice["fc2"]].out_layout
+        fc2 = g.candidates("fc2")[choice["fc2"]]
+        assert g.candidates("scale")[choice["scale"]].in_layout == fc2.out_layout
     seen = {(n, g.candidates(n)[i].out_layout) for choice in probes for n, i in choice.items()}
     assert seen == {("x", "NCHW8c"), ("x", "NCHW16c"), ("fc2", "NCHW8c"), ("fc2", "NCHW3c"),
                     ("scale", "NCHW8c"), ("scale", "NCHW3c")}
@@ -180,9 +180,10 @@ def test_transforms_fused_with_other_ops_are_op_groups():
                for grp in shuffles)
     assert not any(set(grp.label.split("_")) <= {"layout", "transform", "reshape", "NCHW", "NCHW16c"}
                    for grp in groups)
+    assert not any("layout_transform" in grp.label for grp in groups)  # labels: what else they run
 
 
-def test_segment_task_key_is_its_code_and_it_builds_and_times(tmp_path):
+def test_op_group_task_key_is_its_code_and_it_builds_and_times(tmp_path):
     model = _model()
     g = extract(model, max_candidates=1)
     choice = probe_choices(g)[0]
@@ -190,7 +191,7 @@ def test_segment_task_key_is_its_code_and_it_builds_and_times(tmp_path):
     again = probe_groups(import_model(model), g, choice, x86.host_target())
     assert [grp.task.key for grp in first] == [grp.task.key for grp in again]
     task = next(grp.task for grp in first if grp.task.workload["ops"] == "mean")
-    assert json.loads(task.key)["kind"] == "segment"
+    assert json.loads(task.key)["kind"] == Op.OP_GROUP == "segment"  # the records' kind, kept
     built = build_task(prim_func_of, task, x86.host_target(), str(tmp_path))
     assert built["args"] == task.workload["args"]
     [record] = measure([task], records=Records(), min_repeat_ms=1, progress=False)
@@ -209,7 +210,7 @@ def test_tune_charges_op_groups_per_layout_and_predicts_the_whole_model(tuned):
     assert result.predicted_ms <= result.solution.energy + 1e-9  # shared transforms run once
     assert result.predicted_ms == pytest.approx(result.kernel_ms + result.ops_ms + result.transform_ms)
     kinds = [json.loads(line)["kind"] for line in records.read_text().splitlines()]
-    assert kinds.count("segment") == result.measured["ops"] > 0
+    assert kinds.count(Op.OP_GROUP) == result.measured["ops"] > 0
     sol = result.config.solution
     assert sol["ops_ms"] == pytest.approx(result.ops_ms)
     assert sol["predicted_ms"] == pytest.approx(sol["kernel_ms"] + sol["ops_ms"] + sol["transform_ms"])
@@ -256,7 +257,7 @@ def test_a_fused_kernel_and_its_bare_twin_are_keyed_as_a_pair():
     pairs = {(grp.task, grp.bare) for grp in groups}
     assert len(pairs) == len({t for t, _ in pairs}) == len({b for _, b in pairs})
     for grp in groups:
-        alone = segment_task(payload_func(grp.bare), grp.bare.workload["ops"])
+        alone = op_group_task(payload_func(grp.bare), grp.bare.workload["ops"])
         assert alone.payload == grp.bare.payload and alone != grp.bare
 
 
@@ -288,15 +289,15 @@ def test_a_retune_from_complete_records_compiles_no_probe(tuned, tmp_path, monke
     all recorded compiles no probe; a probe whose group lost its record is compiled again."""
     result, records = tuned
     compiled: list = []
-    real = segments.probe_groups
-    monkeypatch.setattr(segments, "probe_groups", lambda *args: compiled.append(1) or real(*args))
+    real = pricing.probe_groups
+    monkeypatch.setattr(pricing, "probe_groups", lambda *args: compiled.append(1) or real(*args))
     copy = tmp_path / "tiny.records.jsonl"
     lines = records.read_text().splitlines()
     copy.write_text(records.read_text())
     shutil.copy(index_path_of(records), index_path_of(copy))
     again = graphtune.tune(_model(), records=copy, **TINY)
     assert compiled == [] and again.ops.per_layout == result.ops.per_layout
-    dropped = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "segment")
+    dropped = next(i for i, line in enumerate(lines) if json.loads(line)["kind"] == Op.OP_GROUP)
     copy.write_text("\n".join(lines[:dropped] + lines[dropped + 1:]) + "\n")
     third = graphtune.tune(_model(), records=copy, **TINY)
     assert compiled and len(copy.read_text().splitlines()) == len(lines)  # one re-measured

@@ -5,7 +5,6 @@ import pathlib
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 import graphtune
@@ -26,6 +25,8 @@ from graphtune.ops import (
     op_of,
     output_shape,
 )
+
+pytestmark = pytest.mark.unit
 
 DATA = pathlib.Path(__file__).parent / "data"
 ROOT = pathlib.Path(__file__).parent.parent
@@ -49,7 +50,8 @@ MAIN_KEYS = [
 
 @pytest.mark.parametrize("module", ["graphtune.ops", "graphtune.config", "graphtune.graph"])
 def test_core_modules_import_without_tvm(module):
-    code = f"import sys, {module}; assert 'tvm' not in sys.modules, sorted(m for m in sys.modules if 'tvm' in m)"
+    code = (f"import sys, {module}; "
+            "assert 'tvm' not in sys.modules, sorted(m for m in sys.modules if 'tvm' in m)")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT,
                    env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
@@ -74,7 +76,7 @@ def test_op_is_its_string():
     assert json.dumps({Op.JOIN: [Op.BOUNDARY]}) == '{"join": ["boundary"]}'
     assert f"{Op.TRANSFORM}" == str(Op.TRANSFORM) == repr(Op.TRANSFORM)[1:-1] == "transform"
     assert set(GRAPH_OPS) == set(NODE_OPS) | {Op.BOUNDARY} == set(LAYOUT_OPS) | {Op.JOIN, Op.BOUNDARY}
-    assert set(TASK_KINDS) == set(LAYOUT_OPS) | {Op.TRANSFORM, Op.SEGMENT}
+    assert set(TASK_KINDS) == set(LAYOUT_OPS) | {Op.TRANSFORM, Op.OP_GROUP}
 
 
 @pytest.mark.parametrize("workload, op", [
@@ -95,10 +97,12 @@ def test_op_of_and_explicit_op_agree(workload, op):
 
 
 def test_workload_errors_name_the_field_and_where():
-    with pytest.raises(ModelError, match=r"nodes\.c\.workload\.kernel = \[16, 8, 3, 3\] expects 16 input channels"):
+    with pytest.raises(ModelError,
+                       match=r"nodes\.c\.workload\.kernel = \[16, 8, 3, 3\] expects 16 input channels"):
         check_workload({**CONV, "kernel": [16, 8, 3, 3], "groups": 2, "data": [1, 8, 8, 8]}, "conv2d",
                        where="nodes.c.workload")
-    with pytest.raises(ModelError, match=r"workload: a 'depthwise_conv2d' workload .* does not match op 'conv2d'"):
+    with pytest.raises(ModelError,
+                       match=r"workload: a 'depthwise_conv2d' workload .* does not match op 'conv2d'"):
         check_workload(conv2d_workload([1, 8, 6, 6], [8, 1, 3, 3], groups=8), Op.CONV2D)
     with pytest.raises(ModelError, match="unknown workload op 'pool'; known: conv2d"):
         check_workload(CONV, "pool")

@@ -7,6 +7,8 @@ from graphtune import Config, compile, extract
 from graphtune.frontend import pad_output_channels
 from onnx_blocks import Builder
 
+pytestmark = pytest.mark.unit
+
 ort = pytest.importorskip("onnxruntime")
 
 
@@ -47,7 +49,8 @@ def test_a_weight_shared_by_two_padded_convs_is_padded_once():
     flat = [b.node("Flatten", [h], f"{h}.flatten") for h in heads]
     model = b.model("shared", [1, 16, 4, 4], b.node("Add", flat, "sum"))
     padded = pad_output_channels(model)
-    assert sorted(t.name for t in padded.graph.initializer if t.name.endswith(".padded")) == ["bias.padded", "w.padded"]
+    padded_names = sorted(t.name for t in padded.graph.initializer if t.name.endswith(".padded"))
+    assert padded_names == ["bias.padded", "w.padded"]
     x = np.random.default_rng(1).standard_normal((1, 16, 4, 4)).astype(np.float32)
     np.testing.assert_allclose(run(padded, x), run(model, x), rtol=1e-6, atol=1e-6)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import graphtune
+from compile_check import assert_matches_ort, group_conv_model
 from graphtune import models
 from graphtune.pipeline import kernel_best_solution
 
@@ -97,9 +98,7 @@ def test_tuned_config_compiles_and_matches_onnxruntime(tuned):
 
 def test_group_convs_are_tuned_and_compiled(tmp_path):
     """A model with group convs: measured as group_conv2d nodes, configured, compiled right."""
-    from test_compile import _group_conv_model, assert_matches_ort
-
-    model = _group_conv_model()
+    model = group_conv_model()
     records = tmp_path / "groups.records.jsonl"
     result = graphtune.tune(model, records=records, max_candidates=3, min_repeat_ms=1, repeat=1,
                             progress=False)

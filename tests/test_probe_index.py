@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from graphtune.measure import Task
 from graphtune.opgroups.probe_index import ProbeIndex, index_path_of, probe_key
+from graphtune.ops import Op
 
 
 def _task(sha: str) -> Task:
-    return Task("segment", {"ops": "add", "args": [[[1, 8], "float32"]], "sha": sha})
+    return Task(Op.OP_GROUP, {"ops": "add", "args": [[[1, 8], "float32"]], "sha": sha})
 
 
 def _groups(*shas: str) -> list[dict]:

@@ -237,7 +237,8 @@ def test_placement_rules_on_a_pre_activation_chain():
 
 def test_a_group_is_found_on_its_call_whatever_transforms_fused_with_it():
     """ShuffleNetV2's concat + channel shuffle: the probe priced it with other transforms fused
-    into it than the config's compile has, and owned by the branch's last conv (its layout)."""
+    into it than the config's compile has, and owned by the branch's last conv (its layout).
+    Labels leave transforms out (graphtune.compiler.legalize.label_of): found by its label."""
     from types import SimpleNamespace
 
     from onnx import helper
@@ -250,8 +251,7 @@ def test_a_group_is_found_on_its_call_whatever_transforms_fused_with_it():
     model = helper.make_model(helper.make_graph(nodes, "g", [], []))
     layout = SimpleNamespace(out_layout="NCHW1c")
     config = SimpleNamespace(nodes={"b5": layout, "cat": layout}, solution={"op_groups": [
-        ["b5", "NCHW1c", "layout_transform_NCHW_NCHW1c_concatenate_layout_transform_NCHW1c_NCHW_reshape",
-         0.02]]})
-    order = ["fused_gt_b5_add", "fused_layout_transform_NCHW1c_NCHW1_concatenate1_reshape"]
-    rows, moved, unmatched = _place_groups(order, [["b5"], ["cat", "view"]], model, config)
+        ["b5", "NCHW1c", "concatenate_reshape", 0.02]]})
+    labels = ["gt_b5_add", "concatenate1_reshape"]
+    rows, moved, unmatched = _place_groups(labels, [["b5"], ["cat", "view"]], model, config)
     assert rows == {1: [0.02]} and moved == {"b5": 0.02} and unmatched == 0.0

@@ -9,7 +9,6 @@ import textwrap
 import numpy as np
 import onnx
 import pytest
-from reliability_models import residual
 
 import graphtune
 from graphtune import cli
@@ -17,7 +16,7 @@ from graphtune.config import Config
 from graphtune.errors import ModelError
 from graphtune.graph import LayoutGraph
 from graphtune.peers import PeerProcess
-from test_reliability_inputs import _all_failed_records
+from reliability_models import all_failed_records, residual
 
 TUNE = ["--max-candidates", "2", "-q"]
 
@@ -121,7 +120,7 @@ def test_unexpected_errors_are_one_bug_report_line(files, capsys, monkeypatch):
 def test_retry_errors_flag(files, capsys):
     model = residual()
     records = files / "tiny.records.jsonl"
-    _all_failed_records(records, model)
+    all_failed_records(records, model)
     argv = ["tune", "tiny.onnx", "--records", records, "-o", "t.graphtune.json", *TUNE]
     status, _, err = run(capsys, *argv)
     one_line_error(status, err, "all 2 candidates failed", "--retry-errors",
@@ -147,9 +146,8 @@ def test_shape_option_for_dynamic_inputs(files, capsys):
 def test_peer_process_leaves_quietly_when_the_parent_goes_away(started):
     """A parent that dies (before or after starting the peer) must not leave a traceback."""
     script = textwrap.dedent(f"""
-        import os, sys
+        import os
         import numpy as np
-        sys.path.insert(0, {os.path.dirname(__file__)!r})
         from reliability_models import residual
         from graphtune.peers import PeerProcess
         from graphtune.procs import Child

@@ -6,14 +6,15 @@ import time
 import warnings
 
 import pytest
-from reliability_models import assert_matches_ort, conv_nd, residual
 
 import graphtune
+from compile_check import assert_matches_ort
 from graphtune.config import Config
 from graphtune.errors import ArgumentError, ConfigError, MeasureError, ModelError
-from graphtune.pipeline import extract
-from graphtune.measure import LocalRunner, Record, Records, RPCRunner, Task
+from graphtune.measure import RPCRunner
 from graphtune.measure.rpc import _parse_address
+from graphtune.pipeline import extract
+from reliability_models import all_failed_records, conv_nd, residual
 
 FAST = {"max_candidates": 2, "min_repeat_ms": 1, "repeat": 1, "progress": False}
 
@@ -39,23 +40,10 @@ def test_unwritable_records_path_fails_before_measuring():
 
 
 # ------------------------------------------------------------ errors are not forever
-def _all_failed_records(path, model):
-    """A records file in which every candidate of every conv of ``model`` timed out."""
-    runner = LocalRunner()
-    target = runner.resolve_target(None)
-    key = runner.target_key(target)
-    graph = extract(model, target, FAST["max_candidates"])
-    recs = Records(path)
-    for node in ("a", "b"):
-        for cand in graph.candidates(node):
-            task = Task(graph.op(node), graph.workload(node), cand.knobs)
-            recs.append(Record.failure(task, key, "run: timed out after 60 s"))
-
-
 def test_failed_measurements_say_how_to_retry_and_retry_errors_does(tmp_path):
     path = tmp_path / "r.records.jsonl"
     model = residual()
-    _all_failed_records(path, model)
+    all_failed_records(path, model)
     with pytest.raises(MeasureError) as err:
         graphtune.tune(model, records=path, **FAST)
     text = str(err.value)
@@ -142,13 +130,3 @@ def test_rpc_ipv6_address_in_brackets():
     with pytest.raises(MeasureError, match=rf"cannot reach the RPC tracker at \[::1\]:{port}"):
         RPCRunner(f"[::1]:{port}", "x86").resolve_target()
     assert time.perf_counter() - start < 5
-
-
-@pytest.mark.parametrize("module", ["graphtune.checks", "graphtune.measure.records",
-                                    "graphtune.errors", "graphtune.cli"])
-def test_doctests(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.failed == 0 and result.attempted > 0

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from graphtune.measure import Record, Records, Task
 
+pytestmark = pytest.mark.unit
+
 TARGET = {"kind": "llvm", "mcpu": "znver5", "num-cores": 2, "vector_bits": 512, "threads": 2}
 TORN = '{"target": {"ki'
 
@@ -59,6 +61,7 @@ for c in range(first, first + count):
 """
 
 
+@pytest.mark.integration
 def test_concurrent_processes_lose_nothing(tmp_path):
     """Two real processes append to one torn records file at the same time."""
     path = tmp_path / "shared.records.jsonl"

@@ -7,13 +7,10 @@ import warnings
 import numpy as np
 import pytest
 from onnx import numpy_helper
-from onnx_blocks import Builder
-from test_compile import assert_matches_ort, transforms_in
-from test_schedules import run_prim_func
-import tvm
 from tvm import relax, te, topi
 
 import graphtune
+from compile_check import assert_matches_ort, transforms_in
 from graphtune import extract, models, x86
 from graphtune.compiler.driver import rewrite_model
 from graphtune.config import Config
@@ -21,6 +18,8 @@ from graphtune.frontend import Form, Role, import_model, walk
 from graphtune.measure.timing import random_array
 from graphtune.x86.generic import audit, schedule_generic
 from graphtune.x86.resize import bilinear_resize2d
+from onnx_blocks import Builder
+from x86_reference import run_prim_func
 
 pytest.importorskip("onnxruntime")
 
@@ -62,7 +61,7 @@ def test_resize_runs_blocked_and_matches_onnxruntime(kind, block):
     new_mod = rewrite_model(import_model(model), config, x86.host_target())[0]
     # the only transforms are into the first conv and out of the last: none around the resize
     assert transforms_in(new_mod) == [f"NCHW->{c1.in_layout}", f"{c2.out_layout}->NCHW"]
-    resized = [l for l in new_mod["main"].script().splitlines() if "R.image.resize2d" in l]
+    resized = [line for line in new_mod["main"].script().splitlines() if "R.image.resize2d" in line]
     assert len(resized) == 1 and f'layout="{c1.out_layout}"' in resized[0], resized
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # every function scheduled (no generic fallback warning)

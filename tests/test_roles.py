@@ -8,19 +8,24 @@ from collections import Counter
 import numpy as np
 import pytest
 import tvm
-from onnx_blocks import CHAINS, elementwise_chain, shared_producer_joins, squeeze_excite
-from test_compile import assert_matches_ort, transforms_in, with_blocks
-from test_contract import check_contract, module_transforms, random_config
 from tvm import relax
 
-from graphtune import x86
+from compile_check import (
+    assert_matches_ort,
+    check_contract,
+    module_transforms,
+    random_config,
+    transforms_in,
+    with_blocks,
+)
+from graphtune import extract, x86
 from graphtune.compiler import compile
 from graphtune.compiler.driver import rewrite_model
 from graphtune.config import Config, NodeConfig
 from graphtune.errors import ConfigMismatchError
-from graphtune import extract
 from graphtune.frontend import Form, Role, import_model, walk
 from graphtune.frontend.roles import BINARY, KNOWN_FIXED, POOLS, UNARY
+from onnx_blocks import CHAINS, elementwise_chain, shared_producer_joins, squeeze_excite
 
 pytest.importorskip("onnxruntime")
 
@@ -87,7 +92,8 @@ def test_joins_sharing_producers_keep_their_own_layouts(tmp_path):
     path = tmp_path / "shared.graphtune.json"
     config.save(path)
     loaded = Config.load(path)
-    pairs = Counter(f"{src}->{dst}" for _, src, dst in module_transforms(_rewritten(model, loaded)).elements())
+    moved = module_transforms(_rewritten(model, loaded)).elements()
+    pairs = Counter(f"{src}->{dst}" for _, src, dst in moved)
     # a and c (16c) go to sum in 8c and to prod in 4c; prod goes to both in 8c
     assert pairs["NCHW16c->NCHW8c"] == 2 and pairs["NCHW16c->NCHW4c"] == 2
     assert pairs["NCHW4c->NCHW8c"] == 1

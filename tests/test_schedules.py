@@ -9,10 +9,10 @@ import warnings
 
 import numpy as np
 import pytest
-import tvm
 from tvm import te, topi
 
 import graphtune  # noqa: F401  (sets TVM_NUM_THREADS before TVM starts)
+from compile_check import SMALL, assert_matches_ort, ort_outputs
 from graphtune import models
 from graphtune.compiler import compile
 from graphtune.config import Config
@@ -20,7 +20,7 @@ from graphtune.x86 import host_target
 from graphtune.x86.generic import SCHEDULE_ATTR, audit, schedule_generic
 from odd_models import convnext_model, nms_model
 from schedule_check import assert_scheduled
-from test_compile import SMALL, assert_matches_ort, ort_outputs
+from x86_reference import run_prim_func
 
 TARGET = host_target()
 
@@ -84,15 +84,6 @@ CASES = {f.__name__.lstrip("_"): f for f in (
     _matmul_4d_by_2d_gelu, _transpose, _concat_pad_resize)}
 
 
-def run_prim_func(func, inputs: list) -> np.ndarray:
-    """Build ``func`` for the host, run it on ``inputs`` (numpy arrays); its last parameter."""
-    lib = tvm.compile(func.with_attr("global_symbol", "main"), target=TARGET).jit()
-    out_shape = [int(d) for d in func.params[-1].shape]
-    out = tvm.runtime.tensor(np.zeros(out_shape, "float32"), tvm.cpu(0))
-    lib["main"](*[tvm.runtime.tensor(a, tvm.cpu(0)) for a in inputs], out)
-    return out.numpy()
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_generic_schedule_is_parallel_vectorised_and_exact(case):
     args, out, expected_kind = CASES[case]()
@@ -105,7 +96,8 @@ def test_generic_schedule_is_parallel_vectorised_and_exact(case):
     assert "T.parallel" in script and "T.vectorized" in script
     rng = np.random.default_rng(0)
     inputs = [rng.standard_normal([int(d) for d in a.shape]).astype("float32") for a in args]
-    np.testing.assert_allclose(run_prim_func(scheduled, inputs), run_prim_func(func, inputs), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(run_prim_func(scheduled, inputs), run_prim_func(func, inputs),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_generic_matmul_matches_numpy_and_is_register_tiled():
@@ -178,7 +170,7 @@ def test_data_dependent_output_shape_compiles_and_matches_ort():
     assert any("all_class_non_max_suppression (1x)" in m for m in messages)
     assert "(generic: all_class_non_max_suppression)" in compiled.schedule_summary()
     x = compiled.random_inputs(seed=3)[0]
-    expected = ort_outputs(model, x)[0]
+    expected = ort_outputs(model, [x])[0]
     got = compiled(x)
     assert got.shape == expected.shape == (5, 3)
     np.testing.assert_array_equal(got, expected)

@@ -13,6 +13,8 @@ from graphtune.solve.dominance import eliminate_dominated
 from graphtune.solve.pbqp import reduce_ri, reduce_rii, reduce_rn
 from graphtune.solve.problem import Problem
 
+pytestmark = pytest.mark.unit
+
 TOL = 1e-7
 EXACT = ["auto", "dp", "pbqp", "cpsat", "lp"]
 # auto forced past dp: LP branch and bound, and with a single LP allowed, CP-SAT
@@ -106,7 +108,8 @@ def graphs(draw):
     for i in range(n):
         k = draw(st.integers(1, 3))
         g.add_node(f"v{i}", costs=draw(st.lists(st.integers(0, 5), min_size=k, max_size=k)))
-    edges = draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=2 * n, unique=True))
+    pairs = st.tuples(st.integers(0, n - 1), st.integers(0, n - 1))
+    edges = draw(st.lists(pairs, max_size=2 * n, unique=True))
     for u, v in edges:
         if u == v:
             continue
@@ -271,7 +274,8 @@ def test_cpsat_without_max_lp_still_correct_on_small_instances():
 
 def test_dp_refuses_with_table_size():
     g = frustrated(n_nodes=8, n_states=8)
-    with pytest.raises(SolverError, match=r"dp: eliminating node 'k\d' needs a table of .* entries .*max_table=1000"):
+    with pytest.raises(SolverError,
+                       match=r"dp: eliminating node 'k\d' needs a table of .* entries .*max_table=1000"):
         solve(g, method="dp", max_table=1000)
     sol = solve(g, method="dp", max_table=10**8)
     assert sol.optimal and sol.stats["treewidth"] == 7
@@ -289,7 +293,8 @@ def test_bad_method_and_limits_are_value_errors_listing_choices():
     valid = "valid methods are: auto, brute, cpsat, dp, lp, pbqp"
     with pytest.raises(ValueError, match=f"unknown solve method 'fast'; {valid}"):
         solve(g, method="fast")
-    with pytest.raises(ValueError, match="solve method 'dp' does not take max_assignments; its limits are: max_table"):
+    with pytest.raises(ValueError, match="solve method 'dp' does not take max_assignments; "
+                                         "its limits are: max_table"):
         solve(g, method="dp", max_assignments=3)
 
 
@@ -338,13 +343,3 @@ def test_dense_concat_graph_needs_more_than_reductions_and_is_still_proven():
     assert auto.energy == pytest.approx(exact.energy, rel=1e-9)
     with pytest.raises(SolverError, match="needs a table of"):
         solve(g, method="dp")  # without auto's dominance + reductions the tables are too large
-
-
-@pytest.mark.parametrize("module", ["auto", "branch", "brute", "cpsat", "dominance", "dp", "local", "lp", "pbqp",
-                                    "polytope", "problem", "solution", ""])
-def test_docstring_examples(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(f"graphtune.solve.{module}".rstrip(".")))
-    assert result.attempted > 0 and result.failed == 0

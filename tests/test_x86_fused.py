@@ -4,10 +4,12 @@ import numpy as np
 import pytest
 import tvm
 from tvm import relax, te
-from x86_reference import TARGET, conv2d_reference, random, run
 
 import graphtune.x86 as x86
 from graphtune.errors import KnobError
+from x86_reference import TARGET, conv2d_reference, random, run
+
+pytestmark = pytest.mark.unit
 
 CONV = x86.conv2d_workload([1, 16, 8, 7], [32, 16, 3, 3], padding=[1, 1, 1, 1])
 CONV_KNOBS = [
@@ -83,7 +85,8 @@ def test_flat_pixel_pointwise_conv_writes_its_tile_through_the_epilogue(second_o
     workload = x86.conv2d_workload([1, 6, 3, 4], [10, 6, 1, 1])
     knobs = {"ic_bn": 1, "oc_bn": 1, "reg_n": 12, "flat": 4, "unroll_kw": False, "oc_tile": 5}
     d, k, o = x86.conv2d_nchwc_shapes(workload, knobs)
-    data, kernel, bias = te.placeholder(d, name="data"), te.placeholder(k, name="kernel"), te.placeholder([10], name="b")
+    data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
+    bias = te.placeholder([10], name="b")
     conv = x86.conv2d_nchwc(data, kernel, workload, knobs)
     relu = te.compute(o, lambda n, c, h, w, b: te.max(conv[n, c, h, w, b] + bias[c], 0.0), name="T_relu")
     outputs = [conv, relu] if second_output else [relu]
@@ -128,7 +131,8 @@ def test_fused_depthwise_bias_clip(workload, knobs):
     x, w, b = random(workload["data"], rng) * 8, random(workload["kernel"], rng), random([16], rng)
     ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], groups=16)
     ref = np.clip(ref + b[None, :, None, None], 0.0, 6.0)
-    inputs = [x86.pack_data(x, bn), x86.pack_depthwise_kernel(w, bn), x86.pack_data(b.reshape(1, 16, 1, 1), bn)]
+    inputs = [x86.pack_data(x, bn), x86.pack_depthwise_kernel(w, bn),
+              x86.pack_data(b.reshape(1, 16, 1, 1), bn)]
     out = run(func.with_attr("global_symbol", "main"), inputs, o)
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
 
@@ -137,7 +141,8 @@ def test_fused_dense_bias_relu():
     workload = x86.dense_workload([2, 24], [20, 24])
     knobs = {"oc_bn": 10, "k_bn": 4}
     d, w, o = x86.dense_packed_shapes(workload, knobs)
-    data, weight, bias = te.placeholder(d, name="x"), te.placeholder(w, name="w"), te.placeholder([20], name="b")
+    data, weight = te.placeholder(d, name="x"), te.placeholder(w, name="w")
+    bias = te.placeholder([20], name="b")
     dense = x86.dense_packed(data, weight, workload, knobs)
     out = te.compute(o, lambda n, m: te.max(dense[n, m] + bias[m], 0.0), name="T_relu")
     func = x86.schedule_fused(te.create_prim_func([data, weight, bias, out]), workload, knobs)

@@ -4,10 +4,12 @@ import functools
 
 import numpy as np
 import pytest
-from x86_reference import conv2d_reference, random, run
 
 import graphtune.x86 as x86
 from graphtune.errors import KnobError
+from x86_reference import conv2d_reference, random, run
+
+pytestmark = pytest.mark.unit
 
 GROUP_CASES = {
     # name: (workload, [(ic_bn, oc_bn), ...], reg_n values); every (blocks, reg_n, unroll_kw) is checked
@@ -50,7 +52,8 @@ def _data(name: str) -> tuple:
     workload = POINTWISE if name == "pointwise" else GROUP_CASES[name][0]
     rng = np.random.default_rng(sum(map(ord, name)))
     x, w = random(workload["data"], rng), random(workload["kernel"], rng)
-    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], workload["groups"])
+    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"],
+                           workload["groups"])
     return workload, x, w, ref
 
 
@@ -70,6 +73,7 @@ def test_reference_groups_is_per_group_dense():
 
 
 @pytest.mark.parametrize("name, knobs", _params())
+@pytest.mark.integration
 def test_group_conv_matches_reference(name, knobs):
     _check(name, knobs)
 
@@ -77,7 +81,8 @@ def test_group_conv_matches_reference(name, knobs):
 @pytest.mark.parametrize("oh_bn", [1, 2, 3])
 @pytest.mark.parametrize("blocks", [(4, 4), (16, 16), (8, 8)])
 def test_pointwise_group_conv_row_tiles(blocks, oh_bn):
-    _check("pointwise", {"ic_bn": blocks[0], "oc_bn": blocks[1], "reg_n": 6, "unroll_kw": False, "oh_bn": oh_bn})
+    _check("pointwise",
+           {"ic_bn": blocks[0], "oc_bn": blocks[1], "reg_n": 6, "unroll_kw": False, "oh_bn": oh_bn})
 
 
 def test_ops_and_layouts():

@@ -1,16 +1,17 @@
 """graphtune.x86 kernels vs NumPy references over small knob grids (every combination)."""
 
 import functools
-import itertools
 
 import numpy as np
 import pytest
 import scipy.signal
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from x86_reference import conv2d_reference, random, run
 
 import graphtune.x86 as x86
+from x86_reference import cases, conv2d_reference, grid, random, run
+
+pytestmark = pytest.mark.unit
 
 CONV_CASES = {
     # name: (workload, knob grid); every combination of the grid is built and checked
@@ -96,26 +97,14 @@ DENSE_WORKLOAD = x86.dense_workload([3, 40], [12, 40])
 DENSE_GRID = {"oc_bn": [1, 4, 6, 12], "k_bn": [1, 5, 8]}
 
 
-def grid(knob_grid: dict) -> list:
-    names = list(knob_grid)
-    return [dict(zip(names, values)) for values in itertools.product(*knob_grid.values())]
-
-
-def cases(table: dict) -> list:
-    return [
-        pytest.param(name, knobs, id=f"{name}-" + "-".join(f"{k}{v}" for k, v in knobs.items()))
-        for name, (_, knob_grid) in table.items()
-        for knobs in grid(knob_grid)
-    ]
-
-
 @functools.lru_cache(maxsize=None)
 def conv_data(name: str, table: str) -> tuple:
     """Random inputs (seeded per case) and the float64 reference output."""
     workload = (CONV_CASES if table == "conv" else DEPTHWISE_CASES)[name][0]
     rng = np.random.default_rng(abs(hash(name)) % 2**32)
     x, w = random(workload["data"], rng), random(workload["kernel"], rng)
-    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], workload["groups"])
+    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"],
+                           workload["groups"])
     return x, w, ref
 
 
@@ -128,6 +117,7 @@ def test_reference_matches_scipy():
 
 
 @pytest.mark.parametrize("name, knobs", cases(CONV_CASES))
+@pytest.mark.integration
 def test_conv2d_matches_reference(name, knobs):
     workload = CONV_CASES[name][0]
     x, w, ref = conv_data(name, "conv")
@@ -138,6 +128,7 @@ def test_conv2d_matches_reference(name, knobs):
 
 
 @pytest.mark.parametrize("name, knobs", cases(DEPTHWISE_CASES))
+@pytest.mark.integration
 def test_depthwise_matches_reference(name, knobs):
     workload = DEPTHWISE_CASES[name][0]
     x, w, ref = conv_data(name, "depthwise")
@@ -229,7 +220,8 @@ def test_random_convs_and_candidates_match_reference(case):
     workload, knobs = case
     rng = np.random.default_rng(0)
     x, w = random(workload["data"], rng), random(workload["kernel"], rng)
-    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], workload["groups"])
+    ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"],
+                           workload["groups"])
     block = knobs["ic_bn"] if x86.op_of(workload) == "conv2d" else knobs["bn"]
     inputs = [x86.pack_data(x, block), x86.pack_weight(w, workload, knobs)]
     out = run(x86.kernel_func(workload, knobs), inputs, x86.kernel_shapes(workload, knobs)[2])

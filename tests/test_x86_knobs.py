@@ -8,6 +8,8 @@ import tvm
 import graphtune.x86 as x86
 from graphtune.errors import KnobError, LayoutError, MeasureError, ModelError
 
+pytestmark = pytest.mark.unit
+
 ZEN = {"kind": "llvm", "mcpu": "znver5", "num-cores": 2}
 HASWELL = {"kind": "llvm", "mcpu": "haswell", "num-cores": 2}
 
@@ -90,15 +92,20 @@ def test_dense_feature_mismatch():
 @pytest.mark.parametrize(
     "workload, knobs, message",
     [
-        (CONV3, {"ic_bn": 5, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}, r"'ic_bn' = 5 must divide.*1, 2, 4, 8, 16, 32, 64"),
-        (CONV3, {"ic_bn": 16, "oc_bn": 48, "reg_n": 8, "unroll_kw": True}, "'oc_bn' = 48 must divide the 64 output"),
-        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 57, "unroll_kw": True}, "'reg_n' = 57 must not exceed the 56"),
-        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 0, "unroll_kw": True}, "'reg_n' = 0 must be a positive int"),
+        (CONV3, {"ic_bn": 5, "oc_bn": 16, "reg_n": 8, "unroll_kw": True},
+         r"'ic_bn' = 5 must divide.*1, 2, 4, 8, 16, 32, 64"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 48, "reg_n": 8, "unroll_kw": True},
+         "'oc_bn' = 48 must divide the 64 output"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 57, "unroll_kw": True},
+         "'reg_n' = 57 must not exceed the 56"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 0, "unroll_kw": True},
+         "'reg_n' = 0 must be a positive int"),
         (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": 1}, "'unroll_kw' = 1 must be a bool"),
         (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8}, r"missing \['unroll_kw'\]"),
         (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True, "bn": 4}, r"unknown \['bn'\]"),
         (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "oh_bn": 57}, "'oh_bn' = 57"),
-        (STEM, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}, r"3 input channels; valid values: 1, 3"),
+        (STEM, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True},
+         r"3 input channels; valid values: 1, 3"),
         (CONV3, {"ic_bn": 16, "oc_bn": 1, "reg_n": 56, "unroll_kw": True, "oc_tile": 2},
          r"'oc_tile' = 2 needs ic_bn = oc_bn = 1"),
         (STEM, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": True, "oc_tile": 2}, "needs stride 1"),
@@ -154,8 +161,9 @@ def test_candidates_are_valid_unique_and_cover_every_block(workload):
     assert len(set(keys)) == len(keys)
     op = x86.op_of(workload)
     if op == "conv2d":
-        assert {k["ic_bn"] for k in cands} == set(x86.knobs.divisors(workload["data"][1], cap=x86.MAX_BLOCK))
-        assert {k["oc_bn"] for k in cands} == set(x86.knobs.divisors(workload["kernel"][0], cap=x86.MAX_BLOCK))
+        divisors = x86.knobs.divisors
+        assert {k["ic_bn"] for k in cands} == set(divisors(workload["data"][1], cap=x86.MAX_BLOCK))
+        assert {k["oc_bn"] for k in cands} == set(divisors(workload["kernel"][0], cap=x86.MAX_BLOCK))
     elif op == "depthwise_conv2d":
         assert {k["bn"] for k in cands} == set(x86.knobs.divisors(96, cap=x86.MAX_BLOCK))
     else:

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 import tvm
 from onnx import numpy_helper
-from onnx_blocks import Builder
-from test_compile import assert_matches_ort
 from tvm import te
 
 import graphtune
+import graphtune.x86 as x86
+from compile_check import assert_matches_ort
 from graphtune.config import Config
 from graphtune.x86.fastmath import COMPUTES
 from graphtune.x86.generic import audit
+from onnx_blocks import Builder
 
 pytest.importorskip("onnxruntime")
 
@@ -187,8 +188,6 @@ def test_te_conv_silu_epilogue(second_output):
     """A branching epilogue folds whole into the tile; with a second output, up to its fork."""
     from x86_reference import conv2d_reference, random, run
 
-    import graphtune.x86 as x86
-
     wl = x86.conv2d_workload([1, 16, 8, 7], [32, 16, 3, 3], padding=[1, 1, 1, 1])
     knobs = {"ic_bn": 8, "oc_bn": 16, "reg_n": 7, "unroll_kw": True}
     d, k, o = x86.conv2d_nchwc_shapes(wl, knobs)
@@ -219,7 +218,7 @@ def test_te_conv_silu_epilogue(second_output):
 
 
 def test_average_pool_in_a_block_of_three_vectors():
-    """NCHW48c: LLVM widens a 48-float vector to 64 and masks it; the window sums use 16s."""
+    """NCHW48c: LLVM widens a 48-float vector and masks it; the window sums use whole vectors."""
     b = Builder(seed=5)
     h = b.conv("c1", "input", 48, 48, k=(1, 1), pads=[0, 0, 0, 0])
     a = b.node("AveragePool", [h], "ap", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
@@ -230,4 +229,5 @@ def test_average_pool_in_a_block_of_three_vectors():
     [pool] = [f.script() for f in compiled.functions.values() if str(f.attrs["graphtune.op"]) == "avg_pool2d"]
     assert "T.int64(1), T.int64(1), T.int64(9), T.int64(9), T.int64(48)" in pool
     update = pool[:pool.index('T.sblock("pool_sum_update")')]
-    assert update.rindex("T.vectorized(T.int64(16))") > update.rindex("T.grid(T.int64(3), T.int64(3))")
+    lanes = x86.vector_lanes()
+    assert update.rindex(f"T.vectorized(T.int64({lanes}))") > update.rindex("T.grid(T.int64(3), T.int64(3))")

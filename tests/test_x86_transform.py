@@ -6,10 +6,12 @@ import numpy as np
 import pytest
 import tvm
 from tvm import relax
-from x86_reference import TARGET, random, run
 
 import graphtune.x86 as x86
 from graphtune.layouts import block_of
+from x86_reference import TARGET, random, run
+
+pytestmark = pytest.mark.unit
 
 LAYOUTS = ["NCHW", "NCHW4c", "NCHW8c", "NCHW16c"]
 PAIRS = [(s, d) for s, d in itertools.product(LAYOUTS, LAYOUTS) if s != d]

@@ -5,13 +5,14 @@ import functools
 
 import numpy as np
 import pytest
-from test_x86_kernels import cases, grid
-from x86_reference import conv2d_reference, conv2d_transpose_reference, random, run
 
 import graphtune.x86 as x86
 from graphtune.errors import KnobError, ModelError
 from graphtune.measure import Task
 from graphtune.measure.build import prim_func_of
+from x86_reference import cases, conv2d_reference, conv2d_transpose_reference, random, run
+
+pytestmark = pytest.mark.unit
 
 TRANSPOSE_CASES = {
     # name: (workload, knob grid); every combination is built and checked
@@ -44,7 +45,8 @@ SHAPED = {
     "asymmetric_padding": x86.conv2d_workload([1, 8, 9, 10], [8, 8, 3, 3], padding=[0, 1, 2, 1]),
     "1x7": x86.conv2d_workload([1, 8, 9, 9], [12, 8, 1, 7], padding=[0, 3, 0, 3]),
     "7x1": x86.conv2d_workload([1, 12, 9, 9], [8, 12, 7, 1], padding=[3, 0, 3, 0]),
-    "1x3_dilated_rows": x86.conv2d_workload([1, 8, 7, 9], [8, 8, 3, 1], padding=[2, 0, 2, 0], dilation=[2, 1]),
+    "1x3_dilated_rows": x86.conv2d_workload([1, 8, 7, 9], [8, 8, 3, 1], padding=[2, 0, 2, 0],
+                                            dilation=[2, 1]),
     "depthwise_dilated2": x86.conv2d_workload([1, 16, 10, 10], [16, 1, 3, 3], padding=[2, 2, 2, 2],
                                               dilation=[2, 2], groups=16),
     "depthwise_asymmetric_stride2": x86.conv2d_workload([1, 16, 9, 9], [16, 1, 3, 3], [2, 2], [0, 0, 1, 1],
@@ -73,7 +75,7 @@ def inputs_of(workload: dict, knobs: dict, x: np.ndarray, w: np.ndarray) -> list
     if op == "conv2d_transpose":
         ib, ob = knobs["ic_bn"], knobs["oc_bn"]
         return [x86.pack_data(x, ib), x86.pack_conv2d_transpose_kernel(w, ib, ob, workload["strides"])]
-    return [x86.pack_data(x, knobs["ic_bn"]), x86.pack_conv_kernel(w, knobs["ic_bn"], knobs["oc_bn"])]
+    return [x86.pack_data(x, knobs["ic_bn"]), x86.pack_weight(w, workload, knobs)]  # Winograd too
 
 
 def reference(workload: dict, x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -81,8 +83,10 @@ def reference(workload: dict, x: np.ndarray, w: np.ndarray) -> np.ndarray:
     if op == "dense":
         return x.astype("float64") @ w.T.astype("float64")
     if op == "conv2d_transpose":
-        return conv2d_transpose_reference(x, w, workload["strides"], workload["padding"], workload["output_padding"])
-    return conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"], workload["groups"])
+        return conv2d_transpose_reference(x, w, workload["strides"], workload["padding"],
+                                          workload["output_padding"])
+    return conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"],
+                            workload["groups"])
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,7 +99,8 @@ def data(name: str, workload_json: str) -> tuple:
 
 def check(name: str, workload: dict, knobs: dict) -> None:
     x, w, ref = data(name, __import__("json").dumps(workload))
-    out = run(x86.kernel_func(workload, knobs), inputs_of(workload, knobs, x, w), x86.kernel_shapes(workload, knobs)[2])
+    out = run(x86.kernel_func(workload, knobs), inputs_of(workload, knobs, x, w),
+              x86.kernel_shapes(workload, knobs)[2])
     got = out if x86.op_of(workload) == "dense" else x86.unpack_data(out)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
@@ -112,16 +117,19 @@ def test_transpose_reference_is_the_adjoint_of_conv2d():
 
 
 @pytest.mark.parametrize("name, knobs", cases(TRANSPOSE_CASES))
+@pytest.mark.integration
 def test_conv2d_transpose_matches_reference(name, knobs):
     check(name, TRANSPOSE_CASES[name][0], knobs)
 
 
 @pytest.mark.parametrize("name, knobs", cases(DENSE_CASES))
+@pytest.mark.integration
 def test_nd_dense_matches_reference(name, knobs):
     check(name, DENSE_CASES[name][0], knobs)
 
 
 @pytest.mark.parametrize("name", list(TRANSPOSE_CASES) + list(SHAPED))
+@pytest.mark.integration
 def test_candidates_build_and_match(name):
     """The first candidates (what tune measures) and the default knobs, built and run."""
     workload = TRANSPOSE_CASES[name][0] if name in TRANSPOSE_CASES else SHAPED[name]
@@ -132,6 +140,7 @@ def test_candidates_build_and_match(name):
 
 
 @pytest.mark.parametrize("name", list(SHAPED))
+@pytest.mark.integration
 def test_shaped_convs_every_block_pair(name):
     """Every channel-block choice of the candidate space (its best tile) on the odd shapes."""
     workload = SHAPED[name]
@@ -196,4 +205,5 @@ def test_bad_nd_dense_knobs_name_the_knob():
     with pytest.raises(KnobError, match="'n_bn' = 7 must not exceed the 6 rows"):
         x86.kernel_func(DENSE_CASES["tokens_4d"][0], {"oc_bn": 8, "k_bn": 4, "n_bn": 7})
     with pytest.raises(KnobError, match="'oc_bn' = 5 must divide the 8 output channels"):
-        x86.kernel_func(TRANSPOSE_CASES["k4_s2_p1"][0], {"ic_bn": 2, "oc_bn": 5, "reg_n": 2, "unroll_kw": True})
+        x86.kernel_func(TRANSPOSE_CASES["k4_s2_p1"][0],
+                        {"ic_bn": 2, "oc_bn": 5, "reg_n": 2, "unroll_kw": True})

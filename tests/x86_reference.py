@@ -1,6 +1,9 @@
-"""NumPy references and a build-and-run helper shared by the tests/test_x86_*.py files."""
+"""NumPy references, knob grids and build-and-run helpers shared by the kernel and schedule tests."""
+
+import itertools
 
 import numpy as np
+import pytest
 import tvm
 
 import graphtune.x86 as x86
@@ -21,11 +24,28 @@ def conv2d_reference(x, w, strides, padding, dilation, groups=1):
     out = np.zeros((n, o, oh, ow))
     for i in range(kh):
         for j in range(kw):
-            patch = xp[:, :, i * dh : i * dh + sh * (oh - 1) + 1 : sh, j * dw : j * dw + sw * (ow - 1) + 1 : sw]
+            rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+            cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+            patch = xp[:, :, rows, cols]
             grouped = patch.reshape(n, groups, cg, oh, ow)
             weight = w[:, :, i, j].reshape(groups, o // groups, cg)
             out += np.einsum("ngchw,goc->ngohw", grouped, weight).reshape(n, o, oh, ow)
     return out
+
+
+def grid(knob_grid: dict) -> list:
+    """Every combination of the knob values of ``knob_grid`` (knob: list of values)."""
+    names = list(knob_grid)
+    return [dict(zip(names, values)) for values in itertools.product(*knob_grid.values())]
+
+
+def cases(table: dict) -> list:
+    """One ``pytest.param(name, knobs)`` per case of ``table`` (name: (workload, knob grid)) and knobs."""
+    return [
+        pytest.param(name, knobs, id=f"{name}-" + "-".join(f"{k}{v}" for k, v in knobs.items()))
+        for name, (_, knob_grid) in table.items()
+        for knobs in grid(knob_grid)
+    ]
 
 
 def random(shape, rng):
@@ -39,6 +59,15 @@ def run(func, inputs, out_shape, target=TARGET):
     args = [tvm.runtime.tensor(a, dev) for a in inputs]
     out = tvm.runtime.tensor(np.full(out_shape, np.nan, dtype="float32"), dev)
     lib["main"](*args, out)
+    return out.numpy()
+
+
+def run_prim_func(func, inputs: list) -> np.ndarray:
+    """Build ``func`` for the host, run it on ``inputs`` (numpy arrays); its last parameter."""
+    lib = tvm.compile(func.with_attr("global_symbol", "main"), target=TARGET).jit()
+    out_shape = [int(d) for d in func.params[-1].shape]
+    out = tvm.runtime.tensor(np.zeros(out_shape, "float32"), tvm.cpu(0))
+    lib["main"](*[tvm.runtime.tensor(a, tvm.cpu(0)) for a in inputs], out)
     return out.numpy()
 
 

@@ -147,7 +147,7 @@ def rewrite_model(mod: tvm.IRModule, config: Config,
     (21, 'conv1')
     """
     steps = frontend.walk(mod)
-    ops = [step.layout_op for step in steps if step.role is Role.LAYOUT]
+    ops = [step.layout_op for step in steps if step.role is Role.LAYOUT and step.layout_op is not None]
     config.check(ops)
     plans = plan_nodes(ops, config, target)
     new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
@@ -193,7 +193,7 @@ def _tvm_stage(stage: str, names: list[str], fn, *args, **kwargs):
                            "with onnxruntime and report it") from None
 
 
-def compile(model: Any, config: Config | str, target: Any = None, *,  # noqa: A001
+def compile(model: Any, config: Config | str, target: Any = None, *,
             shape_dict: Mapping[str, Sequence[int]] | None = None) -> CompiledModel:
     """Compile ``model`` with the layouts and knobs of ``config`` for the x86 CPU ``target``.
 

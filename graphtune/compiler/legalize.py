@@ -11,9 +11,11 @@ scheduled with :func:`graphtune.x86.schedule_fused` and the node's knobs;
 ``layout_transform`` PrimFuncs get :func:`graphtune.x86.schedule_transform`
 and every other one :func:`graphtune.x86.generic.schedule_generic`, so no
 unscheduled PrimFunc reaches the build. Each function is tagged with the
-schedule it got (``graphtune.schedule``) and its op kind (:data:`OP_ATTR`);
-:func:`schedule_counts` tallies them. Identical scheduled PrimFuncs (same
-workload, knobs and epilogue) are merged.
+schedule it got (``graphtune.schedule``), its op kind (:data:`OP_ATTR`) and
+what was fused into it (:data:`MEMBERS_ATTR`, :data:`TRANSFORMS_ATTR`: read
+with :func:`members_of`, :func:`transforms_of`, :func:`label_of`, never from
+the names Relax generates); :func:`schedule_counts` tallies them. Identical
+scheduled PrimFuncs (same workload, knobs and epilogue) are merged.
 
 Examples
 --------
@@ -41,6 +43,7 @@ from tvm.ir.expr import Constant
 from .. import x86
 from ..errors import LayoutError
 from ..layouts import block_of
+from ..ops import LAYOUT_TRANSFORM
 from ..x86.fastmath import COMPUTES
 from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
 from ..x86.pools import max_pool2d
@@ -49,13 +52,22 @@ from ..x86.target import vector_lanes
 from .rewrite import TRANSFORM_ATTR, NodePlan
 from .sites import call_sites, with_sites
 
-__all__ = ["NODE_ATTR", "OP_ATTR", "legalize", "node_of", "schedule_counts"]
+__all__ = ["NODE_ATTR", "OP_ATTR", "MEMBERS_ATTR", "TRANSFORMS_ATTR", "legalize", "node_of",
+           "schedule_counts", "op_kind", "members_of", "transforms_of", "label_of"]
 
 NODE_ATTR = "graphtune.node"
 """PrimFunc attribute naming the layout node whose kernel the function computes."""
 
 OP_ATTR = "graphtune.op"
 """PrimFunc attribute naming the op kind the function computes (its heaviest op when fused)."""
+
+MEMBERS_ATTR = "graphtune.members"
+"""PrimFunc attribute: the names of the functions Relax fused into it (its own name when it is
+one), in call order, but the layout transforms (those are :data:`TRANSFORMS_ATTR`)."""
+
+TRANSFORMS_ATTR = "graphtune.transforms"
+"""PrimFunc attribute: the layout transforms in it (``src->dst``, as
+:data:`~graphtune.compiler.rewrite.TRANSFORM_ATTR` tags the rewrite's), in call order."""
 
 
 def _check_covered(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan]) -> None:
@@ -247,41 +259,128 @@ def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
     return found[0] if found else None
 
 
-def _op_kind(name: str, func: tirx.PrimFunc) -> str:
-    """Op kind of an unfused PrimFunc: its name without the numbering Relax adds."""
-    if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
-        return "layout_transform"
+def op_kind(name: str) -> str:
+    """The op kind of a function named ``name``: the name without the numbering Relax adds.
+
+    Examples
+    --------
+    >>> op_kind("concatenate12"), op_kind("max_pool2d")
+    ('concatenate', 'max_pool2d')
+    """
     return re.sub(r"\d+$", "", name) or name
 
 
-def _fused_op_kinds(mod: tvm.IRModule) -> dict[str, str]:
-    """Op kind of every fused Relax function: that of its member with the highest op pattern.
+def _op_kind(name: str, func: tirx.PrimFunc) -> str:
+    """Op kind of an unfused PrimFunc: :data:`~graphtune.ops.LAYOUT_TRANSFORM` for a transform."""
+    if _transform(func) is not None:
+        return LAYOUT_TRANSFORM
+    return op_kind(name)
+
+
+def _transform(func: tirx.PrimFunc) -> str | None:
+    """``src->dst`` of a layout transform the rewrite inserted, else None."""
+    return str(func.attrs[TRANSFORM_ATTR]) if func.attrs is not None and TRANSFORM_ATTR in func.attrs \
+        else None
+
+
+def _tir_calls(mod: tvm.IRModule, func: relax.Function) -> list[tuple[str, tirx.PrimFunc]]:
+    """The PrimFuncs (name, function) ``func`` calls, in call order."""
+    calls: list[tuple[str, tirx.PrimFunc]] = []
+
+    def visit(expr: relax.Expr) -> None:
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) \
+                and expr.op.name == "relax.call_tir":
+            calls.append((expr.args[0].name_hint, mod[expr.args[0]]))
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return calls
+
+
+def _fused_members(mod: tvm.IRModule) -> dict[str, list[tuple[str, tirx.PrimFunc]]]:
+    """The PrimFuncs (name, function) every fused Relax function of ``mod`` calls, in call order."""
+    fused = {gvar.name_hint: _tir_calls(mod, func) for gvar, func in mod.functions.items()
+             if isinstance(func, relax.Function) and func.attrs is not None
+             and "Primitive" in func.attrs}
+    return {name: calls for name, calls in fused.items() if calls}
+
+
+def _heaviest(members: list[tuple[str, tirx.PrimFunc]]) -> str:
+    """Op kind of a fused function: that of its member with the highest op pattern.
 
     Relax's op patterns rank elementwise < broadcast < injective < reduction <
     out-elementwise-fusable (matmul, conv) < opaque; among equals the first
     member that is not a layout transform wins.
     """
-    kinds: dict[str, str] = {}
-    for gvar, func in mod.functions.items():
-        if not (isinstance(func, relax.Function) and func.attrs is not None
-                and "Primitive" in func.attrs):
-            continue
-        members: list[tuple[int, bool, str]] = []
+    ranked = []
+    for name, callee in members:
+        kind = _op_kind(name, callee)
+        pattern = int(callee.attrs["op_pattern"]) if callee.attrs is not None \
+            and "op_pattern" in callee.attrs else 0
+        ranked.append((pattern, kind != LAYOUT_TRANSFORM, kind))
+    best = max(m[:2] for m in ranked)
+    return next(m[2] for m in ranked if m[:2] == best)
 
-        def visit(expr: relax.Expr) -> None:
-            if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) \
-                    and expr.op.name == "relax.call_tir":
-                callee = mod[expr.args[0]]
-                kind = _op_kind(expr.args[0].name_hint, callee)
-                pattern = int(callee.attrs["op_pattern"]) if callee.attrs is not None \
-                    and "op_pattern" in callee.attrs else 0
-                members.append((pattern, kind != "layout_transform", kind))
 
-        relax.analysis.post_order_visit(func.body, visit)
-        if members:
-            best = max(m[:2] for m in members)
-            kinds[gvar.name_hint] = next(m[2] for m in members if m[:2] == best)
-    return kinds
+def _with_members(func: tirx.PrimFunc, members: list[tuple[str, tirx.PrimFunc]]) -> tirx.PrimFunc:
+    """``func`` tagged with its members' names (:data:`MEMBERS_ATTR`) and transforms
+    (:data:`TRANSFORMS_ATTR`)."""
+    transforms = [_transform(callee) for _, callee in members]
+    names = [name for (name, _), moved in zip(members, transforms) if moved is None]
+    return func.with_attr(MEMBERS_ATTR, names).with_attr(
+        TRANSFORMS_ATTR, [moved for moved in transforms if moved is not None])
+
+
+def _strings(func: tirx.PrimFunc, key: str) -> list[str]:
+    """The list of strings a PrimFunc attribute holds (empty when absent)."""
+    return [str(v) for v in func.attrs[key]] if func.attrs is not None and key in func.attrs else []
+
+
+def members_of(func: tirx.PrimFunc) -> list[str]:
+    """Names of the functions fused into a legalized PrimFunc, but its layout transforms.
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> x = te.placeholder((4,), name="x")
+    >>> f = te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)])
+    >>> members_of(f.with_attr(MEMBERS_ATTR, ["concatenate1", "reshape"])), members_of(f)
+    (['concatenate1', 'reshape'], [])
+    """
+    return _strings(func, MEMBERS_ATTR)
+
+
+def transforms_of(func: tirx.PrimFunc) -> list[str]:
+    """The layout transforms (``src->dst``) in a legalized PrimFunc, fused or alone.
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> x = te.placeholder((4,), name="x")
+    >>> f = te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)])
+    >>> transforms_of(f.with_attr(TRANSFORMS_ATTR, ["NCHW16c->NCHW"]))
+    ['NCHW16c->NCHW']
+    """
+    return _strings(func, TRANSFORMS_ATTR)
+
+
+def label_of(func: tirx.PrimFunc) -> str:
+    """What a legalized PrimFunc computes besides layout transforms, by its members' names:
+    the same in every compile whatever transforms fuse into it (its neighbours' layouts
+    decide that). Empty for transforms alone.
+
+    Examples
+    --------
+    >>> from graphtune import Config, models, x86
+    >>> from graphtune.compiler.driver import rewrite_model
+    >>> from graphtune.frontend import import_model
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> target = x86.host_target()
+    >>> lowered = legalize(*rewrite_model(mod, Config.uniform(mod), target)[:2], target)
+    >>> flatten = lowered["fused_layout_transform_NCHW16c_NCHW_reshape"]
+    >>> label_of(flatten), transforms_of(flatten), label_of(lowered["fused_gt_conv1_add_relu"])
+    ('reshape', ['NCHW16c->NCHW'], 'gt_conv1_add_relu')
+    """
+    return "_".join(members_of(func))
 
 
 def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimFunc:
@@ -316,7 +415,8 @@ def schedule_counts(mod: tvm.IRModule) -> dict[str, dict[str, int]]:
     >>> target = x86.host_target()
     >>> new_mod, anchors, _ = rewrite_model(mod, Config.uniform(mod), target)
     >>> schedule_counts(legalize(new_mod, anchors, target))
-    {'conv2d': {'kernel': 15}, 'dense': {'kernel': 1}, 'layout_transform': {'transform': 1}, 'max_pool2d': {'reduction': 1}, 'mean': {'reduction': 1}, 'reshape': {'injective': 1}}
+    {'conv2d': {'kernel': 15}, 'dense': {'kernel': 1}, 'layout_transform': {'transform': 1},
+     'max_pool2d': {'reduction': 1}, 'mean': {'reduction': 1}, 'reshape': {'injective': 1}}
     """
     counts: dict[str, dict[str, int]] = {}
     for gvar, func in mod.functions.items():
@@ -339,7 +439,7 @@ class _Redirect(relax.PyExprMutator):
         super().__init__()
         self.targets = targets
 
-    def visit_call_(self, call: relax.Call) -> relax.Expr:  # noqa: D102 (TVM visitor hook)
+    def visit_call_(self, call: relax.Call) -> relax.Expr:
         if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.call_tir" \
                 and call.args[0].name_hint in self.targets:
             args = [self.targets[call.args[0].name_hint]] + list(call.args[1:])
@@ -347,19 +447,26 @@ class _Redirect(relax.PyExprMutator):
         return super().visit_call_(call)
 
 
+def _without(func: tirx.PrimFunc, *keys: str) -> tirx.PrimFunc:
+    """``func`` without the attributes ``keys`` it has."""
+    for key in keys:
+        if func.attrs is not None and key in func.attrs:
+            func = func.without_attr(key)
+    return func
+
+
 def _dedupe(mod: tvm.IRModule) -> tvm.IRModule:
     """Make calls of structurally identical PrimFuncs share one (less code to build).
 
     Nodes with the same workload, knobs and fused epilogue compile to the same
-    kernel; the node tag is ignored in the comparison.
+    kernel; the node tag and the members' names are ignored in the comparison.
     """
     kept: dict[int, list] = {}
     targets: dict[str, tvm.ir.GlobalVar] = {}
     for gvar, func in mod.functions.items():
         if not isinstance(func, tirx.PrimFunc):
             continue
-        bare = func.without_attr(NODE_ATTR) if func.attrs is not None \
-            and NODE_ATTR in func.attrs else func
+        bare = _without(func, NODE_ATTR, MEMBERS_ATTR)
         same = kept.setdefault(tvm_ffi.structural_hash(bare), [])
         twin = next((g for g, f in same if tvm_ffi.structural_equal(bare, f)), None)
         if twin is None:
@@ -397,8 +504,9 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     tvm.IRModule
         Relax ``main`` calling fused, scheduled PrimFuncs; a node's PrimFunc
         carries the :data:`NODE_ATTR` attribute (naming one of the nodes when
-        several identical ones share it); the bindings behind each call are
-        recorded for :func:`graphtune.compiler.sites.sites_of`.
+        several identical ones share it); every PrimFunc carries :data:`OP_ATTR`,
+        :data:`MEMBERS_ATTR` and :data:`TRANSFORMS_ATTR`; the bindings behind each
+        call are recorded for :func:`graphtune.compiler.sites.sites_of`.
 
     Raises
     ------
@@ -431,12 +539,13 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         fused = {gvar.name_hint: node_of(mod, func) for gvar, func in mod.functions.items()
                  if isinstance(func, relax.Function) and func.attrs is not None
                  and "Primitive" in func.attrs}
-        op_kinds = _fused_op_kinds(mod)
+        members = _fused_members(mod)
         mod = relax.transform.FuseTIR()(mod)
         mod = relax.transform.DeadCodeElimination()(mod)
     for gvar, func in list(mod.functions.items()):
         if not isinstance(func, tirx.PrimFunc):
             continue
+        parts = members.get(gvar.name_hint, [(gvar.name_hint, func)])
         name = fused.get(gvar.name_hint)
         if name is None and func.attrs is not None and NODE_ATTR in func.attrs:
             name = str(func.attrs[NODE_ATTR])
@@ -447,6 +556,6 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
             op = str(plan.op)
         else:
             scheduled = _schedule_rest(func, target)
-            op = op_kinds.get(gvar.name_hint) or _op_kind(gvar.name_hint, func)
-        mod[gvar] = scheduled.with_attr(OP_ATTR, op)
+            op = _heaviest(parts)
+        mod[gvar] = _with_members(scheduled.with_attr(OP_ATTR, op), parts)
     return with_sites(_dedupe(mod), sites)

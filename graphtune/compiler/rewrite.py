@@ -9,8 +9,9 @@ than its producer wrote, and one transform serves every consumer needing the
 same layout (the :func:`graphtune.x86.layout_transform` compute, so compiled
 transforms are the kernels graphtune measured). Layout-agnostic ops (relu,
 clip, bias add and other elementwise ops with per-channel constants, pools,
-spatial means, resize) run in the blocked layout they receive; joins (add of two activations, channel concat) bring their inputs
-to one common layout; every other op (reshape, flatten, transpose, softmax,
+spatial means, resize) run in the blocked layout they receive; joins (add of
+two activations, channel concat) bring their inputs to one common layout;
+every other op (reshape, flatten, transpose, softmax,
 matmul...) and the function's outputs get plain ``NCHW``.
 
 Every binding is re-emitted as its :func:`graphtune.frontend.walk` step
@@ -30,8 +31,8 @@ False
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import tvm
@@ -69,6 +70,14 @@ class NodePlan:
     knobs: dict
     in_layout: str
     out_layout: str
+
+
+def _channels(expr) -> int:
+    """Channels (axis 1) of a tensor; TypeError if its shape is not static."""
+    shape = _shape(expr)
+    if shape is None:
+        raise TypeError(f"{expr} has no static shape")
+    return shape[1]
 
 
 def _out_dtype(attrs) -> str | None:
@@ -114,8 +123,8 @@ class _Rewriter:
             return self.value[expr]
         key = (expr, block)
         if key not in self.cache:
-            if block and _shape(expr)[1] % block:
-                raise LayoutError(f"tensor {expr.name} with {_shape(expr)[1]} channels cannot be "
+            if block and _channels(expr) % block:
+                raise LayoutError(f"tensor {expr.name} with {_channels(expr)} channels cannot be "
                                   f"put in layout {data_layout(block)}; pick a block dividing it")
             src, dst = data_layout(have), data_layout(block)
             moved = self.bb.call_te(x86.layout_transform, self.value[expr], src, dst,
@@ -178,6 +187,7 @@ class _Rewriter:
         if not blk:
             self.fixed(step)
             return
+        assert step.form is not None  # every pass step has a form
         self.forms[step.form](step, blk)
 
     def join(self, step: Step) -> None:
@@ -269,6 +279,7 @@ class _Rewriter:
     def pool(self, step: Step, blk: int) -> None:
         """A 2-D max / avg pool in the blocked layout of its input."""
         attrs, layout = step.value.attrs, data_layout(blk)
+        assert step.op_name is not None  # a pool step is a call of a pool op
         make = getattr(relax.op.nn, step.op_name.rsplit(".", 1)[-1])  # max_pool2d / avg_pool2d
         pooled = make(self.get(step.inputs[0], blk),
                       pool_size=[int(v) for v in attrs.pool_size],
@@ -309,7 +320,7 @@ class _Rewriter:
         """Binary op of the data input and a scalar / per-channel constant packed to the block."""
         x, call = step.inputs[0], step.value
         const = next(a for a in call.args if not a.same_as(x))
-        moved = self.channel_const(const, blk, _shape(step.var)[1])
+        moved = self.channel_const(const, blk, _channels(step.var))
         if moved is None:  # a constant the rewrite could not evaluate: run it plain
             self.fixed(step)
             return
@@ -334,8 +345,8 @@ class _Rewriter:
         """Common block of a join: configured (by the join's name), else its first blocked
         input's block when it divides every input's channels, else plain."""
         inputs = step.inputs
-        channels_in = [_shape(arg)[1] for arg in inputs]
-        if step.name in self.joins:
+        channels_in = [_channels(arg) for arg in inputs]
+        if step.name is not None and step.name in self.joins:
             layout = self.joins[step.name]
             blk = block_of(layout)
             if blk and any(c % blk for c in channels_in):

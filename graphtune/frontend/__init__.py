@@ -1,5 +1,6 @@
 """Model -> Relax -> layout graph: the frontend of graphtune.
 
+:func:`rewrite_qdq` turns an ONNX graph's quantization nodes into fp32 (QDQ models);
 :func:`fold_constants` evaluates an ONNX graph's shape computations;
 :func:`pad_output_channels` pads odd output-channel counts where that is free;
 :func:`import_model` turns an ONNX model (or a Relax module) into a static
@@ -19,10 +20,11 @@ from .extract import extract
 from .fold import fold_constants
 from .importer import import_model, prepare_onnx
 from .pad import pad_output_channels
+from .qdq import rewrite_qdq
 from .roles import Form, Role
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
 __all__ = [
-    "extract", "fold_constants", "import_model", "prepare_onnx", "pad_output_channels", "layout_ops", "walk", "LayoutOp", "Step", "ROLES",
-    "Role", "Form",
+    "extract", "fold_constants", "import_model", "prepare_onnx", "pad_output_channels", "layout_ops",
+    "walk", "LayoutOp", "Step", "ROLES", "Role", "Form", "rewrite_qdq",
 ]

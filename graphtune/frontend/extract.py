@@ -151,6 +151,7 @@ class _Builder:
     # ------------------------------------------------------------ roles
     def _layout(self, step: Step) -> None:
         lop = step.layout_op
+        assert lop is not None  # the walk gives every layout step its op
         op = Op(lop.op)
         key = json.dumps([op, lop.workload], sort_keys=True)
         try:
@@ -178,7 +179,8 @@ class _Builder:
 
     def _join(self, step: Step) -> None:
         name = step.name
-        shapes = [static_shape(v) for v in step.inputs]
+        assert name is not None  # the walk names every join
+        shapes = [s for s in map(static_shape, step.inputs) if s is not None]  # 4-D, for a join
         layouts = {PLAIN}
         for v in step.inputs:
             if self.source[v] in self.free:
@@ -221,7 +223,8 @@ class _Builder:
                 continue
             if src in self.free or node in self.free:
                 self.graph.add_edge(src, node, shape=static_shape(tensors[0]),
-                                    tensors={v.name: static_shape(v) for v in tensors})
+                                    tensors={v.name: shape for v in tensors
+                                             if (shape := static_shape(v)) is not None})
 
     def _name(self, own: str, kind: str) -> str:
         """``own`` if it is a readable free name, else ``{kind}_{k}``."""

@@ -76,7 +76,7 @@ def fold_constants(model: onnx.ModelProto,
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
     for value in folded.graph.input:
-        if value.name in (input_shapes or {}):
+        if input_shapes and value.name in input_shapes:
             dims = value.type.tensor_type.shape.dim
             del dims[:]
             for d in input_shapes[value.name]:
@@ -110,7 +110,7 @@ def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int]]:
 def _fold_once(model: onnx.ModelProto) -> bool:
     """Fold every node computable from constants once; True if any was folded."""
     graph = model.graph
-    known: dict[str, np.ndarray] = {t.name: None for t in graph.initializer}  # lazily loaded
+    known: dict[str, np.ndarray | None] = {t.name: None for t in graph.initializer}  # lazily loaded
     arrays = {t.name: t for t in graph.initializer}
     shapes = _static_shapes(model) if any(n.op_type in _SHAPE_OPS for n in graph.node) else {}
     keep, new_inits, changed = [], [], False

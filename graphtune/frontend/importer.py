@@ -38,7 +38,8 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -49,6 +50,7 @@ from tvm.relax.frontend.onnx import from_onnx
 from ..errors import ModelError
 from .fold import fold_constants
 from .pad import pad_output_channels
+from .qdq import rewrite_qdq
 from .walk import _DEFAULT_NAME, bindings, op_name
 
 __all__ = ["import_model", "prepare_onnx"]
@@ -58,7 +60,8 @@ __all__ = ["import_model", "prepare_onnx"]
 # leaves out the adds the importer emits for Conv and Gemm biases.
 _NAMED_FAMILIES = (
     (frozenset({"Conv"}), frozenset({"relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d"}), False),
-    (frozenset({"ConvTranspose"}), frozenset({"relax.nn.conv1d_transpose", "relax.nn.conv2d_transpose"}), False),
+    (frozenset({"ConvTranspose"}),
+     frozenset({"relax.nn.conv1d_transpose", "relax.nn.conv2d_transpose"}), False),
     (frozenset({"Gemm", "MatMul"}), frozenset({"relax.matmul"}), False),
     (frozenset({"Add"}), frozenset({"relax.add"}), True),
     (frozenset({"Mul"}), frozenset({"relax.multiply"}), True),
@@ -127,7 +130,8 @@ def import_model(
 
 
 def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
-    """The ONNX graph :func:`import_model` hands to TVM: shape computations folded for the static
+    """The ONNX graph :func:`import_model` hands to TVM: quantization nodes rewritten into fp32
+    (:func:`~graphtune.frontend.qdq.rewrite_qdq`), shape computations folded for the static
     input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), odd output channels padded
     where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`). Its node names are
     those of the compiled model's calls.
@@ -139,7 +143,7 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     >>> "class_predictors.0.unpad" in {n.name for n in ssd.graph.node}
     True
     """
-    return pad_output_channels(fold_constants(proto, shapes))
+    return pad_output_channels(fold_constants(rewrite_qdq(proto), shapes))
 
 
 def _load_onnx(model) -> onnx.ModelProto:
@@ -217,7 +221,7 @@ def _name_after_onnx(func: relax.Function, proto: onnx.ModelProto) -> relax.Func
 
 def _operands(expr) -> list:
     """Arguments of a call, tuple fields flattened."""
-    args = []
+    args: list = []
     for arg in expr.args:
         args.extend(arg.fields if isinstance(arg, relax.Tuple) else [arg])
     return args
@@ -243,7 +247,7 @@ def _all_activations(call, const_vars) -> bool:
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
 _CLIP_HALVES = {"maximum": relax.op.maximum, "minimum": relax.op.minimum}
 _CLIP_FUNC = re.compile(r"^(maximum|minimum)\d*$")
-_SCALAR_EVAL = {"relax.isnan": np.isnan, "relax.where": np.where}
+_SCALAR_EVAL: dict[str, Callable[..., Any]] = {"relax.isnan": np.isnan, "relax.where": np.where}
 
 
 @relax.expr_functor.mutator
@@ -268,10 +272,13 @@ class _TirClipToRelax(relax.PyExprMutator):
             bound = self.lookup_binding(expr)
             return None if bound is None else self._value(bound)
         name = op_name(expr)
-        args = [self._value(a) for a in expr.args] if name in _SCALAR_EVAL else [None]
-        return None if any(a is None for a in args) else _SCALAR_EVAL[name](*args)
+        evaluate = None if name is None else _SCALAR_EVAL.get(name)
+        if evaluate is None:
+            return None
+        args = [self._value(a) for a in expr.args]
+        return None if any(a is None for a in args) else evaluate(*args)
 
-    def visit_call_(self, call):  # noqa: D102 (TVM visitor hook)
+    def visit_call_(self, call):  # TVM visitor hook
         call = super().visit_call_(call)
         if not (isinstance(call, relax.Call) and call.op.same_as(_CALL_TIR)):
             return call
@@ -299,7 +306,7 @@ class _BatchNormToAffine(relax.PyExprMutator):
     def __init__(self, mod: tvm.IRModule) -> None:
         super().__init__(mod)
 
-    def visit_tuple_getitem_(self, op):  # noqa: D102 (TVM visitor hook)
+    def visit_tuple_getitem_(self, op):  # TVM visitor hook
         item = super().visit_tuple_getitem_(op)
         bound = self.lookup_binding(item.tuple_value) if isinstance(item.tuple_value, relax.Var) \
             else None
@@ -331,10 +338,10 @@ class _Renamer(relax.PyExprMutator):
         super().__init__()
         self.names = names
 
-    def visit_dataflow_var_def_(self, var):  # noqa: D102 (TVM visitor hook)
+    def visit_dataflow_var_def_(self, var):  # TVM visitor hook
         name = self.names.get(var)
         return var if name is None else relax.DataflowVar(name, var.ty)
 
-    def visit_var_def_(self, var):  # noqa: D102 (TVM visitor hook)
+    def visit_var_def_(self, var):  # TVM visitor hook
         name = self.names.get(var)
         return var if name is None else relax.Var(name, var.ty)

@@ -3,9 +3,8 @@
 A conv2d with ``O`` output channels runs in ``NCHW{oc_bn}c`` blocks that
 divide ``O``; when no multiple of the vector width divides it (SSD's class
 heads: ``4 * 81 = 324``, ``6 * 81 = 486`` channels) every block is a
-partial vector and the kernel runs 1.5-2x slower than the same conv with a
-few more channels (AMD EPYC Zen 5, 2 threads: 1024 -> 324 3x3 at 32x32
-19.6 ms, 1024 -> 336 13.1 ms). :func:`pad_output_channels` gives such a
+partial vector and the kernel runs slower than the same conv with a few
+more channels (``docs/candidates.md``). :func:`pad_output_channels` gives such a
 conv zero weights (and zero bias) for ``ceil(O / multiple) * multiple``
 channels and slices the real ones back out with an ONNX ``Slice`` right
 after it. It does so only where the slice is free: when every consumer of the
@@ -75,7 +74,8 @@ def pad_output_channels(model: onnx.ModelProto, multiple: int = PAD_MULTIPLE,
     if not isinstance(multiple, int) or multiple < 1:
         raise ValueError(f"multiple={multiple!r} must be a positive int (e.g. 16, the AVX-512 fp32 lanes)")
     if max_fraction < 0:
-        raise ValueError(f"max_fraction={max_fraction!r} must be >= 0 (0.25: at most a quarter more channels)")
+        raise ValueError(f"max_fraction={max_fraction!r} must be >= 0 "
+                         "(0.25: at most a quarter more channels)")
     consumers: dict[str, list[onnx.NodeProto]] = {}
     for node in model.graph.node:
         for name in node.input:
@@ -133,7 +133,7 @@ def _pad(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, target: int)
     real = conv.output[0]
     conv.output[0] = f"{real}.padded"
     bounds = {"starts": 0, "ends": channels, "axes": 1}
-    for key, value in bounds.items():
-        graph.initializer.append(numpy_helper.from_array(np.array([value], np.int64), f"{base}.unpad.{key}"))
+    for key, bound in bounds.items():
+        graph.initializer.append(numpy_helper.from_array(np.array([bound], np.int64), f"{base}.unpad.{key}"))
     return helper.make_node("Slice", [conv.output[0], *(f"{base}.unpad.{k}" for k in bounds)], [real],
                             name=f"{base}.unpad")

@@ -86,6 +86,8 @@ class Form(StrEnum):
 
         None for ops that never run in a blocked layout.
         """
+        if op is None:
+            return None
         if join:
             return _JOIN_FORMS.get(op)
         return _PASS_FORMS.get(op)
@@ -97,7 +99,7 @@ def _relax(*names: str) -> frozenset[str]:
 
 UNARY = _relax(
     "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.gelu_tanh",
-    "nn.leakyrelu", "exp", "log", "sqrt", "rsqrt", "square", "erf", "negative", "abs",
+    "nn.leakyrelu", "exp", "log", "sqrt", "rsqrt", "square", "erf", "negative", "abs", "round",
 )
 """Elementwise ops of one tensor: they run in any layout."""
 POOLS = _relax("nn.max_pool2d", "nn.avg_pool2d")
@@ -114,7 +116,7 @@ KNOWN_FIXED = _relax(
     "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv2d_transpose", "image.resize2d", "nn.pad",
     "astype", "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
     "nn.adaptive_avg_pool2d", "nn.prelu", "where", "isnan", "nn.layer_norm", "nn.group_norm",
-    "nn.instance_norm",
+    "nn.instance_norm", "quantize", "dequantize",
 )
 """Ops graphtune knows that need plain NCHW in some (or all) of their uses: no warning for them."""
 

@@ -56,7 +56,7 @@ import re
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import tvm
 from tvm import relax
@@ -186,7 +186,7 @@ def layout_ops(mod: tvm.IRModule) -> list[LayoutOp]:
     >>> len(ops), ops[-1].name, ops[-1].op, ops[-1].workload["weight"]
     (54, 'fc', 'dense', [1000, 2048])
     """
-    return [s.layout_op for s in walk(mod) if s.role is Role.LAYOUT]
+    return [s.layout_op for s in walk(mod) if s.role is Role.LAYOUT and s.layout_op is not None]
 
 
 def walk(mod: tvm.IRModule) -> list[Step]:
@@ -218,7 +218,7 @@ def _named(steps: list[Step]) -> list[Step]:
     named = []
     for s in steps:
         if s.role in (Role.LAYOUT, Role.JOIN):
-            kind = s.layout_op.op if s.role is Role.LAYOUT else s.op_name.rsplit(".", 1)[-1]
+            kind = s.layout_op.op if s.layout_op is not None else (s.op_name or "").rsplit(".", 1)[-1]
             name = s.var.name
             if _DEFAULT_NAME.match(name) or name in used:
                 name, k = f"{kind}_{counts[kind]}", 1
@@ -277,6 +277,11 @@ def static_shape(expr) -> list[int] | None:
     return [int(v) for v in values]
 
 
+def _skipped_for(why: str) -> Callable[[Any], str]:
+    """A layout-op reader that leaves every call it reads to its own layout, for ``why``."""
+    return lambda call: why
+
+
 def _spatial_mean(call) -> bool:
     """A keepdims mean over H and W only: a global average pool."""
     axes = sorted(int(a) % 4 for a in call.attrs.axis) if call.attrs.axis is not None else []
@@ -286,7 +291,8 @@ def _spatial_mean(call) -> bool:
 def _spatial_resize(call, x) -> bool:
     """An ``NCHW`` resize2d of ``x`` to a static size that keeps N and C: it runs in ``x``'s block."""
     return (call.args[0].same_as(x) and isinstance(call.args[1], relax.ShapeExpr)
-            and str(call.attrs.layout) == "NCHW" and static_shape(call)[:2] == static_shape(x)[:2])
+            and str(call.attrs.layout) == "NCHW"
+            and (static_shape(call) or [])[:2] == (static_shape(x) or [])[:2])
 
 
 def _dtype(expr) -> str | None:
@@ -424,11 +430,11 @@ class _Walker:
 
     # ------------------------------------------------------------ layout ops
     def _layout_op(self, var, call, name) -> LayoutOp | None:
-        readers = {
+        readers: dict[str, Callable[[Any], Any]] = {
             "relax.nn.conv2d": self._conv2d,
             "relax.nn.conv2d_transpose": self._conv2d_transpose,
             "relax.matmul": self._dense,
-            **{op: (lambda call, why=why: why) for op, why in _UNTUNED_CONVS.items()},
+            **{op: _skipped_for(why) for op, why in _UNTUNED_CONVS.items()},
         }
         if name not in readers:
             return None

@@ -18,23 +18,26 @@ from __future__ import annotations
 
 import hashlib
 import os
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..errors import MeasureError
 from ..ops import Op
 from .task import Task
 
+if TYPE_CHECKING:
+    import tvm
+
 __all__ = ["prim_func_of", "payload_func", "register_builder", "build_task", "arg_specs"]
 
 
-def _transform_func(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
+def _transform_func(task: Task, target) -> "tvm.tirx.PrimFunc":
     from .. import x86
 
     w = task.workload
     return x86.transform_func(w["shape"], w["src"], w["dst"], w["dtype"], target)
 
 
-def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":  # noqa: F821
+def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":
     """The PrimFunc a task carries as TVM JSON in its payload (an op group's scheduled function).
 
     Raises
@@ -49,7 +52,7 @@ def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":  # noqa: F821
     >>> from tvm import te
     >>> x = te.placeholder((4,), name="x")
     >>> f = te.create_prim_func([x, te.compute((4,), lambda i: x[i] + 1.0)])
-    >>> t = Task("segment", {"ops": "add", "args": [], "sha": "0"}, payload=tvm.ir.save_json(f))
+    >>> t = Task(Op.OP_GROUP, {"ops": "add", "args": [], "sha": "0"}, payload=tvm.ir.save_json(f))
     >>> len(payload_func(t).params)
     2
     """
@@ -62,7 +65,7 @@ def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":  # noqa: F821
     return tvm.ir.load_json(task.payload)
 
 
-_BUILDERS: dict[str, Callable] = {Op.TRANSFORM: _transform_func, Op.SEGMENT: payload_func}
+_BUILDERS: dict[str, Callable] = {Op.TRANSFORM: _transform_func, Op.OP_GROUP: payload_func}
 
 
 def register_builder(kind: str, func_of: Callable) -> None:
@@ -78,7 +81,7 @@ def register_builder(kind: str, func_of: Callable) -> None:
     _BUILDERS[kind] = func_of
 
 
-def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":  # noqa: F821
+def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":
     """The scheduled PrimFunc of ``task`` on ``target``.
 
     Transforms come from :func:`graphtune.x86.transform_func`, op groups from

@@ -1,11 +1,14 @@
 """The records file: append-only JSON lines of finished measurements, and queries over it.
 
-Each line is one :class:`Record` (design.md, "Records file"). Lines are written,
+Each line is one :class:`Record` (``docs/files.md``, "Records file"). Lines are written,
 flushed and fsync'ed one at a time as measurements finish, so a crash loses at
 most the line being written; a torn last line (no newline) is skipped with a
 warning when the file is read and cut off at the next append, which holds an
 exclusive lock, so several processes can share one file. Invalid lines are
-skipped with a warning naming the file and line. A rerun looks records up
+skipped with a warning naming the file and line, and so is a line no record can be
+(longer than :data:`MAX_LINE_CHARS`, nested deeper than any record, a number of
+thousands of digits, a time that is not a positive finite number of ms up to
+:data:`graphtune.safejson.MAX_MS`...: :mod:`graphtune.safejson`). A rerun looks records up
 by (target, kind, workload, knobs, TVM version) and measures only what is missing.
 
 Examples
@@ -31,13 +34,19 @@ import statistics
 import warnings
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, cast
 
+from .. import safejson
 from ..errors import MeasureError
-from .task import TIMING, Task, record_key, tvm_version
+from ..ops import Op
+from .task import TIMING, Task, protocol_tag, record_key, tvm_version
 from .timing import task_protocol
 
-__all__ = ["Record", "Records", "target_key_of"]
+__all__ = ["Record", "Records", "target_key_of", "MAX_LINE_CHARS"]
+
+MAX_LINE_CHARS = 16 << 20
+"""Longest records line read (characters); a record is a few hundred, an error's message a few
+thousand."""
 
 
 def target_key_of(target: Any = None) -> dict:
@@ -90,11 +99,13 @@ class Record:
         Calls per repeat (chosen so that a repeat lasts at least ``min_repeat_ms``).
     timing : str or None
         Timing protocol (:data:`graphtune.measure.task.TIMING`); None for
-        records older than the protocol tag, which lookups never match.
+        records older than the protocol tag, which lookups never match. An old
+        tag (``flush-v4``...) is matched as the protocol it names
+        (:data:`graphtune.measure.task.PROTOCOL_RENAMES`).
     cutoff_ms : float or None
-        Set when timing stopped early: the probe was slower than this bound
+        Set when timing stopped early: the trial calls were slower than this bound
         (the protocol's cut-off times the best candidate of the same layout
-        pair), so ``ms`` holds only the probe calls and the candidate cannot be
+        pair), so ``ms`` holds only the trial calls and the candidate cannot be
         the best of its pair. None for complete measurements.
 
     Examples
@@ -133,7 +144,7 @@ class Record:
         ...                        "dtype": "float32"})
         >>> r = Record.success(t, {"kind": "llvm"}, [2.0, 1.0, 3.0], threads=1)
         >>> r.median_ms, r.timing
-        (2.0, 'flush-v5')
+        (2.0, 'filled-cache')
         """
         ms = [float(m) for m in ms]
         if not ms or not all(math.isfinite(m) and m > 0 for m in ms):
@@ -166,12 +177,14 @@ class Record:
     @functools.cached_property
     def task(self) -> Task:
         """The measured :class:`Task` (made once: a records file is tens of thousands of lines)."""
-        return Task(self.kind, self.workload, self.knobs)
+        # Task.__post_init__ turns the kind string into an Op (MeasureError if it names none)
+        return Task(cast(Op, self.kind), self.workload, self.knobs)
 
     @functools.cached_property
     def key(self) -> str:
-        """The record key (:func:`graphtune.measure.task.record_key`)."""
-        return record_key(self.task, self.target, self.tvm, self.timing)
+        """The record key (:func:`graphtune.measure.task.record_key`); a record with an old
+        protocol tag is keyed under the protocol's current name (lookups ask by that name)."""
+        return record_key(self.task, self.target, self.tvm, protocol_tag(self.timing))
 
     def to_json(self) -> str:
         """One line of the records file (without the newline).
@@ -208,33 +221,45 @@ class Record:
 
 
 def _positive(value: Any) -> bool:
-    """True for a finite number > 0 (not a bool)."""
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value > 0)
+    """True for a finite number of ms > 0 and at most :data:`graphtune.safejson.MAX_MS` (not a bool)."""
+    return safejson.bounded_ms(value, zero=False)
 
 
 def _check_fields(record: Record) -> None:
     """Raise MeasureError naming the first field of ``record`` that no measurement can have."""
     optional_types = {"error": str, "threads": int, "number": int, "timing": str}
-    problems = [f"{name} must be a {kind.__name__} or null, got {getattr(record, name)!r}"
+    problems = [f"{name} must be a {kind.__name__} or null, got {_short(getattr(record, name))}"
                 for name, kind in optional_types.items()
-                if not isinstance(getattr(record, name), (kind, type(None)))]
+                if not isinstance(getattr(record, name), (kind, type(None)))
+                or isinstance(getattr(record, name), bool)]
     if not isinstance(record.target, dict):
-        problems.append(f"target must be an object, got {record.target!r}")
-    if not isinstance(record.tvm, str):
-        problems.append(f"tvm must be a string, got {record.tvm!r}")
+        problems.append(f"target must be an object, got {_short(record.target)}")
+    for name in ("tvm", "time"):
+        if not isinstance(getattr(record, name), str):
+            problems.append(f"{name} must be a string, got {_short(getattr(record, name))}")
+    if record.cutoff_ms is not None and not _positive(record.cutoff_ms):
+        problems.append(f"cutoff_ms must be null or a positive finite number, got "
+                        f"{_short(record.cutoff_ms)}")
     if not isinstance(record.ms, list):
-        problems.append(f"ms must be a list, got {record.ms!r}")
+        problems.append(f"ms must be a list, got {_short(record.ms)}")
     elif record.error is None:
         if not record.ms or not all(_positive(m) for m in record.ms):
-            problems.append(f"ms must hold positive finite times, got {record.ms!r}")
+            problems.append(f"ms must hold positive finite times, got {_short(record.ms)} "
+                            f"(at most {safejson.MAX_MS:g} ms)")
         if not _positive(record.median_ms):
             problems.append(f"median_ms must be a positive finite number, got "
-                            f"{record.median_ms!r}")
+                            f"{_short(record.median_ms)} (at most {safejson.MAX_MS:g} ms)")
     elif record.median_ms is not None:
-        problems.append(f"median_ms must be null in an error record, got {record.median_ms!r}")
+        problems.append(f"median_ms must be null in an error record, got "
+                        f"{_short(record.median_ms)}")
     if problems:
         raise MeasureError(problems[0])
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a warning stays one readable line)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 def _now() -> str:
@@ -309,24 +334,26 @@ class Records:
         Traceback (most recent call last):
         ...
         graphtune.errors.MeasureError: records file /nonexistent.records.jsonl does not exist; \
-pass it to measure(..., records=PATH) to create it
+give the records file a tune wrote (tune(..., records=PATH), graphtune tune --records PATH)
         """
         if not os.path.exists(path):
             raise MeasureError(
-                f"records file {os.fspath(path)} does not exist; "
-                "pass it to measure(..., records=PATH) to create it"
+                f"records file {os.fspath(path)} does not exist; give the records file a tune "
+                "wrote (tune(..., records=PATH), graphtune tune --records PATH)"
             )
         return cls(path, writable=False)
 
     def _parse(self, raw: bytes, number: int, quiet: bool = False) -> Record | None:
         """Index the record on line ``number``; warn (unless ``quiet``) and skip a bad one."""
         try:
-            record = Record.from_dict(json.loads(raw))
+            record = Record.from_dict(safejson.loads(raw, max_chars=MAX_LINE_CHARS))
         except (ValueError, KeyError, TypeError, MeasureError) as err:
             if not quiet:
-                warnings.warn(f"{self.path}: skipping unreadable line {number} "
-                              f"({type(err).__name__}: {err}); delete that line to silence this "
-                              "warning", stacklevel=4)
+                why = safejson.printable(" ".join(str(err).split()))
+                why = why if len(why) <= 300 else why[:297] + "..."
+                warnings.warn(f"{safejson.printable(self.path)}: skipping unreadable line "
+                              f"{number} ({type(err).__name__}: {why}); delete that line to "
+                              "silence this warning", stacklevel=4)
             return None
         self._index[record.key] = record
         self._line[record.key] = number

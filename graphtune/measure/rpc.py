@@ -49,7 +49,7 @@ import socket
 import struct
 import tempfile
 import time
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..errors import MeasureError
 from ..procs import Child, ChildFailure, ChildPool, Mode
@@ -58,6 +58,9 @@ from .records import Record, target_key_of
 from .runner import PRELOAD, Runner, Stage
 from .task import Task
 from .timing import time_module
+
+if TYPE_CHECKING:
+    import tvm
 
 __all__ = ["RPCRunner", "SessionStage", "tracker_status"]
 
@@ -172,6 +175,18 @@ def _remote_call(session: Any, name: str, *args: Any) -> Any:
     return func(*args)
 
 
+def _remote_features(session: Any) -> dict[str, bool] | None:
+    """The server's CPU features as LLVM detects them (``{"avx512f": False, ...}``), or None
+    when it cannot tell (a runtime-only build). The map travels as TVM's JSON text."""
+    import tvm
+
+    features = _remote_call(session, "tvm.codegen.llvm.GetHostCPUFeatures")
+    text = None if features is None else _remote_call(session, "ffi.ToJSONGraphString", features, None)
+    if not text:
+        return None
+    return {str(k): bool(v) for k, v in tvm.ir.load_json(str(text)).items()}
+
+
 def _request_server(tracker: str, key: str, request_timeout: float) -> list | None:
     """Ask the tracker for a free server of ``key``: ``[host, port, matchkey]``.
 
@@ -198,7 +213,7 @@ def _open_session(grant: Sequence, session_timeout: float) -> tuple[Any, dict]:
     session : tvm.rpc.RPCSession
         Kept by the session process.
     info : dict
-        ``{"server", "mcpu", "triple", "cores", "threads"}`` (``mcpu`` and
+        ``{"server", "mcpu", "features", "triple", "cores", "threads"}`` (``mcpu`` and
         ``cores`` None when the server cannot tell).
     """
     from tvm import rpc
@@ -209,6 +224,7 @@ def _open_session(grant: Sequence, session_timeout: float) -> tuple[Any, dict]:
     cpu = _remote_call(session, "target.llvm_get_system_cpu")
     return session, {
         "server": f"{url}:{port}", "mcpu": None if cpu is None else str(cpu),
+        "features": _remote_features(session),
         "triple": str(_remote_call(session, "target.llvm_get_system_triple") or ""),
         "cores": None if cores is None else int(cores),
         "threads": int(_remote_call(session, "runtime.NumThreads"))}
@@ -311,7 +327,7 @@ class RPCRunner(Runner):
     Records are keyed by the remote target: its ``mcpu``, ``num-cores``,
     vector width and runtime thread count, plus ``"rpc_key"``, so that
     records from different machines (or a local run) never mix. Remote
-    kernels are timed with the ``flush-v2`` protocol (:attr:`timing`): a
+    kernels are timed with the ``cold-output`` protocol (:attr:`timing`): a
     server can flush only through TVM's own functions, which flush the output
     too (:data:`graphtune.measure.timing.PROTOCOLS`).
 
@@ -329,7 +345,7 @@ class RPCRunner(Runner):
     graphtune.errors.MeasureError: RPC tracker address ...port from 1 to 65535...
     """
 
-    timing = "flush-v2"
+    timing = "cold-output"
 
     def __init__(self, tracker: str, key: str, *, session_timeout: float | None = None,
                  max_sessions: int | None = None, target: Any = None, retries: int = 2,
@@ -356,7 +372,7 @@ class RPCRunner(Runner):
         Returns
         -------
         dict
-            ``{"server", "mcpu", "triple", "cores", "threads"}``.
+            ``{"server", "mcpu", "features", "triple", "cores", "threads"}``.
 
         Raises
         ------
@@ -399,7 +415,7 @@ class RPCRunner(Runner):
                             f"({self._where()}); measurements finished so far are saved, "
                             "rerun to resume")
 
-    def resolve_target(self, target: Any = None) -> "tvm.target.Target":  # noqa: F821
+    def resolve_target(self, target: Any = None) -> "tvm.target.Target":
         """The target of the remote CPU (``target``, else the runner's, else asked from a server).
 
         Raises
@@ -423,6 +439,7 @@ class RPCRunner(Runner):
         import tvm
 
         from ..x86 import host_target
+        from ..x86.target import with_hidden_features_off
 
         info = self.describe_remote()
         target = self.target if target is None else target
@@ -434,12 +451,14 @@ class RPCRunner(Runner):
                     "'num-cores': ...} to RPCRunner")
             target = {"kind": "llvm", "mcpu": info["mcpu"],
                       "num-cores": info["cores"] or info["threads"]}
+            if info.get("features"):
+                target = with_hidden_features_off(target, info["features"])
             local_triple = str(tvm.get_global_func("target.llvm_get_system_triple")())
             if info["triple"] and info["triple"] != local_triple:
                 target["mtriple"] = info["triple"]
         return host_target(target)
 
-    def target_key(self, target: "tvm.target.Target") -> dict:  # noqa: F821
+    def target_key(self, target: "tvm.target.Target") -> dict:
         """Record key of ``target`` measured through this runner (remote threads, ``rpc_key``).
 
         Examples
@@ -470,8 +489,8 @@ class RPCRunner(Runner):
                                f"retries >= 0, got {n_build}, {self.max_sessions}, {self.retries}")
         return n_sessions, n_build
 
-    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,  # noqa: F821
-            repeat: int, min_repeat_ms: float, timeout: float) -> Iterator[Record]:
+    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,
+            repeat: int, min_repeat_ms: float, timeout: float) -> Generator[Record, None, None]:
         """Build ``tasks`` here and time them on the key's servers (see :meth:`Runner.run`).
 
         Raises
@@ -544,9 +563,10 @@ class RPCRunner(Runner):
         ok, value = reply
         if not ok:
             return True, self._failed(slot, str(value), key, ready)
-        step = {SessionStage.REQUEST: self._connect, SessionStage.CONNECT: self._start_timing,
-                SessionStage.TIME: self._finish}[slot.stage]
-        return True, step(slot, value, key, limits)
+        steps: dict[SessionStage, Callable[[_Slot, Any, dict, dict], Record | None]] = {
+            SessionStage.REQUEST: self._connect, SessionStage.CONNECT: self._start_timing,
+            SessionStage.TIME: self._finish}
+        return True, steps[slot.stage](slot, value, key, limits)
 
     def _connect(self, slot: _Slot, grant: list | None, key: dict, limits: dict) -> None:
         if grant is None:
@@ -557,6 +577,7 @@ class RPCRunner(Runner):
 
     def _start_timing(self, slot: _Slot, info: dict, key: dict, limits: dict) -> None:
         self._check_same_machine(info)
+        assert slot.job is not None  # a slot times only once a job is assigned
         built = slot.job[1]
         slot.stage = SessionStage.TIME
         slot.child.submit(_time_in_session, (built["path"], built["args"], limits["repeat"],
@@ -564,6 +585,7 @@ class RPCRunner(Runner):
                           limits["session_timeout"] + _SLACK, stage=slot.stage, mode=Mode.TAKE)
 
     def _finish(self, slot: _Slot, timed: dict, key: dict, limits: dict) -> Record:
+        assert slot.job is not None  # a slot times only once a job is assigned
         (task, built, _), slot.job, slot.stage = slot.job, None, SessionStage.IDLE
         os.remove(built["path"])
         return Record.success(task, key, timed["ms"], threads=key["threads"],
@@ -574,6 +596,7 @@ class RPCRunner(Runner):
         """A remote attempt failed: requeue the job, or give up after ``retries`` retries."""
         tracker_status(self.tracker, self.key)  # raises if the tracker or every server is gone
         job, slot.job, slot.stage = slot.job, None, SessionStage.IDLE
+        assert job is not None  # only a slot with a job has an attempt to fail
         job[2].append(f"{slot.server}: {message}" if slot.server else message)
         if len(job[2]) <= self.retries:
             ready.appendleft(job)

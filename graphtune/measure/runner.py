@@ -29,7 +29,7 @@ import pickle
 import shutil
 import tempfile
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..errors import MeasureError
 from ..ops import LAYOUT_OPS
@@ -38,6 +38,9 @@ from .build import build_task, prim_func_of
 from .records import Record, target_key_of
 from .task import TIMING, Task, canonical_json
 from .timing import protocol, task_protocol, time_library
+
+if TYPE_CHECKING:
+    import tvm
 
 __all__ = ["Runner", "LocalRunner", "Stage", "PRELOAD"]
 
@@ -75,12 +78,12 @@ class Runner(ABC):
         --------
         >>> t = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
         ...                        "dtype": "float32"})
-        >>> LocalRunner().timing_of(t), LocalRunner(timing="flush-v3").timing_of(t)
-        ('flush-v5', 'flush-v3')
+        >>> LocalRunner().timing_of(t), LocalRunner(timing="hot-input").timing_of(t)
+        ('filled-cache', 'hot-input')
         """
         return task_protocol(task, self.timing)
 
-    def resolve_target(self, target: Any = None) -> "tvm.target.Target":  # noqa: F821
+    def resolve_target(self, target: Any = None) -> "tvm.target.Target":
         """The TVM target kernels are built for (None: the machine that runs them).
 
         Examples
@@ -92,7 +95,7 @@ class Runner(ABC):
 
         return host_target(target)
 
-    def target_key(self, target: "tvm.target.Target") -> dict:  # noqa: F821
+    def target_key(self, target: "tvm.target.Target") -> dict:
         """The description records of ``target`` are stored under.
 
         Examples
@@ -104,8 +107,8 @@ class Runner(ABC):
         return target_key_of(target)
 
     @abstractmethod
-    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,  # noqa: F821
-            repeat: int, min_repeat_ms: float, timeout: float) -> Iterator[Record]:
+    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,
+            repeat: int, min_repeat_ms: float, timeout: float) -> Generator[Record, None, None]:
         """Build and time ``tasks``; yield one record per task as soon as it is done.
 
         Failures (bad knobs, build errors, crashes, time-outs) are yielded as
@@ -131,10 +134,11 @@ class LocalRunner(Runner):
         :func:`graphtune.measure.build.prim_func_of`, i.e. graphtune.x86).
     timing : str, optional
         Timing protocol (default :data:`graphtune.measure.task.TIMING`; see
-        :data:`graphtune.measure.timing.PROTOCOLS`). With a cut-off, a kernel
-        candidate whose probe is slower than the protocol's factor times the
-        fastest candidate of the same (op, workload, in_layout, out_layout)
-        timed earlier in the run is recorded after its probe
+        :data:`graphtune.measure.timing.PROTOCOLS`; an old tag such as
+        ``flush-v4`` names the same protocol). With a cut-off, a kernel
+        candidate whose two trial calls are slower than the protocol's factor
+        times the fastest candidate of the same (op, workload, in_layout,
+        out_layout) timed earlier in the run is recorded after its trial calls
         (``Record.cutoff_ms``); put likely winners first.
 
     Notes
@@ -150,6 +154,8 @@ class LocalRunner(Runner):
     >>> with LocalRunner(n_parallel=1) as runner:  # workers live until the block ends
     ...     pass
     """
+
+    _kept: tuple[ChildPool, Child] | None  # workers kept by ``with`` (set by __enter__)
 
     def __init__(self, n_parallel: int | None = None, batch_size: int | None = None,
                  func_of: Callable = prim_func_of, timing: str = TIMING) -> None:
@@ -181,8 +187,8 @@ class LocalRunner(Runner):
             kept[0].close()
             kept[1].close()
 
-    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,  # noqa: F821
-            repeat: int, min_repeat_ms: float, timeout: float) -> Iterator[Record]:
+    def run(self, tasks: Sequence[Task], target: "tvm.target.Target", *,
+            repeat: int, min_repeat_ms: float, timeout: float) -> Generator[Record, None, None]:
         """Build and time ``tasks`` locally (see :meth:`Runner.run`)."""
         n_parallel, batch_size = self._settings()
         try:
@@ -208,10 +214,11 @@ class LocalRunner(Runner):
                         yield Record.failure(task, key, str(value), timing=self.timing_of(task))
                         continue
                     group = _cutoff_group(task) if cutoff else None
-                    bound = cutoff * best[group] if group in best else None
+                    bound = cutoff * best[group] if cutoff and group in best else None
                     record = self._time(task, key, value, timer, repeat, min_repeat_ms, timeout,
                                         self.timing_of(task), bound)
-                    if group is not None and record.ok and record.cutoff_ms is None:
+                    if (group is not None and record.ok and record.cutoff_ms is None
+                            and record.median_ms is not None):  # an ok record has a median
                         best[group] = min(best.get(group, math.inf), record.median_ms)
                     yield record
         finally:  # kept workers survive, unless interrupted in the middle of a call
@@ -246,7 +253,7 @@ def _time_built(built: dict, repeat: int, min_repeat_ms: float, timing: str,
 def _cutoff_group(task: Task) -> tuple | None:
     """Candidates of one group compete for one place: same op, workload and layouts.
 
-    Transforms, segments, and knobs graphtune.x86 cannot read (a custom
+    Transforms, op groups, and knobs graphtune.x86 cannot read (a custom
     ``func_of``), have no group and are never cut off.
     """
     from ..errors import GraphtuneError
@@ -255,6 +262,7 @@ def _cutoff_group(task: Task) -> tuple | None:
     if task.kind not in LAYOUT_OPS:
         return None
     try:
-        return (task.kind, canonical_json(task.workload), *layouts_of(task.workload, task.knobs, op=task.kind))
+        return (task.kind, canonical_json(task.workload),
+                *layouts_of(task.workload, task.knobs, op=task.kind))
     except (GraphtuneError, KeyError, TypeError):
         return None

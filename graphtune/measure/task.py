@@ -25,7 +25,8 @@ from typing import Any, Mapping
 from ..errors import MeasureError
 from ..ops import TASK_KINDS, WORKLOAD_FIELDS, Op, as_op
 
-__all__ = ["TIMING", "Task", "canonical_json", "record_key", "tvm_version"]
+__all__ = ["PROTOCOL_RENAMES", "TIMING", "Task", "canonical_json", "protocol_tag", "record_key",
+           "tvm_version"]
 
 
 def canonical_json(value: Any) -> str:
@@ -66,7 +67,7 @@ class Task:
     knobs : dict, optional
         Schedule knobs of the candidate; empty for transforms.
     payload : str, optional
-        Not part of the key: for a ``segment``, the scheduled PrimFunc
+        Not part of the key: for an op group, the scheduled PrimFunc
         (``tvm.ir.save_json``) whose content hash is the workload's ``sha``.
 
     Examples
@@ -81,6 +82,9 @@ class Task:
     workload: dict
     knobs: dict = field(default_factory=dict)
     payload: str | None = field(default=None, repr=False)
+    # derived in __post_init__: canonical_json of kind, knobs and workload, and the key
+    _texts: tuple[str, str, str] = field(init=False, repr=False, compare=False)
+    _key: str = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         try:
@@ -117,37 +121,41 @@ class Task:
         return f"Task({self.kind!r}, {self.workload!r}, {self.knobs!r})"
 
 
-TIMING = "flush-v4"
-"""How kernels are timed, part of every record key so that records taken another way never mix.
+TIMING = "written-input"
+"""The protocol kernels are timed with by default; part of every record key, so that records
+taken another way never mix.
 
-Before every timed call the weights are flushed from the CPU caches (every
-argument but the first, the data input its producer has just written, and
-the last, the output, which lands in a buffer the runtime reuses), so they
-stream from memory as they do inside a whole model. Timing with hot weights
-predicted ResNet-18's late 3x3 convs 20-60% too fast (layer4.1.conv1: 0.42 ms
-hot, 0.67 ms flushed, 0.68 ms inside the model); flushing the output too
-(``flush-v2``) timed memory-bound kernels 1.4-2.4x slower than they run in the
-model (MobileNetV2's features.3.conv.1.0, depthwise: 0.071 ms, 0.029 without,
-0.038 in the model). Before every call the data input is also rewritten by a
-copy parallel over its outermost axis, as its producer leaves it inside a
-model (each core holds the half it wrote): with the input hot in both cores
-(``flush-v3``) ResNet-50's fused convs timed 10-20% under their in-model time
-on the Intel Xeon (layer2.0.conv2: 0.63 ms hot, 0.73 rewritten, 0.76 in the
-model).
+``written-input``: before every timed call the weights are flushed from the CPU caches and
+the data input is rewritten by a copy parallel over its outermost axis, as its producer
+leaves it inside a model; memory-bound tasks (depthwise convs, layout transforms, op groups
+other than a fused conv / dense kernel) are handed to ``filled-cache``, which first also
+fills the last-level cache with other data
+(:func:`graphtune.measure.timing.task_protocol`). Records of other protocols are not
+reused: lookups ignore them and the tasks are measured again. The rules of each protocol
+are in :data:`graphtune.measure.timing.PROTOCOLS`; the measurements behind them in
+``docs/timing.md``."""
 
-``flush-v4`` (current): calls per repeat from the wall time of a flushed call
-(flush included), short repeats, extra repeats only when noisy, and early
-cut-off of candidates clearly slower than the best of their layout pair
-(:data:`graphtune.measure.timing.PROTOCOLS`). It times compute-bound kernels
-(conv2d, group conv, transposed conv, dense, and their fused op groups) and
-hands memory-bound tasks (depthwise convs, layout transforms, every other op
-group) to ``flush-v5``, which also fills the last-level cache with other data
-before the producer's rewrite, as the layers before leave it in a model
-(:func:`graphtune.measure.timing.task_protocol`): MobileNetV2's 17 depthwise
-convs took 0.76 ms in the model, 0.41 timed by ``flush-v4``, 0.77 by
-``flush-v5``. Records of other protocols are superseded: lookups ignore them
-and the tasks are measured again (RPC servers time with ``flush-v2``, see
-:class:`graphtune.measure.RPCRunner`)."""
+PROTOCOL_RENAMES = {
+    "flush-v1": "long-repeats",
+    "flush-v2": "cold-output",
+    "flush-v3": "hot-input",
+    "flush-v4": "written-input",
+    "flush-v5": "filled-cache",
+}
+"""Old timing tags (records written before the protocols were named by what they do) and the
+protocol each one is: records carrying an old tag are read and matched as that protocol."""
+
+
+def protocol_tag(name: str | None) -> str | None:
+    """The current name of timing protocol ``name`` (an old tag of :data:`PROTOCOL_RENAMES`
+    becomes its new name; any other name, or None, is returned as is).
+
+    Examples
+    --------
+    >>> protocol_tag("flush-v4"), protocol_tag("written-input"), protocol_tag(None)
+    ('written-input', 'written-input', None)
+    """
+    return PROTOCOL_RENAMES.get(name, name) if name is not None else None
 
 
 def tvm_version() -> str:

@@ -30,7 +30,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import MeasureError
-from .task import TIMING
+from ..ops import Op, op_class
+from .task import TIMING, protocol_tag
 
 __all__ = ["PROTOCOLS", "MAX_POLLUTION_BYTES", "Protocol", "protocol", "memory_bound",
            "task_protocol", "last_level_cache_bytes", "random_array", "time_module", "time_library"]
@@ -50,59 +51,50 @@ _MAX_CACHED = 16
 
 @dataclass(frozen=True)
 class Protocol:
-    """A timing protocol: how calls per repeat, repeats and early cut-offs are decided.
+    """A timing protocol: what the caches hold before each timed call, and how calls per repeat,
+    repeats and early cut-offs are decided.
 
     Every protocol flushes the weights from the caches before each timed call
-    (they come from memory inside a model) and reports the mean time of the
-    calls of each repeat.
+    (inside a model they come from memory) and reports the mean time of the
+    calls of each repeat. The protocols differ in what else they do before a
+    call (:data:`PROTOCOLS`); ``docs/timing.md`` has the measurements behind each rule.
 
     Attributes
     ----------
     name : str
-        The tag stored in records (:data:`graphtune.measure.task.TIMING` is the current one).
+        The tag stored in records (:data:`graphtune.measure.task.TIMING` is the default).
     number_from : str
         ``"wall"``: calls per repeat from the measured wall time of one flushed
         call (kernel + flush + call overhead), so a repeat costs about
         ``min_repeat_ms`` of wall time however slow the flush is; ``"kernel"``:
-        from the kernel time alone (``flush-v1``: a repeat costs
+        from the kernel time alone (``long-repeats``: a repeat costs
         ``min_repeat_ms`` × (kernel + flush) / kernel).
     noise : float
         Relative spread ``(max - min) / median`` of the repeats above which
         the timing is noisy and ``extra_repeats`` more repeats are taken.
     extra_repeats : int
         Repeats added once when noisy.
+    cutoff : float or None
+        A kernel candidate whose trial calls (the faster of two flushed calls) take more
+        than ``cutoff`` times the best measured candidate of the same
+        (op, workload, in_layout, out_layout) is not timed further: its record
+        keeps the trial times and the bound it exceeded (``Record.cutoff_ms``).
+        None: never cut off.
+    flush_output : bool
+        Also flush the output before each call (``long-repeats``, ``cold-output``).
+        Inside a model the output lands in a buffer the runtime reuses, which is
+        in cache, so memory-bound kernels timed this way run slower than in the model.
     write_input : bool
         Before each call, rewrite the data input (the first argument) with its
         own values by a copy parallel over its outermost axis on the runtime's
-        threads (``flush-v4``), so each core holds the half it wrote and
-        reads the other half from the other core's cache, as after the
-        producing op inside a model. With the input hot in every core
-        (``flush-v3``) ResNet-50's fused convs timed 10-20% under their
-        in-model time on the Intel Xeon (layer2.0.conv2: 0.63 ms, 0.73 with
-        the input rewritten, 0.76 in the model).
-    flush_output : bool
-        Also flush the output before each call (``flush-v1``, ``flush-v2``).
-        Inside a model the output lands in buffers the runtime reuses, which
-        are in cache: with it flushed, memory-bound kernels timed 1.4-2.4x
-        their in-model time (MobileNetV2's depthwise features.3.conv.1.0:
-        0.071 ms flushed, 0.029 not, 0.038 in the model).
-    cutoff : float or None
-        A kernel candidate whose probe (fastest of two flushed calls) is more
-        than ``cutoff`` times the best measured candidate of the same
-        (op, workload, in_layout, out_layout) is not timed further: its record
-        keeps the probe times and the bound it exceeded (``Record.cutoff_ms``).
-        None: never cut off.
+        threads (``written-input``, ``filled-cache``), so each core holds the half
+        it wrote and reads the other half from the other core's cache, as after
+        the producing op inside a model.
     pollute : bool
         Before the input is rewritten, fill the last-level cache with other
         data (:func:`last_level_cache_bytes`: a parallel copy between two
         buffers of half of it each, at most :data:`MAX_POLLUTION_BYTES`), as the
-        layers before a producer leave it inside a model (``flush-v5``). A
-        producer's output larger than a core's L2 then spills into a cache holding
-        nothing else of use, as in the model. Memory-bound kernels timed
-        without it ran 1.5-2.5x faster than in the model, compute-bound ones
-        did not (MobileNetV2, 2-core AMD EPYC Zen 5, shared-cache state, sums
-        over the model's calls, ms, in the model / ``flush-v4`` / polluted:
-        17 depthwise convs 0.76 / 0.41 / 0.77, 35 convs 3.24 / 3.15 / 3.47).
+        layers before a producer leave it inside a model (``filled-cache``).
     memory_timing : str or None
         The protocol this one times :func:`memory_bound` tasks with
         (:func:`task_protocol`); None: the same.
@@ -110,8 +102,8 @@ class Protocol:
     Examples
     --------
     >>> p = PROTOCOLS[TIMING]
-    >>> p.number_from, p.write_input, p.flush_output
-    ('wall', True, False)
+    >>> p.number_from, p.write_input, p.flush_output, p.memory_timing
+    ('wall', True, False, 'filled-cache')
     """
 
     name: str
@@ -126,33 +118,40 @@ class Protocol:
 
 
 PROTOCOLS = {p.name: p for p in (
-    Protocol("flush-v1", number_from="kernel", noise=math.inf, extra_repeats=0, cutoff=None),
-    Protocol("flush-v2", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15),
-    Protocol("flush-v3", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
+    Protocol("long-repeats", number_from="kernel", noise=math.inf, extra_repeats=0, cutoff=None),
+    Protocol("cold-output", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15),
+    Protocol("hot-input", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
              flush_output=False),
-    Protocol("flush-v4", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
-             flush_output=False, write_input=True, memory_timing="flush-v5"),
-    Protocol("flush-v5", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
+    Protocol("written-input", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
+             flush_output=False, write_input=True, memory_timing="filled-cache"),
+    Protocol("filled-cache", number_from="wall", noise=0.05, extra_repeats=3, cutoff=1.15,
              flush_output=False, write_input=True, pollute=True),
 )}
-"""Known protocols by name. ``flush-v1`` (repeats of >= 100 ms of kernel time) is kept to
-compare against (``benchmarks/tuning_cost.py``); ``flush-v2`` (the output flushed too) is what
-RPC servers time with (they cannot run graphtune's flush of the weights alone). ``flush-v4``
-times compute-bound kernels and hands memory-bound tasks to ``flush-v5``
-(:func:`task_protocol`). A runner's lookups reuse only records of the protocol it times a task
-with."""
+"""Known protocols by name (old tags ``flush-v1`` ... ``flush-v5``, in this order, are read as
+these: :data:`graphtune.measure.task.PROTOCOL_RENAMES`). Before each timed call:
+
+- ``long-repeats``: weights and output flushed; repeats of at least ``min_repeat_ms`` of
+  *kernel* time (a slow flush makes them long). Kept to compare against
+  (``benchmarks/tuning_cost.py``).
+- ``cold-output``: weights and output flushed; repeats of ``min_repeat_ms`` of wall time,
+  cut-off. What RPC servers time with: they cannot run graphtune's flush of the weights alone.
+- ``hot-input``: weights flushed; the data input hot in every core's cache.
+- ``written-input`` (default, :data:`~graphtune.measure.task.TIMING`): weights flushed, the data
+  input rewritten in parallel as its producer leaves it. Times compute-bound tasks and hands
+  memory-bound ones to ``filled-cache`` (:func:`task_protocol`).
+- ``filled-cache``: the last-level cache filled with other data, then as ``written-input``.
+
+A runner's lookups reuse only records of the protocol it times a task with."""
 
 MAX_POLLUTION_BYTES = 64 << 20
-"""Most data a ``flush-v5`` call moves through the caches before the kernel (a bound on its
+"""Most data a ``filled-cache`` call moves through the caches before the kernel (a bound on its
 cost: on a last-level cache of hundreds of MB, filling it would cost more than the kernels
 timed; an LLC shared with other guests holds less of this process's data anyway)."""
-_MEMORY_BOUND_KERNELS = ("depthwise_conv2d", "transform")
-_COMPUTE_BOUND_OPS = ("conv2d", "group_conv2d", "conv2d_transpose", "dense")
 _POLLUTERS: dict = {}  # bytes -> (source, target) of the pollution copy
 
 
 def protocol(name: str) -> Protocol:
-    """The :class:`Protocol` called ``name``.
+    """The :class:`Protocol` called ``name`` (or tagged ``name`` in older records).
 
     Raises
     ------
@@ -161,36 +160,39 @@ def protocol(name: str) -> Protocol:
 
     Examples
     --------
-    >>> protocol("flush-v4").cutoff
+    >>> protocol("written-input").cutoff
     1.15
+    >>> protocol("flush-v4").name  # an old tag
+    'written-input'
     >>> protocol("hot")
     Traceback (most recent call last):
     ...
-    graphtune.errors.MeasureError: unknown timing protocol 'hot'; known: flush-v1, flush-v2, flush-v3, flush-v4, flush-v5
+    graphtune.errors.MeasureError: unknown timing protocol 'hot'; known: long-repeats, cold-output, ...
     """
-    if name not in PROTOCOLS:
-        raise MeasureError(f"unknown timing protocol {name!r}; known: {', '.join(PROTOCOLS)}")
-    return PROTOCOLS[name]
+    current = protocol_tag(name)
+    if current not in PROTOCOLS:
+        raise MeasureError(f"unknown timing protocol {name!r}; known: {', '.join(PROTOCOLS)} "
+                           "(old tags flush-v1 ... flush-v5)")
+    return PROTOCOLS[current]
 
 
 def memory_bound(task) -> bool:
     """Whether ``task``'s time depends on where its data sits more than on arithmetic.
 
-    Depthwise convs, layout transforms and every op group (``segment``) but a
-    fused conv / dense kernel are; conv, group conv, transposed conv and dense
-    kernels (and their fused segments) are not.
+    Every op but the compute-bound ones of :data:`graphtune.ops.OP_CLASSES` is: depthwise
+    convs, layout transforms and every op group but a fused conv / dense kernel; conv, group
+    conv, transposed conv and dense kernels (and their op groups) are not.
 
     Examples
     --------
     >>> from graphtune.measure import Task
-    >>> memory_bound(Task("segment", {"ops": "max_pool2d", "args": [], "sha": "0"}))
+    >>> memory_bound(Task(Op.OP_GROUP, {"ops": "max_pool2d", "args": [], "sha": "0"}))
     True
-    >>> memory_bound(Task("segment", {"ops": "conv2d", "args": [], "sha": "0"}))
+    >>> memory_bound(Task(Op.OP_GROUP, {"ops": "conv2d", "args": [], "sha": "0"}))
     False
     """
-    if task.kind == "segment":
-        return task.workload["ops"] not in _COMPUTE_BOUND_OPS
-    return task.kind in _MEMORY_BOUND_KERNELS
+    op = task.workload["ops"] if task.kind == Op.OP_GROUP else task.kind
+    return not op_class(op).compute_bound
 
 
 def task_protocol(task, timing: str = TIMING) -> str:
@@ -202,8 +204,8 @@ def task_protocol(task, timing: str = TIMING) -> str:
     >>> from graphtune.measure import Task
     >>> t = Task("transform", {"shape": [1, 16, 4, 4], "src": "NCHW", "dst": "NCHW8c",
     ...                        "dtype": "float32"})
-    >>> task_protocol(t), task_protocol(t, "flush-v2")
-    ('flush-v5', 'flush-v2')
+    >>> task_protocol(t), task_protocol(t, "cold-output")
+    ('filled-cache', 'cold-output')
     """
     proto = protocol(timing)
     if proto.memory_timing is not None and memory_bound(task):
@@ -257,15 +259,15 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float, 
                 timing: str = TIMING, cutoff_ms: float | None = None) -> dict:
     """Time ``module["main"](*args)`` on ``dev`` following the protocol ``timing``.
 
-    After an unflushed warm-up call, two flushed probe calls measure the
-    kernel time and the wall time of a flushed call; ``number`` calls per repeat are chosen so that a repeat
-    lasts about ``min_repeat_ms`` (of wall time for ``flush-v2``, of kernel
-    time for ``flush-v1``), then ``repeat`` repeats are timed (plus the
-    protocol's extra repeats when they disagree). Before every timed call the
-    weights are flushed from the caches (every argument but the first, the data
-    input its producer just wrote, and the last, the output, unless the protocol
-    flushes it too), so they come from memory as inside a model, and (``flush-v4``)
-    the data input is rewritten in parallel as its producer would leave it.
+    After an unflushed warm-up call, two flushed *trial calls* measure the
+    kernel time and the wall time of a flushed call; ``number`` calls per repeat are chosen so
+    that a repeat lasts about ``min_repeat_ms`` (of wall time, or of kernel time for
+    ``long-repeats``), then ``repeat`` repeats are timed (plus the protocol's extra repeats
+    when they disagree). Before every timed call the weights are flushed from the caches
+    (every argument but the first, the data input its producer just wrote, and the last, the
+    output, unless the protocol flushes it too), so they come from memory as inside a model,
+    and (``written-input``, ``filled-cache``) the data input is rewritten in parallel as its
+    producer would leave it.
 
     Parameters
     ----------
@@ -280,7 +282,7 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float, 
     timing : str
         Protocol name (:data:`PROTOCOLS`).
     cutoff_ms : float, optional
-        Stop after the probe if the kernel takes longer than this (the
+        Stop after the trial calls if the kernel takes longer than this (the
         protocol's cut-off bound for its group, see :class:`Protocol`).
 
     Returns
@@ -288,7 +290,7 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float, 
     dict
         ``{"ms": [mean ms per call of each repeat], "number": calls per repeat,
         "wall_ms": wall ms of one flushed call, "cutoff_ms": cutoff_ms or None}``;
-        after a cut-off ``ms`` holds the two probe calls and ``number`` is 1.
+        after a cut-off ``ms`` holds the two trial calls and ``number`` is 1.
 
     Examples
     --------
@@ -311,14 +313,14 @@ def time_module(module, dev, args: Sequence, repeat: int, min_repeat_ms: float, 
         flush = _write_input(args[0], flush, pollute=proto.pollute)
     module["main"](*args)  # warm-up (first-call costs would inflate the wall time below)
     dev.sync()
-    probe = module.time_evaluator("main", dev, number=1, repeat=2, f_preproc=flush)
+    trial = module.time_evaluator("main", dev, number=1, repeat=2, f_preproc=flush)
     start = time.perf_counter()
-    probe_s = probe(*args).results
-    wall = (time.perf_counter() - start) / len(probe_s)
-    kernel = max(min(probe_s), 1e-7)
+    trial_s = trial(*args).results
+    wall = (time.perf_counter() - start) / len(trial_s)
+    kernel = max(min(trial_s), 1e-7)
     result = {"wall_ms": wall * 1000.0, "cutoff_ms": None}
     if cutoff_ms is not None and kernel * 1000.0 > cutoff_ms:
-        return {**result, "ms": [t * 1000.0 for t in probe_s], "number": 1, "cutoff_ms": cutoff_ms}
+        return {**result, "ms": [t * 1000.0 for t in trial_s], "number": 1, "cutoff_ms": cutoff_ms}
     per_call = {"wall": max(wall, kernel), "kernel": kernel}[proto.number_from]
     number = max(1, math.ceil(min_repeat_ms / 1000.0 / per_call))
     ms = _repeats(module, dev, args, number, repeat, flush)
@@ -334,8 +336,9 @@ def _flush_weights(dev) -> str:
     from tvm.rpc.base import RPC_SESS_MASK
 
     if dev.dlpack_device_type() >= RPC_SESS_MASK:
-        raise MeasureError("flush-v3 flushes the weights from a function of this process, which "
-                           "an RPC server cannot call; time remote kernels with timing='flush-v2'")
+        raise MeasureError("this protocol flushes the weights from a function of this process, "
+                           "which an RPC server cannot call; time remote kernels with "
+                           "timing='cold-output'")
     if tvm.get_global_func(_FLUSH_WEIGHTS, allow_missing=True) is None:
         flush = tvm.get_global_func(_FLUSH)
         tvm.register_global_func(_FLUSH_WEIGHTS, lambda *args: flush(*args[:-1]))
@@ -366,7 +369,7 @@ def _write_input(data, flush: str, pollute: bool = False) -> str:
 
 
 def _polluter(dev) -> tuple:
-    """The two buffers a ``flush-v5`` call copies between: half of the last-level cache each
+    """The two buffers a ``filled-cache`` call copies between: half of the last-level cache each
     (at most :data:`MAX_POLLUTION_BYTES` together), made once per process."""
     import tvm
 

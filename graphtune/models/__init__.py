@@ -101,7 +101,8 @@ _ZOO["densenet121"] = _ZOO["densenet121"]._replace(unfused_bn=True)
 _ZOO["densenet201"] = _ZOO["densenet201"]._replace(unfused_bn=True)
 """The zoo. ``params`` is torchvision's count (``inception_v3`` and ``googlenet`` without
 their training-only auxiliary classifiers: 27.16M with it); ``ssd_resnet50_512`` and ``unet``
-have no published count and list this zoo's own (``unet``: with batch norm unfolded). VGG's count holds at 224x224 only (see :mod:`graphtune.models.vgg`)."""
+have no published count and list this zoo's own (``unet``: with batch norm unfolded). VGG's count
+holds at 224x224 only (see :mod:`graphtune.models.vgg`)."""
 
 
 def names() -> list[str]:

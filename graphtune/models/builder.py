@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -124,7 +125,7 @@ class GraphBuilder:
         return out
 
     def _node(self, op: str, inputs: list[str], name: str, shape: tuple[int, ...],
-              output: str | None = None, **attrs: object) -> str:
+              output: str | None = None, **attrs: Any) -> str:
         out = output or name
         if out in self._shapes:
             raise ModelError(f"{self.name}: tensor {out!r} is produced twice; "
@@ -334,7 +335,7 @@ class GraphBuilder:
         s = gates[gate](self.conv(s, f"{name}.fc2", c, 1), f"{name}.gate")
         return self.mul(x, s, name)
 
-    def unary(self, op: str, x: str, name: str, **attrs: object) -> str:
+    def unary(self, op: str, x: str, name: str, **attrs: Any) -> str:
         """A shape-preserving one-input op ``op`` (``Sigmoid``, ``Identity``, ``HardSigmoid``...).
 
         Examples
@@ -540,7 +541,7 @@ class GraphBuilder:
         return self._node("Reshape", [x, target], name, tuple(shape))
 
     def node(self, op: str, inputs: Sequence[str], name: str, shape: Sequence[int],
-             **attrs: object) -> str:
+             **attrs: Any) -> str:
         """Any one-output ONNX node ``op`` whose output (named ``name``) has static ``shape``;
         for what the named layers do not cover (shape computations, reductions).
 

@@ -47,7 +47,8 @@ def resolve(model: Any, image_size: int | None = None, batch_size: int = 1) -> t
     >>> resolve("resnet-18")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    graphtune.errors.ModelError: unknown model 'resnet-18': not a file, and not a zoo model; valid names: densenet121, ..., resnet18, ...
+    graphtune.errors.ModelError: unknown model 'resnet-18': not a file, and not a zoo model;
+        valid names: densenet121, ..., resnet18, ...
     """
     from . import get, names
 

@@ -43,7 +43,7 @@ def _vgg(name: str, seed: int, batch_size: int, image_size: int) -> onnx.ModelPr
     x = b.input
     index = 0
     for layer in CONFIGS[name]:
-        if layer == "M":
+        if isinstance(layer, str):  # "M"
             x = b.max_pool(x, f"features.{index}", 2, 2)
             index += 1
         else:

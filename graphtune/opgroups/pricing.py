@@ -16,10 +16,16 @@ module prices all of them *as graphtune's compiler builds them*:
    runs in (a fused kernel: its node; a pool or unfused elementwise chain:
    the node it reads from; an op of two activations: their join), or by no
    node when it runs in plain layout after a boundary (flatten, softmax...).
-   Each is a ``segment`` :class:`~graphtune.measure.task.Task` keyed by the
-   content hash of its scheduled PrimFunc: measured once, kept in the
-   records, and re-measured automatically when the compiler builds it
-   differently.
+   Each is an op-group :class:`~graphtune.measure.task.Task` (:func:`op_group_task`,
+   kind ``segment`` in the records) keyed by the content hash of its scheduled
+   PrimFunc: measured once, kept in the records, and re-measured automatically
+   when the compiler builds it differently. A probe compile is
+   :func:`graphtune.compiler.driver.rewrite_model` and
+   :func:`~graphtune.compiler.legalize.legalize` of the probe's config
+   (:func:`probe_config`): the compiler's planning, nothing of its own; what a
+   function computes is read from the compiler's attributes
+   (:func:`~graphtune.compiler.legalize.transforms_of`,
+   :func:`~graphtune.compiler.legalize.label_of`), never from its name.
 3. :func:`op_costs` measures the groups that price a pair (each (node, layout)
    pair's in the first probe covering it, plain groups in the first probe;
    the rest of a probe is compiled but not timed); a fused kernel's group costs its
@@ -46,32 +52,29 @@ True
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import networkx as nx
 
+from ..config import Config, NodeConfig, graph_workload
 from ..errors import MeasureError
 from ..graph import Candidate, LayoutGraph
 from ..layouts import DENSE, PLAIN, block_of
 from ..measure.build import arg_specs
-from .probe_index import ProbeIndex, probe_key
 from ..measure.task import Task
+from ..ops import Op, op_class
+from .probe_index import ProbeIndex, probe_key
 
-__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_groups", "segment_task",
+__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_config", "probe_groups", "op_group_task",
            "op_costs", "apply_op_costs", "fused_edges", "tie_fused_joins"]
 
-_TRANSFORM = re.compile(r"layout_transform_(NCHW\d*c|NCHW|NC)_(NCHW\d*c|NCHW|NC)\d*(?=_|$)")
-"""A layout transform in a function's name (Relax numbers repeated names: ``..._NCHW1``)."""
-_VIEWS = re.compile(r"(reshape|squeeze|expand_dims)\d*|[\d_]+")
-"""What a function's name may hold besides transforms without computing anything more."""
 _UNBLOCKED = (PLAIN, DENSE)
 """Layouts without a channel block: a tensor in one of them has left a blocked layout."""
-_KERNEL_OPS = ("conv2d", "depthwise_conv2d", "group_conv2d", "conv2d_transpose", "dense")
 
 
 @dataclass(frozen=True)
@@ -86,11 +89,12 @@ class OpGroup:
     layout : str
         The layout it runs in (``NCHW`` for plain ones).
     label : str
-        The function's name in the compiled module (its fused ops).
+        What the function computes: its fused ops' names, but the layout transforms
+        (:func:`graphtune.compiler.legalize.label_of`).
     task : Task
-        The ``segment`` task measuring it.
+        The op-group task measuring it (:func:`op_group_task`).
     bare : Task or None
-        For a fused kernel: a ``segment`` task of the same kernel without its
+        For a fused kernel: an op-group task of the same kernel without its
         epilogue (:func:`graphtune.x86.kernel_func`, same knobs), measured
         right before it and subtracted from it; None otherwise.
     """
@@ -117,7 +121,7 @@ class OpCosts:
         (node, layout) pairs no probe could give (priced as the node's
         costliest measured layout).
     tasks : int
-        Distinct segment tasks measured: those of the groups that price a pair
+        Distinct op-group tasks measured: those of the groups that price a pair
         (a later probe's groups for pairs an earlier probe covered are not).
     """
 
@@ -166,7 +170,7 @@ def _writes_plain(func) -> bool:
 
 
 def _free(graph: LayoutGraph) -> list[str]:
-    return [n for n in graph.nodes if graph.op(n) != "boundary"]
+    return [n for n in graph.nodes if graph.op(n) != Op.BOUNDARY]
 
 
 def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
@@ -204,18 +208,18 @@ def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
         if not todo:
             break
 
-        def rank(n: str, i: int) -> tuple:
+        def rank(n: str, i: int, b: int = b, todo: set = todo) -> tuple:
             c = graph.candidates(n)[i]
             return (block_of(c.out_layout) != b, (n, c.out_layout) not in todo,
                     block_of(c.in_layout) != b, abs(block_of(c.out_layout) - b),
                     c.cost if not math.isnan(c.cost) else math.inf)
 
-        choice = {n: min(range(len(graph.candidates(n))), key=lambda i, n=n: rank(n, i)) for n in free}
+        choice = {n: min(range(len(graph.candidates(n))), key=functools.partial(rank, n)) for n in free}
         for src, join in fused:  # producer order: a fused join runs in its producer's layout
             wrote = graph.candidates(src)[choice[src]].out_layout
             same = [i for i, c in enumerate(graph.candidates(join)) if c.in_layout == wrote]
             if same:
-                choice[join] = min(same, key=lambda i, n=join: rank(n, i))
+                choice[join] = min(same, key=functools.partial(rank, join))
         new = {(n, graph.candidates(n)[i].out_layout) for n, i in choice.items()} & todo
         if new:
             todo -= new
@@ -225,16 +229,16 @@ def probe_choices(graph: LayoutGraph) -> list[dict[str, int]]:
 
 def _strip(func):
     """``func`` without the attributes naming where it came from (they do not change the code)."""
-    from ..compiler.legalize import NODE_ATTR, OP_ATTR
+    from ..compiler.legalize import MEMBERS_ATTR, NODE_ATTR, OP_ATTR, TRANSFORMS_ATTR
 
-    for key in (NODE_ATTR, OP_ATTR, "global_symbol"):
+    for key in (NODE_ATTR, OP_ATTR, MEMBERS_ATTR, TRANSFORMS_ATTR, "global_symbol"):
         if func.attrs is not None and key in func.attrs:
             func = func.without_attr(key)
     return func
 
 
-def segment_task(func, ops: str, timed_beside=None) -> Task:
-    """The ``segment`` task measuring a scheduled PrimFunc of a compiled model.
+def op_group_task(func, ops: str, timed_beside=None) -> Task:
+    """The op-group task measuring a scheduled PrimFunc of a compiled model.
 
     Its key holds the op kind, the argument shapes and a content hash of the
     function (names of nodes stripped): the same code is measured once in
@@ -252,11 +256,11 @@ def segment_task(func, ops: str, timed_beside=None) -> Task:
     >>> from tvm import te
     >>> x = te.placeholder((1, 2, 4, 4, 8), name="x")
     >>> f = te.create_prim_func([x, te.compute(x.shape, lambda *i: x(*i) * 2.0)])
-    >>> t = segment_task(f, "multiply")
-    >>> t.kind, t.workload["args"][0], len(t.workload["sha"])
-    ('segment', [[1, 2, 4, 4, 8], 'float32'], 16)
+    >>> t = op_group_task(f, "multiply")
+    >>> t.kind is Op.OP_GROUP, t.workload["args"][0], len(t.workload["sha"])
+    (True, [[1, 2, 4, 4, 8], 'float32'], 16)
     >>> g = te.create_prim_func([x, te.compute(x.shape, lambda *i: x(*i) * 3.0)])
-    >>> segment_task(f, "multiply", timed_beside=g).workload["sha"] != t.workload["sha"]
+    >>> op_group_task(f, "multiply", timed_beside=g).workload["sha"] != t.workload["sha"]
     True
     """
     import tvm
@@ -265,23 +269,38 @@ def segment_task(func, ops: str, timed_beside=None) -> Task:
     text = tvm.ir.save_json(bare)
     keyed = text if timed_beside is None else text + tvm.ir.save_json(_strip(timed_beside))
     sha = hashlib.sha1(keyed.encode()).hexdigest()[:16]
-    return Task("segment", {"ops": ops, "args": arg_specs(bare), "sha": sha}, payload=text)
+    return Task(Op.OP_GROUP, {"ops": ops, "args": arg_specs(bare), "sha": sha}, payload=text)
+
+
+def probe_config(graph: LayoutGraph, choice: dict[str, int]) -> Config:
+    """One probe as a config: the chosen candidate of every layout node and join.
+
+    Examples
+    --------
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0, 1.0], layouts=["NCHW8c", "NCHW16c"])
+    >>> g.add_node("b", op="join", costs=[0.0, 0.0], layouts=["NCHW", "NCHW16c"])
+    >>> g.add_edge("a", "b", shape=[1, 16, 4, 4])
+    >>> cfg = probe_config(g, {"a": 1, "b": 0})
+    >>> cfg.nodes["a"].out_layout, cfg.nodes["b"].workload
+    ('NCHW16c', {'inputs': ['a']})
+    """
+    nodes = {}
+    for name, index in choice.items():
+        c = graph.candidates(name)[index]
+        nodes[name] = NodeConfig(graph.op(name), graph_workload(graph, name), c.in_layout,
+                                 c.out_layout, dict(c.knobs))
+    return Config(nodes)
 
 
 def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
-    """``mod`` rewritten, legalized, fused and scheduled by graphtune's compiler for one probe,
-    and every node's weight constant in it (the rewrite's and those packed at legalization)."""
+    """``mod`` compiled for one probe by graphtune's compiler (planned, rewritten, legalized,
+    fused and scheduled as :func:`graphtune.compile` does, up to the build), and every node's
+    weight constant in it (the rewrite's and those packed at legalization)."""
+    from ..compiler.driver import rewrite_model
     from ..compiler.legalize import legalize
-    from ..compiler.rewrite import NodePlan, rewrite
-    from ..frontend.walk import layout_ops
 
-    plans = {}
-    for op in layout_ops(mod):
-        if op.name in choice and graph.op(op.name) in _KERNEL_OPS:
-            c = graph.candidates(op.name)[choice[op.name]]
-            plans[op.var] = NodePlan(op.name, op.op, op.workload, c.knobs, c.in_layout, c.out_layout)
-    joins = {n: graph.candidates(n)[i].out_layout for n, i in choice.items() if graph.op(n) == "join"}
-    new_mod, anchors = rewrite(mod, plans, joins)
+    new_mod, anchors, _ = rewrite_model(mod, probe_config(graph, choice), target)
     packed: dict = {}
     lowered = legalize(new_mod, anchors, target, packed_anchors=packed)
     return lowered, {**anchors, **packed}
@@ -339,7 +358,7 @@ class _Tracer:
         self.by_name = {plan.name: plan for plan in anchors.values()}
         self.choice = choice
         self.layout = {n: graph.candidates(n)[i].out_layout for n, i in choice.items()}
-        self.joins = {frozenset(graph.nx.predecessors(n)): n for n in choice if graph.op(n) == "join"}
+        self.joins = {frozenset(graph.nx.predecessors(n)): n for n in choice if graph.op(n) == Op.JOIN}
         self.readers = {s: [j for j in self.joins.values() if s in graph.nx.predecessors(j)]
                         for s in graph.nodes}
         self.state: dict = {}
@@ -369,34 +388,26 @@ class _Tracer:
             if acts:
                 self.state[var] = self.state[acts[0]]
             return None
+        from ..compiler.legalize import label_of, members_of, op_kind, transforms_of
+
         func = self.lowered[value.args[0]]
         args = list(value.args[1].fields)
         acts = [a for a in args if isinstance(a, relax.Var) and a in self.state]
-        label = value.args[0].name_hint.removeprefix("fused_")
-        dst = self.transform_dst(func, label)
-        if dst is not None and not _VIEWS.sub("", _TRANSFORM.sub("", label)):
+        transforms = transforms_of(func)
+        if transforms and all(op_class(op_kind(m)).view for m in members_of(func)):
             owner = self.state[acts[0]][0] if acts else None
+            dst = transforms[0].split("->")[1]
             self.state[var] = (owner, self.moved_to_plain(owner, dst in _UNBLOCKED))
             return None  # transforms (and views of them) alone: the edges price them
         plan = self.plan_of(func, args)
         if plan is not None:
-            return self.kernel(var, func, label, plan, args, acts)
-        group = self.rest(var, func, label, acts)
-        if dst is not None and group.node is not None:  # transforms fused with other ops (a
+            return self.kernel(var, func, label_of(func), plan, args, acts)
+        group = self.rest(var, func, label_of(func), acts)
+        if transforms and group.node is not None:  # transforms fused with other ops (a
             # concat): the whole function is a group, its transforms inlined, so their edges
             # over-count them a little; its output is plain if it left its owner's layout
             self.state[var] = (group.node, self.moved_to_plain(group.node, _writes_plain(func)))
         return group
-
-    @staticmethod
-    def transform_dst(func, label: str) -> str | None:
-        """Destination layout of a layout transform (alone or fused with injective ops)."""
-        from ..compiler.rewrite import TRANSFORM_ATTR
-
-        if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
-            return str(func.attrs[TRANSFORM_ATTR]).split("->")[1]
-        moved = _TRANSFORM.search(label)
-        return moved.group(2) if moved else None
 
     def plan_of(self, func, args):
         """The plan of the node whose kernel ``func`` computes (by its weight), else None."""
@@ -413,7 +424,7 @@ class _Tracer:
     def moved_to_plain(self, owner: str | None, plain: bool) -> bool:
         """Whether a tensor of ``owner`` written in plain layout has left the graph's layouts
         (towards a boundary) rather than being in its owner's own chosen layout (a plain join)."""
-        return plain and self.layout.get(owner) not in _UNBLOCKED
+        return plain and (owner is None or self.layout.get(owner) not in _UNBLOCKED)
 
     def kernel(self, var, func, label: str, plan, args: list, acts: list) -> OpGroup:
         """A node's kernel with its fused epilogue, paired with the bare kernel."""
@@ -430,22 +441,22 @@ class _Tracer:
             fused.append(frozenset({plan.name, *srcs}))
         self.state[var] = (next((self.joins[f] for f in fused if len(f) > 1 and f in self.joins),
                                 plan.name), False)
-        return OpGroup(plan.name, plan.out_layout, label, segment_task(func, plan.op, twin),
-                       segment_task(twin, plan.op, func))
+        return OpGroup(plan.name, plan.out_layout, label, op_group_task(func, plan.op, twin),
+                       op_group_task(twin, plan.op, func))
 
     def rest(self, var, func, label: str, acts: list) -> OpGroup:
         """Any other function: owned by the node (or join) it reads, or plain."""
         from ..compiler.legalize import OP_ATTR
 
         ops = str(func.attrs[OP_ATTR]) if func.attrs is not None and OP_ATTR in func.attrs else label
-        task = segment_task(func, ops)
+        task = op_group_task(func, ops)
         live = [self.state[a][0] for a in acts if not self.state[a][1]]
         owner = self.join_of(live) if live else None
         # a join in plain layout (DenseNet's concat) reads tensors moved to plain for it
         sources = live + [self.state[a][0] for a in acts if self.state[a][1]
                           and self.state[a][0] in self.layout]
         moved = self.join_of(sources) if sources else None
-        if moved in self.joins.values() and self.layout[moved] in _UNBLOCKED:
+        if moved is not None and moved in self.joins.values() and self.layout[moved] in _UNBLOCKED:
             owner = moved
         if owner not in self.layout:  # plain: after a boundary, or on the graph input
             self.state[var] = (owner or (self.state[acts[0]][0] if acts else None), True)
@@ -521,8 +532,8 @@ def op_costs(mod, graph: LayoutGraph, target,
         else:  # fastest repeats: a difference of medians is noise on a loaded host
             ms = max(0.0, min(pair[0].ms) - min(pair[1].ms))
         costs.groups.append({"node": g.node, "layout": g.layout, "label": g.label, "ms": ms})
-    for pair in covered:
-        costs.per_layout[pair] = 0.0
+    for node_layout in covered:
+        costs.per_layout[node_layout] = 0.0
     for g in costs.groups:
         if g["node"] is not None:
             costs.per_layout[(g["node"], g["layout"])] += g["ms"]
@@ -593,7 +604,7 @@ def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
                                            c.cost + costs.per_layout.get((n, c.out_layout), 0.0))
                                  for c in graph.candidates(n)])
     sinks = [n for n in nx.topological_sort(graph.nx)
-             if graph.op(n) == "boundary" and graph.nx.out_degree(n) == 0]
+             if graph.op(n) == Op.BOUNDARY and graph.nx.out_degree(n) == 0]
     if sinks and costs.fixed_ms:
         [c] = graph.candidates(sinks[-1])
         graph.set_candidates(sinks[-1], [Candidate(c.knobs, c.in_layout, c.out_layout,
@@ -627,7 +638,7 @@ def fused_edges(graph: LayoutGraph) -> list[tuple[str, str]]:
     """
     edges = []
     for join in graph.nodes:
-        if graph.op(join) != "join":
+        if graph.op(join) != Op.JOIN:
             continue
         preds = list(graph.nx.predecessors(join))
         if len(preds) == 1:
@@ -636,7 +647,7 @@ def fused_edges(graph: LayoutGraph) -> list[tuple[str, str]]:
             sizes = {p: _spatial_size(graph.edge_shape(p, join)) for p in preds}
             tied = [p for p in preds if sizes[p] == 1 and max(sizes.values()) > 1]
         ins = {c.in_layout for c in graph.candidates(join)}
-        edges += [(p, join) for p in tied if graph.op(p) != "boundary"
+        edges += [(p, join) for p in tied if graph.op(p) != Op.BOUNDARY
                   and ins & {c.out_layout for c in graph.candidates(p)}]  # else it cannot fuse
     return edges
 

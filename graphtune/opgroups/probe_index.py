@@ -15,16 +15,20 @@ before, as that group's task must be built.
 
 Lines are appended whole under a lock (several runs may share the file), after
 a newline if the last one was torn; an unreadable line (a crash mid-write, a
-hand edit) is skipped, and its probe compiled again. Lines of older graphtune
-code are never matched again; deleting the file only costs the next tune its
-probe compiles.
+hand edit, a line nested too deep or too long: :mod:`graphtune.safejson`) is
+skipped, with one warning per file naming the first, and its probe compiled
+again. Lines of older graphtune code are never matched again; deleting the
+file only costs the next tune its probe compiles.
+The index is a cache: a file that cannot be read or written (read-only, a
+folder, a full disk...) costs a warning, once, and the tune goes on without it.
 
 Examples
 --------
 >>> import os, tempfile
 >>> from graphtune.measure import Task
+>>> from graphtune.ops import Op
 >>> index = ProbeIndex(os.path.join(tempfile.mkdtemp(), "m.probes.jsonl"), lambda task: True)
->>> t = Task("segment", {"ops": "add", "args": [[[1, 8], "float32"]], "sha": "0" * 16})
+>>> t = Task(Op.OP_GROUP, {"ops": "add", "args": [[[1, 8], "float32"]], "sha": "0" * 16})
 >>> index.add("key0", [{"node": "a", "layout": "NCHW8c", "label": "add", "task": t, "bare": None}])
 >>> [g["task"] == t for g in ProbeIndex(index.path, lambda task: True).get("key0")]
 [True]
@@ -37,11 +41,13 @@ from __future__ import annotations
 import fcntl
 import functools
 import hashlib
-import json
 import os
+import stat
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
+from .. import safejson
 from ..errors import MeasureError
 from ..measure.task import Task, canonical_json, tvm_version
 
@@ -111,6 +117,14 @@ def _task_of(data: dict | None) -> Task | None:
     return None if data is None else Task(data["kind"], data["workload"], data["knobs"])
 
 
+MAX_LINE_BYTES = 16 << 20
+"""Longest line read (bytes); a probe's line lists its op groups, a few hundred bytes each."""
+
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "node": (str, type(None)), "layout": str, "label": str, "task": Task, "bare": (Task, type(None))}
+"""What each field of a group read back must be."""
+
+
 class ProbeIndex:
     """Op groups of compiled probes by :func:`probe_key`, in memory and optionally in a file.
 
@@ -127,21 +141,62 @@ class ProbeIndex:
         self.path = None if path is None else os.fspath(path)
         self.recorded = recorded
         self._groups: dict[str, list[dict]] = {}
-        if self.path is not None and os.path.exists(self.path):
-            with open(self.path, "rb") as handle:
-                for raw in handle:
-                    self._read(raw)
+        if self.path is not None and os.path.lexists(self.path):
+            try:
+                if not stat.S_ISREG(os.stat(self.path).st_mode):  # a folder, a device, a FIFO
+                    raise OSError(0, "not a regular file")
+                skipped = []  # (line, why) of each unreadable line: its probe is compiled again
+                with open(self.path, "rb") as handle:
+                    number = 0
+                    while raw := handle.readline(MAX_LINE_BYTES + 1):
+                        number += 1
+                        why: str | None
+                        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                            while (rest := handle.readline(MAX_LINE_BYTES)) and \
+                                    not rest.endswith(b"\n"):
+                                pass
+                            why = f"longer than {MAX_LINE_BYTES >> 20} MiB"
+                        else:
+                            why = self._read(raw) if raw.strip() else None
+                        if why is not None:
+                            skipped.append((number, why))
+            except OSError as err:
+                self._give_up("read", err)
+                return
+            if skipped:
+                line, why = skipped[0]
+                warnings.warn(f"probe index {safejson.printable(self.path)}: skipping "
+                              f"{len(skipped)} unreadable line(s) (line {line}: "
+                              f"{safejson.printable(why)}); their probes are compiled again; "
+                              "delete the file to silence this warning", UserWarning, stacklevel=2)
 
-    def _read(self, raw: bytes) -> None:
+    def _give_up(self, doing: str, err: OSError) -> None:
+        """Warn once that the index file cannot be used; keep the index in memory only."""
+        warnings.warn(f"probe index {safejson.printable(self.path)} cannot be {doing} "
+                      f"({err.strerror or err}); tuning goes on without it (probes it would "
+                      "have spared are compiled); make the file writable or delete it",
+                      UserWarning, stacklevel=3)
+        self.path = None
+
+    def _read(self, raw: bytes) -> str | None:
+        """Index one line; return why it cannot be read (a torn or edited line), or None."""
         try:
-            line = json.loads(raw)
+            line = safejson.loads(raw, max_chars=MAX_LINE_BYTES)
             groups = [{**g, "task": _task_of(g["task"]), "bare": _task_of(g["bare"])}
                       for g in line["groups"]]
-            if not all(set(g) == _FIELDS for g in groups):
-                return
-        except (ValueError, KeyError, TypeError, AttributeError, MeasureError):
-            return  # a torn or edited line: that probe is compiled again
+            if not isinstance(line["key"], str):
+                return "its key is not a string"
+            for g in groups:
+                if set(g) != _FIELDS:
+                    return f"a group's fields are not {', '.join(sorted(_FIELDS))}"
+                wrong = [k for k, t in _TYPES.items() if not isinstance(g[k], t)]
+                if wrong:
+                    return f"a group's {wrong[0]} has the wrong type"
+        except (ValueError, KeyError, TypeError, AttributeError, MeasureError) as err:
+            why = " ".join(str(err).split())
+            return f"{type(err).__name__}: {why if len(why) <= 200 else why[:197] + '...'}"
         self._groups[line["key"]] = groups
+        return None
 
     def get(self, key: str) -> list[dict] | None:
         """The groups of probe ``key`` (``node``, ``layout``, ``label``, ``task``, ``bare``),
@@ -159,9 +214,12 @@ class ProbeIndex:
             return
         line = canonical_json({"key": key, "groups": [
             {**g, "task": _task_json(g["task"]), "bare": _task_json(g["bare"])} for g in groups]})
-        with open(self.path, "a+b") as handle:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when closed
-            size = handle.seek(0, os.SEEK_END)
-            torn = size > 0 and handle.seek(size - 1) >= 0 and handle.read(1) != b"\n"
-            handle.write((b"\n" if torn else b"") + line.encode() + b"\n")
-            handle.flush()
+        try:
+            with open(self.path, "a+b") as handle:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # released when closed
+                size = handle.seek(0, os.SEEK_END)
+                torn = size > 0 and handle.seek(size - 1) >= 0 and handle.read(1) != b"\n"
+                handle.write((b"\n" if torn else b"") + line.encode() + b"\n")
+                handle.flush()
+        except OSError as err:  # read-only, a folder, disk full...: a cache, not a failure
+            self._give_up("written", err)

@@ -57,7 +57,8 @@ def _limits_of(func: Callable[..., Outcome]) -> list[str]:
     return [p for p in params if p not in ("problem", "time_limit")]
 
 
-def solve(graph: LayoutGraph, method: str = "auto", time_limit: float | None = None, **limits: Any) -> Solution:
+def solve(graph: LayoutGraph, method: str = "auto", time_limit: float | None = None,
+          **limits: Any) -> Solution:
     """Minimise kernel + transform cost over all candidate assignments.
 
     Parameters
@@ -94,10 +95,12 @@ def solve(graph: LayoutGraph, method: str = "auto", time_limit: float | None = N
     >>> solve(g, method="magic")
     Traceback (most recent call last):
     ...
-    graphtune.errors.ArgumentError: unknown solve method 'magic'; valid methods are: auto, brute, cpsat, dp, lp, pbqp
+    graphtune.errors.ArgumentError: unknown solve method 'magic';
+        valid methods are: auto, brute, cpsat, dp, lp, pbqp
     """
     if method not in METHODS:
-        raise ArgumentError(f"unknown solve method {method!r}; valid methods are: {', '.join(sorted(METHODS))}")
+        raise ArgumentError(
+            f"unknown solve method {method!r}; valid methods are: {', '.join(sorted(METHODS))}")
     func = METHODS[method]
     allowed = _limits_of(func)
     unknown = sorted(set(limits) - set(allowed))

@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from .branch import solve_branch_and_bound
 from .cpsat import solve_cpsat
@@ -40,7 +41,7 @@ __all__ = ["solve_auto"]
 
 
 def _solve_remainder(remainder: Problem, time_limit: float | None, max_table: int, max_lps: int,
-                     num_workers: int, stats: dict) -> Outcome:
+                     num_workers: int, stats: dict[str, Any]) -> Outcome:
     """Exact solve of the irreducible core: dp, else LP branch and bound, else CP-SAT."""
     start = time.perf_counter()
     plan = min_fill_order(remainder.adjacency(), remainder.domain_sizes(), cap=max_table)
@@ -48,7 +49,8 @@ def _solve_remainder(remainder: Problem, time_limit: float | None, max_table: in
         stats["solver"] = "dp"
         return solve_dp(remainder, max_table=max_table)
     # With a time limit, keep at least half of it for CP-SAT in case the LPs stay fractional.
-    searched = solve_branch_and_bound(remainder, None if time_limit is None else time_limit / 2, max_lps=max_lps)
+    searched = solve_branch_and_bound(remainder, None if time_limit is None else time_limit / 2,
+                                      max_lps=max_lps)
     stats.update(searched.stats)
     if searched.optimal:
         stats["solver"] = "lp" if searched.stats["bnb_lps"] == 1 else "lp-branch-and-bound"
@@ -100,7 +102,7 @@ def solve_auto(problem: Problem, time_limit: float | None = None, max_table: int
     inner.reduce(allow_rn=False)
     remainder, ids = inner.remainder()
     seconds["dominance"] = lap()
-    stats = {
+    stats: dict[str, Any] = {
         "stage_seconds": seconds,
         "reductions": {k: outer.counts[k] + inner.counts[k] for k in outer.counts},
         "dominated_states": sum(len(u) for u in core.unary) - sum(len(u) for u in smaller.unary),

@@ -4,7 +4,8 @@ Examples
 --------
 >>> import numpy as np
 >>> from graphtune.solve.problem import Problem
->>> p = Problem(["x", "y"], [np.array([0.0, 1.0]), np.array([1.0, 0.0])], {(0, 1): np.array([[3.0, 0.0], [0.0, 0.0]])})
+>>> p = Problem(["x", "y"], [np.array([0.0, 1.0]), np.array([1.0, 0.0])],
+...             {(0, 1): np.array([[3.0, 0.0], [0.0, 0.0]])})
 >>> solve_brute(p).labels
 [0, 1]
 """
@@ -27,7 +28,8 @@ MAX_ASSIGNMENTS = 2_000_000
 _CHUNK = 1 << 16
 
 
-def solve_brute(problem: Problem, time_limit: float | None = None, max_assignments: int = MAX_ASSIGNMENTS) -> Outcome:
+def solve_brute(problem: Problem, time_limit: float | None = None,
+                max_assignments: int = MAX_ASSIGNMENTS) -> Outcome:
     """Enumerate every assignment (vectorised in chunks) and keep the best.
 
     Parameters

@@ -95,7 +95,7 @@ def solve_cpsat(
     if hint is None:
         hint = solve_pbqp(problem).labels
     model = cp_model.CpModel()
-    objective = []
+    objective: list[tuple[int, cp_model.IntVar]] = []
     x = []
     for i, u in enumerate(unary):
         xi = [model.new_bool_var(f"x{i}_{s}") for s in range(len(u))]
@@ -114,7 +114,8 @@ def solve_cpsat(
         for k in range(n_rows):
             model.add(sum(y[k]) == sum(x[i][s] for s in np.flatnonzero(row_of == k)))
         for t in range(n_cols):
-            model.add(sum(y[k][t] for k in range(n_rows)) == sum(x[j][r] for r in np.flatnonzero(col_of == t)))
+            model.add(sum(y[k][t] for k in range(n_rows))
+                      == sum(x[j][r] for r in np.flatnonzero(col_of == t)))
         hk, ht = row_of[hint[i]], col_of[hint[j]]
         for k in range(n_rows):
             for t in range(n_cols):

@@ -11,7 +11,8 @@ Examples
 --------
 >>> import numpy as np
 >>> from graphtune.solve.problem import Problem
->>> p = Problem(["a", "b"], [np.array([1.0, 2.0, 0.5]), np.zeros(2)], {(0, 1): np.array([[0, 1], [0, 1], [0, 9.0]])})
+>>> p = Problem(["a", "b"], [np.array([1.0, 2.0, 0.5]), np.zeros(2)],
+...             {(0, 1): np.array([[0, 1], [0, 1], [0, 9.0]])})
 >>> small, kept = eliminate_dominated(p)
 >>> [k.tolist() for k in kept]
 [[2], [0]]
@@ -33,7 +34,7 @@ def _margins(cost: np.ndarray, neighbours: list[np.ndarray]) -> np.ndarray:
     ``neighbours`` are edge matrices with this node's states as rows; duplicate
     columns may be dropped beforehand (they give identical minima).
     """
-    margin = cost[:, None] - cost[None, :]
+    margin: np.ndarray = cost[:, None] - cost[None, :]
     for m in neighbours:
         margin = margin + (m[:, None, :] - m[None, :, :]).min(axis=2)
     return margin

@@ -96,7 +96,8 @@ def min_fill_order(adjacency: list[set[int]], dims: list[int], cap: int | None =
         table = math.prod(dims[u] for u in nbrs) * dims[v]
         if cap is not None and table > cap:
             return True, math.inf, table, v  # cannot be eliminated within the cap: skip counting fill
-        fill = sum(1 for a in range(len(nbrs)) for b in range(a + 1, len(nbrs)) if nbrs[b] not in adj[nbrs[a]])
+        fill = sum(1 for a in range(len(nbrs)) for b in range(a + 1, len(nbrs))
+                   if nbrs[b] not in adj[nbrs[a]])
         return False, fill, table, v
 
     scores = {v: score(v) for v in alive}
@@ -126,7 +127,8 @@ def min_fill_order(adjacency: list[set[int]], dims: list[int], cap: int | None =
     return EliminationPlan(order, width, biggest, True, worst)
 
 
-def _expand(scope: tuple[int, ...], table: np.ndarray, target: tuple[int, ...], dims: list[int]) -> np.ndarray:
+def _expand(scope: tuple[int, ...], table: np.ndarray, target: tuple[int, ...],
+            dims: list[int]) -> np.ndarray:
     """View ``table`` over ``scope`` as a broadcastable array over ``target``."""
     position = {t: k for k, t in enumerate(target)}
     perm = sorted(range(len(scope)), key=lambda k: position[scope[k]])
@@ -154,13 +156,15 @@ def solve_dp(problem: Problem, time_limit: float | None = None, max_table: int =
     Examples
     --------
     >>> from graphtune.solve.problem import Problem
-    >>> chain = Problem(["a", "b"], [np.array([0.0, 3.0]), np.array([2.0, 0.0])], {(0, 1): 5 * (1 - np.eye(2))})
+    >>> chain = Problem(["a", "b"], [np.array([0.0, 3.0]), np.array([2.0, 0.0])],
+    ...                 {(0, 1): 5 * (1 - np.eye(2))})
     >>> solve_dp(chain).labels
     [0, 0]
     """
     dims = problem.domain_sizes()
     plan = min_fill_order(problem.adjacency(), dims, cap=max_table)
     if not plan.complete:
+        assert plan.worst is not None  # an incomplete plan names the node it stopped at
         name = problem.names[plan.worst]
         raise SolverError(
             f"dp: eliminating node {name!r} needs a table of {plan.max_table:.3g} entries "
@@ -179,8 +183,8 @@ def solve_dp(problem: Problem, time_limit: float | None = None, max_table: int =
 
     trace: list[tuple[int, tuple[int, ...], np.ndarray]] = []
     constant = problem.offset
-    for i, u in enumerate(problem.unary):
-        add_factor((i,), np.asarray(u, dtype=np.float64))
+    for i, unary in enumerate(problem.unary):
+        add_factor((i,), np.asarray(unary, dtype=np.float64))
     for (i, j), m in problem.pairs.items():
         add_factor((i, j), np.asarray(m, dtype=np.float64))
     for v in plan.order:

@@ -34,7 +34,8 @@ TOLERANCE = 1e-7
 """Relative slack for HiGHS' feasibility tolerances: the LP value minus this is the reported bound."""
 
 
-def _build(unary: list[np.ndarray], pairs: dict[tuple[int, int], np.ndarray]):
+def _build(unary: list[np.ndarray], pairs: dict[tuple[int, int], np.ndarray],
+           ) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.ndarray]:
     """Objective, equality matrix and right-hand side of the local polytope."""
     offsets = np.cumsum([0] + [len(u) for u in unary])
     cost = [np.concatenate(unary)]
@@ -85,7 +86,7 @@ def relax(problem: Problem, time_limit: float | None = None) -> tuple[float, lis
         return constant, []
     cost, matrix, rhs, offsets = _build(unary, pairs)
     # HiGHS presolve costs 5-10x more than it saves on these LPs (measured on DenseNet all-pairs).
-    options = {"presolve": False}
+    options: dict[str, bool | float] = {"presolve": False}
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
     result = linprog(cost, A_eq=matrix, b_eq=rhs, bounds=(0.0, 1.0), method="highs", options=options)

@@ -28,6 +28,7 @@ Examples
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ class Reducer:
         self.offset = problem.offset
         self.cost = {i: u.astype(np.float64, copy=True) for i, u in enumerate(problem.unary)}
         self.adj: dict[int, dict[int, np.ndarray]] = {i: {} for i in range(self.n)}
-        self.stack: list[tuple] = []
+        self.stack: list[tuple[Any, ...]] = []  # (step, nodes..., choice), undone in reverse
         self.counts = {"R0": 0, "RI": 0, "RII": 0, "RN": 0, "independent_edges": 0}
         self.bound_at_first_rn: float | None = None
         for (i, j), m in problem.pairs.items():
@@ -301,5 +302,7 @@ def solve_pbqp(problem: Problem, time_limit: float | None = None) -> Outcome:
     if not optimal:
         labels = polish(problem, labels)
     energy = problem.energy(labels)
-    bound = energy if optimal else min(reducer.bound_at_first_rn, energy)
-    return Outcome(labels, bound, optimal, {"reductions": dict(reducer.counts), "rn_steps": reducer.counts["RN"]})
+    first_rn = reducer.bound_at_first_rn  # set by the first RN step, so whenever not optimal
+    bound = energy if optimal or first_rn is None else min(first_rn, energy)
+    return Outcome(labels, bound, optimal,
+                   {"reductions": dict(reducer.counts), "rn_steps": reducer.counts["RN"]})

@@ -69,7 +69,8 @@ def fold_terms(problem: Problem) -> tuple[list[np.ndarray], dict[tuple[int, int]
 
     Examples
     --------
-    >>> p = Problem(["a", "b"], [np.array([1.0, 2.0]), np.zeros(2)], {(0, 1): np.array([[1.0, 2.0], [1.0, 2.0]])})
+    >>> p = Problem(["a", "b"], [np.array([1.0, 2.0]), np.zeros(2)],
+    ...             {(0, 1): np.array([[1.0, 2.0], [1.0, 2.0]])})
     >>> unary, pairs, constant = fold_terms(p)
     >>> [u.tolist() for u in unary], pairs, constant
     ([[0.0, 1.0], [0.0, 1.0]], {}, 2.0)

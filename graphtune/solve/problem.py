@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -106,7 +107,7 @@ class Problem:
             adj[j].add(i)
         return adj
 
-    def energy(self, labels) -> float:
+    def energy(self, labels: Sequence[int]) -> float:
         """Energy of a full labelling (sequence of state indices).
 
         Examples

@@ -4,8 +4,8 @@ TVM 0.27 has no x86 schedules; graphtune owns them. A *workload* dict
 describes an op instance (:mod:`graphtune.ops`), a *knobs* dict one schedule
 for it (and so its layouts); one :class:`OpSpec` per op kind
 (:data:`SPECS`, :mod:`graphtune.x86.specs`) holds the op's compute, knob
-space, layouts, candidates, weight packing and schedule. :func:`kernel_func` is a candidate ready to build and time,
-:func:`schedule_fused` the same schedule applied inside a Relax-fused
+space, layouts, candidates, weight packing and schedule. :func:`kernel_func` is a candidate
+ready to build and time, :func:`schedule_fused` the same schedule applied inside a Relax-fused
 PrimFunc, :func:`transform_func` / :func:`schedule_transform` the layout
 transforms between blocked layouts.
 
@@ -20,19 +20,6 @@ Examples
 ('NCHW16c', 'NCHW16c')
 """
 
-from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
-from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_transpose import conv2d_transpose_nchwc, conv2d_transpose_nchwc_shapes, pack_conv2d_transpose_kernel
-from .dense import dense_packed, dense_packed_shapes
-from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
-from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
-from .fused import anchor_domain, schedule_fused
-from .kernels import kernel_func, kernel_shapes
-from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
-from .schedule import schedule_elementwise
-from .specs import KNOBS, SPECS, OpSpec, check_knobs, layouts_of, pack_weight, spec_of
-from .target import host_target, num_threads, target_key, vector_lanes
-from .transform import layout_transform, schedule_transform, transform_func, transform_shape
 from ..ops import (
     check_workload,
     conv2d_transpose_workload,
@@ -42,6 +29,23 @@ from ..ops import (
     op_of,
     output_shape,
 )
+from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
+from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .conv2d_transpose import (
+    conv2d_transpose_nchwc,
+    conv2d_transpose_nchwc_shapes,
+    pack_conv2d_transpose_kernel,
+)
+from .dense import dense_packed, dense_packed_shapes
+from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .fused import anchor_domain, schedule_fused
+from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
+from .kernels import kernel_func, kernel_shapes
+from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
+from .schedule import schedule_elementwise
+from .specs import KNOBS, SPECS, OpSpec, check_knobs, layouts_of, pack_weight, spec_of
+from .target import host_target, num_threads, target_key, vector_lanes
+from .transform import layout_transform, schedule_transform, transform_func, transform_shape
 
 __all__ = [
     "KNOBS",

@@ -23,7 +23,8 @@ from .tiles import MAX_BLOCK
 __all__ = ["candidates", "default_knobs", "tile_variants", "MAX_BLOCK"]
 
 
-def tile_variants(workload: dict, blocks: dict, target: TargetLike = None, op: Op | str | None = None) -> list:
+def tile_variants(workload: dict, blocks: dict, target: TargetLike = None,
+                  op: Op | str | None = None) -> list:
     """All knob dicts with the given channel ``blocks``, best guess first.
 
     Parameters
@@ -47,7 +48,8 @@ def tile_variants(workload: dict, blocks: dict, target: TargetLike = None, op: O
 
 
 def candidates(
-    workload: dict, target: TargetLike = None, max_candidates: int = None, max_block: int = MAX_BLOCK,
+    workload: dict, target: TargetLike = None, max_candidates: int | None = None,
+    max_block: int = MAX_BLOCK,
     op: Op | str | None = None,
 ) -> list:
     """The knob dicts worth measuring for ``workload``, best guesses first.
@@ -91,7 +93,8 @@ def candidates(
     return result[:max_candidates] if max_candidates else result
 
 
-def default_knobs(workload: dict, block: int = 16, target: TargetLike = None, op: Op | str | None = None) -> dict:
+def default_knobs(workload: dict, block: int = 16, target: TargetLike = None,
+                  op: Op | str | None = None) -> dict:
     """A reasonable untuned candidate whose channel blocks are ``block`` where possible.
 
     The channel blocks are the divisors of the channel counts nearest to

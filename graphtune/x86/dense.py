@@ -63,7 +63,8 @@ def dense_packed(data: te.Tensor, weight: te.Tensor, workload: dict, knobs: dict
     >>> from graphtune.ops import dense_workload
     >>> wl = dense_workload([1, 16], [8, 16])
     >>> d, w, o = dense_packed_shapes(wl, {"oc_bn": 8, "k_bn": 4})
-    >>> [int(x) for x in dense_packed(te.placeholder(d), te.placeholder(w), wl, {"oc_bn": 8, "k_bn": 4}).shape]
+    >>> out = dense_packed(te.placeholder(d), te.placeholder(w), wl, {"oc_bn": 8, "k_bn": 4})
+    >>> [int(x) for x in out.shape]
     [1, 8]
     """
     data_shape, weight_shape, out_shape = dense_packed_shapes(workload, knobs)

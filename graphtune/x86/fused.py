@@ -97,7 +97,8 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
     >>> knobs = {"oc_bn": 16, "k_bn": 4}
     >>> d, w, _ = x86.dense_packed_shapes(wl, knobs)
     >>> x, wt = te.placeholder(d, name="x"), te.placeholder(w, name="w")
-    >>> y = te.compute((1, 16), lambda i, j: te.max(x86.dense_packed(x, wt, wl, knobs)[i, j], 0.0), name="relu")
+    >>> dense = x86.dense_packed(x, wt, wl, knobs)
+    >>> y = te.compute((1, 16), lambda i, j: te.max(dense[i, j], 0.0), name="relu")
     >>> f = x86.schedule_fused(te.create_prim_func([x, wt, y]), wl, knobs)
     >>> "relu" in f.script() and "parallel" in f.script()
     True
@@ -126,7 +127,8 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
         spec.schedule(sch, anchor, epilogue, knobs)
     except s_tir.ScheduleError as err:
         reason = str(err).strip().splitlines()[-1]
-        raise KnobError(f"cannot apply the {op} schedule with knobs {knobs} to block {name!r}: {reason}") from None
+        raise KnobError(
+            f"cannot apply the {op} schedule with knobs {knobs} to block {name!r}: {reason}") from None
     lanes = vector_lanes(target)
     for block in leftovers:
         schedule_elementwise(sch, block, lanes)

@@ -44,6 +44,7 @@ Examples
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import tvm
 from tvm import s_tir, tirx
@@ -74,6 +75,13 @@ _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 
 def _static(extent) -> int | None:
     return int(extent) if isinstance(extent, tirx.IntImm) else None
+
+
+def _extent(sch: s_tir.Schedule, loop) -> int:
+    """The extent of ``loop``: static in every block :func:`_plan` tiles."""
+    extent = _static(sch.get(loop).extent)
+    assert extent is not None, "a tiled schedule got a loop of dynamic extent"
+    return extent
 
 
 def _is_spatial(sch: s_tir.Schedule, block) -> bool:
@@ -162,7 +170,7 @@ def _schedule_matmul(sch: s_tir.Schedule, block, lanes: int) -> None:
     """Register-tiled matmul: parallel over (row tile, column tile), ``k``, rows x vector columns."""
     *spatial, k = sch.get_loops(block)
     epilogue = _fold_epilogue(sch, block)
-    extents = [_static(sch.get(loop).extent) for loop in spatial]
+    extents = [_extent(sch, loop) for loop in spatial]
     cols = extents[-1]
     col_bn = cols if cols <= 2 * lanes else _divisor(cols, 2 * lanes)
     if col_bn < lanes and cols > 2 * lanes:
@@ -211,7 +219,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
             sch.parallel(sch.fuse(*spatial) if len(spatial) > 1 else spatial[0])
         return
     inner, spatial = spatial[-1], spatial[:-1]
-    extent = _static(sch.get(inner).extent)
+    extent = _extent(sch, inner)
     vectors = []
     if extent > 4 * lanes:
         spatial.append(sch.split(inner, [None, _divisor(extent, lanes)])[0])
@@ -260,7 +268,7 @@ def _placed(sch: s_tir.Schedule, block) -> bool:
         or any(sch.get(loop).kind != tirx.ForKind.SERIAL for loop in loops)
 
 
-def _plan(sch: s_tir.Schedule, block) -> tuple[str, object]:
+def _plan(sch: s_tir.Schedule, block) -> tuple[str, Callable[[s_tir.Schedule, object, int], None]]:
     """The kind and schedule function for one root block."""
     sblock = sch.get(block)
     if _is_spatial(sch, block):
@@ -399,7 +407,8 @@ def audit(func: tirx.PrimFunc, min_iterations: int = AUDIT_MIN_ITERATIONS) -> li
         if realize and stmt.block.iter_vars and loops:
             block = stmt.block
             extents = [_static(loop.extent) for loop in loops]
-            count = math.inf if None in extents else math.prod(extents)
+            static = [e for e in extents if e is not None]
+            count = math.prod(static) if len(static) == len(extents) else math.inf
             points = math.prod(_static(iv.dom.extent) or 2 for iv in block.iter_vars
                                if iv.iter_type == _SPATIAL)
             shown = "data-dependent" if count == math.inf else count

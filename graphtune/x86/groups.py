@@ -67,7 +67,8 @@ def check_group_blocks(op: str, workload: dict, knobs: dict) -> None:
     >>> check_group_blocks("group_conv2d", wl, {"ic_bn": 32, "oc_bn": 16})
     Traceback (most recent call last):
     ...
-    graphtune.errors.KnobError: group_conv2d knob 'ic_bn' = 32 must divide the 16 input channels an output block of 16 reads (its groups' inputs); valid values: 1, 2, 4, 8, 16
+    graphtune.errors.KnobError: group_conv2d knob 'ic_bn' = 32 must divide the 16 input channels
+        an output block of 16 reads (its groups' inputs); valid values: 1, 2, 4, 8, 16
     """
     oc_bn, ic_bn = knobs["oc_bn"], knobs["ic_bn"]
     for knob in ("ic_bn", "oc_bn"):

@@ -70,7 +70,7 @@ __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_K
            "register_budget"]
 
 
-def divisors(n: int, cap: int = None) -> list:
+def divisors(n: int, cap: int | None = None) -> list:
     """Divisors of ``n`` in increasing order, optionally only those ``<= cap``.
 
     Examples
@@ -120,7 +120,8 @@ def _check_range(op: str, knobs: dict, knob: str, total: int, what: str) -> None
 
 
 def _tile_rules(op: Op, workload: dict, knobs: dict) -> None:
-    """The register tile of a (group / transposed) conv: ``unroll_kw``, ``rows_outer``, ``oh_bn``, ``reg_n``."""
+    """The register tile of a (group / transposed) conv: ``unroll_kw``, ``rows_outer``, ``oh_bn``,
+    ``reg_n``."""
     _, _, oh, ow = output_shape(workload, op)
     for knob in ("unroll_kw", "rows_outer"):
         if not isinstance(knobs.get(knob, False), bool):
@@ -153,7 +154,8 @@ def _plain_tile_rules(op: Op, workload: dict, knobs: dict, tile: str, blocks: tu
     stride 1, and ``tile`` divides the ``channels``."""
     if any(knobs[block] != 1 for block in blocks):
         plain = " = ".join(blocks) + " = 1"
-        _fail(op, tile, knobs[tile], f"needs {plain} (plain NCHW)", f"any divisor of the {what}, with {plain}")
+        _fail(op, tile, knobs[tile], f"needs {plain} (plain NCHW)",
+              f"any divisor of the {what}, with {plain}")
     if list(workload["strides"]) != [1, 1]:
         _fail(op, tile, knobs[tile], f"needs stride 1 (got {workload['strides']})", "none for this workload")
     _check_divides(op, knobs, tile, channels, what)
@@ -193,7 +195,8 @@ def _winograd_rules(op: Op, workload: dict, knobs: dict) -> None:
               "none for this workload")
     for knob, plain in (("unroll_kw", False), ("oh_bn", 1), ("rows_outer", False)):
         if knobs.get(knob, plain) != plain:
-            _fail(op, knob, knobs[knob], "does not apply to winograd (it tiles the products by tiles)", [plain])
+            _fail(op, knob, knobs[knob], "does not apply to winograd (it tiles the products by tiles)",
+                  [plain])
     _check_range(op, knobs, "reg_n", winograd_tiles(workload, m), f"output tiles of {m}x{m}")
 
 
@@ -249,7 +252,8 @@ class KnobSpace:
     >>> CONV_KNOBS.check(Op.CONV2D, wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False})
     Traceback (most recent call last):
     ...
-    graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels; valid values: 1, 2, 3, 4, 6, 8, 12, 24
+    graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels;
+        valid values: 1, 2, 3, 4, 6, 8, 12, 24
     """
 
     required: tuple

@@ -74,7 +74,8 @@ def pack_depthwise_kernel(w: np.ndarray, bn: int) -> np.ndarray:
     """
     c, _, kh, kw = w.shape
     chunks = _split(c, bn, "channels")
-    return np.ascontiguousarray(w.reshape(chunks, bn, 1, kh, kw).transpose(0, 2, 3, 4, 1)[:, :, :, :, None, :])
+    blocked = w.reshape(chunks, bn, 1, kh, kw).transpose(0, 2, 3, 4, 1)
+    return np.ascontiguousarray(blocked[:, :, :, :, None, :])
 
 
 def pack_dense_weight(w: np.ndarray, oc_bn: int) -> np.ndarray:

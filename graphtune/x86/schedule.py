@@ -23,8 +23,9 @@ __all__ = ["schedule_conv2d", "fold_conv2d", "schedule_depthwise", "schedule_den
 _REDUCE = tirx.IterVar.CommReduce
 
 
-def _domain(sch: s_tir.Schedule, block) -> tuple:
-    spatial, reduce = [], []
+def _domain(sch: s_tir.Schedule, block) -> tuple[list[int], list[int]]:
+    spatial: list[int] = []
+    reduce: list[int] = []
     for iv in sch.get(block).iter_vars:
         (reduce if iv.iter_type == _REDUCE else spatial).append(int(iv.dom.extent))
     return spatial, reduce
@@ -72,7 +73,8 @@ def _epilogue_chain(sch: s_tir.Schedule, anchor) -> list:
     """The single-consumer elementwise blocks after ``anchor``, in order (a branching epilogue
     :func:`_epilogue_dag` cannot fold whole, e.g. with a second output, folds up to its first fork)."""
     spatial = _domain(sch, anchor)[0]
-    chain, current = [], anchor
+    chain: list = []
+    current = anchor
     while True:
         consumers = sch.get_consumers(current)
         if len(consumers) != 1 or _domain(sch, consumers[0]) != (spatial, []):

@@ -22,7 +22,8 @@ Examples
 >>> spec_of("pool")
 Traceback (most recent call last):
 ...
-ValueError: unknown op 'pool' for graphtune.x86; known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense
+ValueError: unknown op 'pool' for graphtune.x86;
+    known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense
 """
 
 from __future__ import annotations
@@ -131,7 +132,8 @@ def _dense_layouts(workload: dict, knobs: dict) -> tuple:
 def _pack_conv(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     if "winograd" in knobs:
         return pack_winograd_kernel(weight, knobs["winograd"], knobs["ic_bn"], knobs["oc_bn"]), None
-    return pack_conv_kernel(weight, knobs["ic_bn"], knobs["oc_bn"]), kernel_layout(knobs["ic_bn"], knobs["oc_bn"])
+    ic_bn, oc_bn = knobs["ic_bn"], knobs["oc_bn"]
+    return pack_conv_kernel(weight, ic_bn, oc_bn), kernel_layout(ic_bn, oc_bn)
 
 
 def _pack_group(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
@@ -273,7 +275,8 @@ def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict
     >>> check_knobs(wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False})
     Traceback (most recent call last):
     ...
-    graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels; valid values: 1, 2, 3, 4, 6, 8, 12, 24
+    graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels;
+        valid values: 1, 2, 3, 4, 6, 8, 12, 24
     """
     spec = spec_for(workload, op)
     return spec.knobs.check(spec.op, workload, knobs)

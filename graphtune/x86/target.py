@@ -13,13 +13,16 @@ Examples
 """
 
 import os
+from collections.abc import Mapping
 from typing import Union
 
 import tvm
 
 from ..errors import MeasureError
 
-__all__ = ["host_target", "target_key", "vector_lanes", "vector_bits", "num_threads"]
+__all__ = [
+    "host_target", "with_hidden_features_off", "target_key", "vector_lanes", "vector_bits", "num_threads",
+]
 
 TargetLike = Union[tvm.target.Target, dict, None]
 """What every ``target`` argument of graphtune.x86 accepts (``None`` = the host)."""
@@ -84,21 +87,36 @@ def host_target(target: TargetLike = None) -> tvm.target.Target:
 
 
 def _detected_host() -> dict:
-    """This machine as a target dict: LLVM's host CPU name, its core count, and ``mattr``
-    switching off every feature that CPU name implies but the host does not report.
-
-    A virtual machine may hide features of its CPU model (a Zen 4 guest without AVX-512):
-    code built for the CPU name alone would then die of SIGILL, so the features the host
-    lacks are detected, never assumed.
-    """
+    """This machine as a target dict: LLVM's host CPU name, its core count, and
+    :func:`hidden_features` switched off."""
     cpu = str(tvm.get_global_func("target.llvm_get_system_cpu")())
     target: dict = {"kind": "llvm", "mcpu": cpu, "num-cores": len(os.sched_getaffinity(0))}
-    host = {str(k): bool(v) for k, v in tvm.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")().items()}
+    host = tvm.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")()
+    return with_hidden_features_off(target, {str(k): bool(v) for k, v in host.items()})
+
+
+def with_hidden_features_off(target: dict, host_features: Mapping[str, bool]) -> dict:
+    """``target`` (a dict naming an ``mcpu``) with ``mattr`` switching off every feature
+    the CPU name implies but the machine reports absent (``host_features``, LLVM's
+    ``GetHostCPUFeatures`` of that machine).
+
+    A virtual machine may hide features of its CPU model (a Zen 4 guest without
+    AVX-512): code built for the CPU name alone would die of SIGILL there, so
+    features are detected, never assumed.
+
+    Examples
+    --------
+    >>> t = with_hidden_features_off({"kind": "llvm", "mcpu": "skylake-avx512"}, {"avx512f": False})
+    >>> t["mattr"], vector_bits(t)
+    (['-avx512f'], 256)
+    >>> "mattr" in with_hidden_features_off({"kind": "llvm", "mcpu": "haswell"}, {"avx2": True})
+    False
+    """
     implied = _features(tvm.target.Target(dict(target)))
-    missing = sorted(f for f in implied if host.get(f) is False)
-    if missing:
-        target["mattr"] = [f"-{f}" for f in missing]
-    return target
+    hidden = sorted(f for f in implied if host_features.get(f) is False)
+    if not hidden:
+        return dict(target)
+    return {**target, "mattr": [*target.get("mattr", []), *(f"-{f}" for f in hidden)]}
 
 
 def _features(target: tvm.target.Target) -> set:
@@ -147,15 +165,15 @@ def target_key(target: TargetLike = None) -> dict:
     >>> key["kind"], key["mcpu"], key["num-cores"], key["vector_bits"]
     ('llvm', 'haswell', 2, 256)
     """
-    target = host_target(target)
-    attrs = target.attrs
+    resolved = host_target(target)
+    attrs = resolved.attrs
     key = {
-        "kind": target.kind.name,
+        "kind": resolved.kind.name,
         "mcpu": str(attrs["mcpu"]) if "mcpu" in attrs else "",
         "num-cores": int(attrs["num-cores"]) if "num-cores" in attrs else len(os.sched_getaffinity(0)),
     }
     if "mattr" in attrs and len(attrs["mattr"]):
         key["mattr"] = sorted(str(m) for m in attrs["mattr"])
-    key["vector_bits"] = vector_bits(target)
+    key["vector_bits"] = vector_bits(resolved)
     key["threads"] = num_threads()
     return key

@@ -9,6 +9,8 @@ each kind here; :mod:`graphtune.x86.candidates` ranks and combines them.
   best guess first;
 - ``*_default(workload, block, target)``: the blocks nearest to ``block``.
 
+Each ranking rule here fixed a measured loss; ``docs/candidates.md`` has the measurements.
+
 Examples
 --------
 >>> from graphtune.ops import dense_workload
@@ -32,14 +34,13 @@ __all__ = [
 ]
 
 MAX_BLOCK = 64
-"""Largest channel block enumerated by default (larger ones are slow: oc_bn 64 was 3x off)."""
+"""Largest channel block enumerated by default (larger ones ran slower)."""
 
 
 def _block_penalty(block: int, lanes: int) -> int:
     """0 for one or two full vectors, 1 for other whole vectors, 2 for part of a vector (a power of
-    two >= 4 lanes, or at least half a vector: 12 of 16 lanes ran 1x1 convs 1.1-1.5x faster than 8),
-    3 else (blocks over a vector that are no multiple of it, e.g. 18, 20, 23 on 16 lanes: 6-20x
-    slower than 8 in isolation)."""
+    two >= 4 lanes, or at least half a vector), 3 else (blocks over a vector that are no multiple
+    of it, e.g. 18, 20, 23 on 16 lanes, which run several times slower than 8)."""
     if block in (lanes, 2 * lanes):
         return 0
     if block % lanes == 0:
@@ -51,21 +52,29 @@ def _block_penalty(block: int, lanes: int) -> int:
 
 def _widths(extent: int, limit: int) -> list:
     """Tile sizes for an axis in [limit // 4, limit] (or the whole axis): divisors, and
-    near-divisors wasting <= 10% in the tail."""
+    near-divisors wasting <= 10% in the tail; never empty.
+
+    Examples
+    --------
+    >>> _widths(56, 12)
+    [3, 4, 5, 6, 7, 8, 10, 12]
+    >>> _widths(7, 6)
+    [1]
+    """
     sizes = {d for d in divisors(extent) if d <= limit}
     for tiles in range(1, extent + 1):
         size = math.ceil(extent / tiles)
         if size <= limit and tiles * size - extent <= 0.1 * extent:
             sizes.add(size)
-    return sorted(s for s in sizes if 4 * s >= limit or s == extent)
+    wide = sorted(s for s in sizes if 4 * s >= limit or s == extent)
+    return wide or [max(sizes)]  # a prime extent past the limit: its widest small tile
 
 
 def _tile_key(extent: int, tile: int, acc: int, want: int) -> tuple:
     """Rank a register tile: no tail, then little tail waste, then about ``want`` accumulator registers.
 
-    A tile that does not divide its axis leaves a guarded tail; in records on an AVX-512 CPU the
-    best dividing tile of a conv beat the best tailed one by 1.5-2x (median over 127 workloads),
-    even when the tail wasted 1% of the row (reg_n 7 on 256 columns: 5.3 ms vs reg_n 8: 3.6 ms).
+    A tile that does not divide its axis leaves a guarded tail, which costs more than the
+    waste of the tail suggests: dividing tiles rank first.
 
     Examples
     --------
@@ -159,7 +168,7 @@ def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
     lanes = vector_lanes(target)
     m = workload["weight"][0]
 
-    def key(b):  # fraction of vector lanes doing useful work, powers of two (48 and 96 ran 3x slower), bigger
+    def key(b):  # fraction of vector lanes doing useful work, then powers of two, then bigger
         return (-round(b / (math.ceil(b / lanes) * lanes), 2), b & (b - 1) != 0, -b)
 
     return sorted(divisors(m, cap=max_block), key=key)
@@ -167,8 +176,7 @@ def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
 
 def _depthwise_penalty(block: int, lanes: int) -> int:
     """:func:`_block_penalty` for a depthwise conv, whose wide blocks lose: one vector 0, part of a
-    vector (>= 4 lanes) or two vectors 1, other whole vectors 2, else 3 (in records on an AVX-512
-    CPU bn 32/48/64 ran 1.2-8x slower than bn 16 and bn 18/20/24/46 3-9x slower than bn 8)."""
+    vector (>= 4 lanes) or two vectors 1, other whole vectors 2, else 3."""
     if block == lanes:
         return 0
     if block == 2 * lanes or (lanes % block == 0 and block >= 4):
@@ -179,7 +187,7 @@ def _depthwise_penalty(block: int, lanes: int) -> int:
 def _block_near(channels: int, block: int, target: TargetLike) -> int:
     """The divisor of ``channels`` closest to ``block`` (ties: the larger) among those filling
     whole vectors or at most one: 72 channels get 12 for 16, not 18, which splits into a full
-    and a 2-lane vector (6-20x slower in isolation on AVX-512)."""
+    and a 2-lane vector."""
     lanes = vector_lanes(target)
     found = divisors(channels)
     return min([d for d in found if d % lanes == 0 or d < lanes],
@@ -195,8 +203,7 @@ def _stride_one(workload: dict) -> bool:
 
 def _width_vectorised(workload: dict, op: Op) -> bool:
     """Whether a plain-NCHW (blocks of 1) conv gets width-vectorised tiles (``oc_tile``): unpadded
-    1x1 convs of stride 1 (on padded 3x3 convs every vector load is guarded: SSD's 1024->324 head
-    ran 82-159 ms that way, 16 ms in 12-channel blocks)."""
+    1x1 convs of stride 1 (on padded convs every vector load is guarded, far slower than blocks)."""
     return (op == Op.CONV2D and _stride_one(workload)
             and list(workload["kernel"][2:]) == [1, 1] and not any(workload["padding"]))
 
@@ -205,8 +212,7 @@ def conv_blocks(workload: dict, max_block: int, target: TargetLike, op: Op = Op.
     """``(ic_bn, oc_bn)`` pairs of a conv2d or conv2d_transpose (``op``): vector fit of both.
 
     When no output block is a whole vector, plain NCHW (blocks of 1) ranks with parts of a vector
-    (its width-vectorised tiles use whole vectors: ShuffleNetV2's 116->116 1x1 at 14x14 ran 0.022
-    ms, 2x its best blocked candidate)."""
+    (its width-vectorised tiles use whole vectors)."""
     lanes = vector_lanes(target)
     ics = _ordered_blocks(workload["data"][1], max_block, lanes)
     ocs = _ordered_blocks(output_shape(workload, op)[1], max_block, lanes)
@@ -228,8 +234,7 @@ def depthwise_blocks(workload: dict, max_block: int, target: TargetLike) -> list
     """The channel block ``bn`` of a depthwise conv (ranked by :func:`_depthwise_penalty`).
 
     When no block is a whole vector, plain NCHW (``bn = 1``) ranks with parts of a vector if its
-    width can be vectorised (stride 1, knob ``c_tile``): ShuffleNetV2's 58 channels at 28x28 ran
-    0.018 ms width-vectorised, 0.040 in 2-channel blocks (1 thread, Xeon)."""
+    width can be vectorised (stride 1, knob ``c_tile``)."""
     lanes = vector_lanes(target)
     blocks = sorted(divisors(workload["data"][1], cap=max_block),
                     key=lambda b: (_depthwise_penalty(b, lanes), abs(b - lanes)))
@@ -265,9 +270,7 @@ def _width_tiles(workload: dict, target: TargetLike, kw: int) -> list:
 
 def _depthwise_width_tiles(workload: dict, target: TargetLike) -> list:
     """``c_tile`` x ``oh_bn`` register tiles of a plain-NCHW depthwise conv whose output width is
-    vectorised, about a quarter of the register budget of accumulators first (1 thread, Xeon:
-    58 channels at 28x28 0.018 ms with 1 x 4 rows of two vectors, 0.030 with 1 x 2, 0.10-0.14
-    with 7 or 14 rows; 116 at 14x14 0.011 with 1 x 7)."""
+    vectorised, about a quarter of the register budget of accumulators first."""
     lanes, budget = vector_lanes(target), register_budget(target)
     _, c, oh, ow = output_shape(workload, Op.DEPTHWISE_CONV2D)
     vecs = math.ceil(ow / lanes)
@@ -284,8 +287,7 @@ def _depthwise_width_tiles(workload: dict, target: TargetLike) -> list:
 def _flat_tiles(workload: dict, target: TargetLike) -> list:
     """``oc_tile`` x ``reg_n``-pixel register tiles of an unpadded 1x1 plain-NCHW conv2d over its
     flattened pixels (knob ``flat``), about half the register budget of accumulators first; none
-    when the pixels are not whole vectors. ShuffleNetV2's 58->58 at 28x28: 2 x 112 pixels 0.025
-    ms, its width-vectorised tiles (a 28-lane vector per row) 0.16-0.20, 29-channel blocks 0.20."""
+    when the pixels are not whole vectors."""
     lanes, budget = vector_lanes(target), register_budget(target)
     _, o, oh, ow = output_shape(workload, Op.CONV2D)
     if (oh * ow) % lanes:
@@ -304,10 +306,8 @@ def _rows_outer(workload: dict) -> bool:
 
     Sharing output channels, every thread reads the whole input; sharing rows, a band of it (and
     all the weights). Rows win when the input is the largest operand (over the weights and the
-    output). When the host runs the two threads on cores without a shared cache (it changes within
-    seconds, see :mod:`graphtune.hoststate`), ResNet-50's layer1.1.conv1 (256->64 at 56x56) ran
-    0.45 ms sharing channels and 0.21 ms sharing rows, 0.22 and 0.21 when they share one; its
-    layer1.1.conv3 (64->256, output-heavy) 0.22 and 0.24 with a shared cache.
+    output), most when the host runs the two threads on cores without a shared cache (see
+    :mod:`graphtune.hoststate`).
 
     Examples
     --------
@@ -328,10 +328,8 @@ def _winograd_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
     """Winograd tiles (knob ``winograd``) of a 3x3 conv2d of stride and dilation 1 with at least
     a vector of input channels and an output block of at least half a vector, per tile size (4
     first) its best register tile of ``reg_n`` output tiles: about half the register budget of
-    accumulators, as the direct 3x3 tiles. 2 threads, Xeon, ms F(4x4, 3x3) / F(2x2, 3x3) /
-    direct: ResNet-50's 64->64 at 56x56 0.25 / 0.40 / 0.53, 256->256 at 14x14 0.57 / 0.46 /
-    0.57, 512->512 at 7x7 1.41 / 1.16 / 0.83; VGG-16's 256->256 at 56x56 3.08 / 4.82 / 8.66;
-    its 3->64 at 224x224 1.76 / 3.35 / 0.51 (the transforms outweigh 3 channels' products)."""
+    accumulators, as the direct 3x3 tiles. Which of F(4x4, 3x3), F(2x2, 3x3) and the direct conv
+    wins depends on the map size, so all are measured."""
     if not winograd_fits(workload):
         return []
     lanes, budget = vector_lanes(target), register_budget(target)

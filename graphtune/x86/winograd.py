@@ -42,13 +42,13 @@ import math
 import operator
 
 import numpy as np
-from tvm import te, tirx
+from tvm import ir, te, tirx
 
 from ..ops import Op, output_shape
 from .packing import _split
 
-__all__ = ["WINOGRAD_TILES", "winograd_fits", "winograd_matrices", "winograd_tiles", "winograd_shapes", "winograd_nchwc",
-           "pack_winograd_kernel"]
+__all__ = ["WINOGRAD_TILES", "winograd_fits", "winograd_matrices", "winograd_tiles", "winograd_shapes",
+           "winograd_nchwc", "pack_winograd_kernel"]
 
 WINOGRAD_TILES = (2, 4)
 """Output tile sizes m of the Winograd transforms graphtune runs (F(2x2, 3x3), F(4x4, 3x3))."""
@@ -122,7 +122,7 @@ def winograd_shapes(workload: dict, knobs: dict) -> tuple:
     return [n, c // ib, h, w, ib], [a, a, o // ob, c // ib, ib, ob], [n, o // ob, oh, ow, ob]
 
 
-def _entry(matrix: np.ndarray, row, col: int, dtype: str) -> "tvm.ir.PrimExpr":  # noqa: F821
+def _entry(matrix: np.ndarray, row, col: int, dtype: str) -> ir.Expr:
     """``matrix[row, col]`` for an index expression ``row``: a chain of selects of constants,
     which unrolling ``row`` resolves to one constant."""
     column = matrix[:, col]
@@ -132,7 +132,7 @@ def _entry(matrix: np.ndarray, row, col: int, dtype: str) -> "tvm.ir.PrimExpr": 
     return expr
 
 
-def _transform(left: np.ndarray, right: np.ndarray, row, col, tile) -> "tvm.ir.PrimExpr":  # noqa: F821
+def _transform(left: np.ndarray, right: np.ndarray, row, col, tile) -> ir.Expr:
     """``(left X right^T)[row, col]`` of the tile ``X[r, s] = tile(r, s)``.
 
     A sum over ``(r, s)`` of ``left[row, r] * right[col, s] * X[r, s]`` whose

@@ -1,0 +1,413 @@
+"""Rewrite an ONNX model's quantization nodes into the fp32 graph graphtune compiles.
+
+A QDQ model (``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ)``,
+:func:`graphtune.quantize`) keeps its weights as integers behind ``DequantizeLinear``
+(DQ) nodes and rounds its activations through ``QuantizeLinear`` (Q) -> DQ pairs.
+graphtune has no int8 kernels yet: it computes in fp32 between the pairs and keeps the
+model's rounding. :func:`rewrite_qdq` applies, in order:
+
+1. **Operator forms become QDQ form.** ``QLinearConv`` / ``QLinearMatMul`` become
+   DQ -> ``Conv`` / ``MatMul`` -> Q (``QLinearConv``'s int32 bias dequantized with
+   ``x_scale * w_scale``); ``ConvInteger`` / ``MatMulInteger`` (constant zero points) become
+   DQ (scale 1) -> ``Conv`` / ``MatMul`` -> ``Round`` -> ``Cast`` to int32, or, when every
+   reader casts the int32 result to float, the float result itself (the ``Cast`` an
+   ``Identity``). The float op keeps the node's name. Other quantized operator forms
+   (``QLinearAdd``, ``QGemm``...) and ``DynamicQuantizeLinear`` (dynamic quantization:
+   runtime scales) raise :class:`~graphtune.errors.ModelError` naming the node and the fix.
+2. **Constant DQs become fp32 initializers**: a DQ of a constant is
+   ``(q - zero_point) * scale`` (per tensor, or per channel along ``axis``), a DQ of a Q
+   of a constant (weights exported unquantized, as QAT exporters do) that value
+   quantized and dequantized, so convs and matmuls see constant fp32 weights.
+3. **Activation Q -> DQ pairs become elementwise fp32 ops** (fake quantization), when
+   both have constant scales and zero points::
+
+       y = min(max(round(x / s_q), q_min - z_q), q_max - z_q) * s_d      (+ z_q - z_d before * s_d
+                                                                            when the zero points differ)
+
+   which is ONNX's ``(saturate(round(x / s_q) + z_q) - z_d) * s_d`` (``round`` half to
+   even, ``[q_min, q_max]`` the range of the quantized type: the saturation also does the
+   work of a ReLU the quantizer removed). ``Div``, ``Round``, ``Clip`` and ``Mul`` by
+   scalars run in any channel layout and fuse into the producing conv's epilogue;
+   per-channel scales become ``[C, 1, 1]``-shaped constants along their axis (zero points
+   that differ by channel stay: ``Clip`` takes scalar bounds).
+4. **What is left** -- a Q whose output is also read by something other than a DQ (an
+   op on the integers, e.g. a uint8 ``MaxPool`` or ``Reshape`` between Q and DQ), a DQ of a
+   tensor no Q produced, non-constant scales, blocked or float8 quantization -- stays as
+   TVM imports it (``relax.quantize`` / ``relax.dequantize``, fp32 arithmetic in plain
+   ``NCHW``, a layout boundary). One warning names these nodes, once per process however
+   often the model is imported (``tune`` imports it several times).
+
+Examples
+--------
+>>> import numpy as np
+>>> from onnx import TensorProto, helper, numpy_helper
+>>> inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+...          numpy_helper.from_array(np.array(0, np.uint8), "z"),
+...          numpy_helper.from_array(np.ones((4, 3, 1, 1), np.int8), "wq"),
+...          numpy_helper.from_array(np.full(4, 0.1, np.float32), "ws"),
+...          numpy_helper.from_array(np.zeros(4, np.int8), "wz")]
+>>> nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="q"),
+...          helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
+...          helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0, name="wdq"),
+...          helper.make_node("Conv", ["xd", "w"], ["y"], name="conv")]
+>>> graph = helper.make_graph(
+...     nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])], inits)
+>>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+>>> rewritten = rewrite_qdq(model)
+>>> [n.op_type for n in rewritten.graph.node]
+['Div', 'Round', 'Clip', 'Mul', 'Conv']
+>>> numpy_helper.to_array(next(t for t in rewritten.graph.initializer if t.name == "w"))[:, 0, 0, 0]
+array([0.1, 0.1, 0.1, 0.1], dtype=float32)
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import defaultdict
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper, shape_inference
+
+from ..errors import ModelError
+from .fold import _drop_dead
+
+__all__ = ["rewrite_qdq", "QDQ_OPS"]
+
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
+"""Quantization ops that may be left in the graph (rule 4); TVM imports them."""
+
+_RANGES: dict[int, tuple[int, int]] = {
+    TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127),
+    TensorProto.UINT16: (0, 65535), TensorProto.INT16: (-32768, 32767),
+    TensorProto.UINT4: (0, 15), TensorProto.INT4: (-8, 7),
+}
+"""Saturation range of each integer type QuantizeLinear can produce."""
+
+_INTEGER_FORMS = frozenset({"ConvInteger", "MatMulInteger"})
+_OTHER_FORMS = frozenset({"QGemm", "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
+_FIX = ("re-export the model in QDQ form (onnxruntime.quantization.quantize_static(..., "
+        "quant_format=QuantFormat.QDQ), or graphtune.quantize)")
+
+
+def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` with its quantization nodes rewritten into fp32 (see the module docstring).
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        Any ONNX model; one without quantization nodes is returned as is.
+
+    Returns
+    -------
+    onnx.ModelProto
+        A rewritten copy computing what ``model`` computes, up to the fp32 rounding of
+        the ops between the quantization points.
+
+    Raises
+    ------
+    ModelError
+        For a quantized operator form graphtune cannot rewrite (names the node and the fix).
+
+    Warns
+    -----
+    UserWarning
+        Once per process, naming the quantization nodes left as TVM imports them (rule 4).
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> model = models.get("resnet18", image_size=32)
+    >>> rewrite_qdq(model) is model
+    True
+    """
+    if not any(_is_quantized(node) for node in model.graph.node):
+        return model
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    rewriter = _Rewriter(out)
+    for rule in (rewriter.operator_form, rewriter.dequantize):
+        nodes = [new for node in out.graph.node for new in rule(node)]
+        del out.graph.node[:]
+        out.graph.node.extend(nodes)
+    out.graph.initializer.extend(rewriter.new_inits)
+    _drop_dead(out.graph)
+    _warn_left(out.graph)
+    return out
+
+
+def _is_quantized(node: onnx.NodeProto) -> bool:
+    return (node.op_type in QDQ_OPS or node.op_type in _INTEGER_FORMS or node.op_type in _OTHER_FORMS
+            or node.op_type.startswith("QLinear") or node.op_type == "DynamicQuantizeLinear")
+
+
+def _warn_left(graph: onnx.GraphProto) -> None:
+    """One warning naming the quantization nodes TVM runs as it imports them."""
+    left: dict[str, list[str]] = defaultdict(list)
+    for node in graph.node:
+        if node.op_type in QDQ_OPS:
+            left[node.op_type].append(node.name or node.output[0])
+    if not left:
+        return
+    listed = "; ".join(f"{kind} ({len(names)}x: {', '.join(names[:3])}"
+                       f"{', ...' if len(names) > 3 else ''})" for kind, names in sorted(left.items()))
+    message = (f"graphtune.frontend: quantization nodes run in fp32 as TVM imports them, each a "
+               f"plain-NCHW layout boundary: {listed}. Only Q -> DQ pairs with constant scales and "
+               "zero points (and DQs of constants) become layout-free fp32 ops")
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
+
+
+_WARNED: set[str] = set()
+"""Warnings :func:`_warn_left` has issued in this process, each issued once: ``tune`` imports a
+model several times, and Python's once-per-location filter forgets what it showed whenever
+filters change (the importer silences TVM's own warnings with ``catch_warnings``)."""
+
+
+class _Rewriter:
+    """Constants, producers and fresh names of one model being rewritten."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        graph = model.graph
+        self.model = model
+        self.tensors: dict[str, TensorProto] = {t.name: t for t in graph.initializer}
+        for node in graph.node:
+            if node.op_type == "Constant" and node.attribute and node.attribute[0].name == "value":
+                self.tensors[node.output[0]] = node.attribute[0].t
+        self.arrays: dict[str, np.ndarray] = {}
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for node in graph.node:
+            for name in set(node.input):
+                self.consumers[name].append(node)
+        self.outputs = {o.name for o in graph.output}
+        self.in_fp32: dict[str, str] = {}
+        self.new_inits: list[TensorProto] = []
+        self.taken = ({t.name for t in graph.initializer} | {i.name for i in graph.input}
+                      | {o for n in graph.node for o in n.output} | {n.name for n in graph.node})
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        self._ranks: dict[str, int] | None = None
+
+    # ---------------------------------------------------------------- helpers
+    def const(self, name: str) -> np.ndarray | None:
+        """The value of a constant tensor, None for activations (and absent inputs)."""
+        if name not in self.tensors:
+            return None
+        if name not in self.arrays:
+            self.arrays[name] = numpy_helper.to_array(self.tensors[name])
+        return self.arrays[name]
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.taken:
+            name, k = f"{base}_{k}", k + 1
+        self.taken.add(name)
+        return name
+
+    def add_const(self, base: str, value: np.ndarray, name: str | None = None) -> str:
+        name = name or self.fresh(base)
+        tensor = numpy_helper.from_array(np.asarray(value), name)
+        self.tensors[name], self.arrays[name] = tensor, np.asarray(value)
+        self.new_inits.append(tensor)
+        return name
+
+    def rank(self, name: str) -> int | None:
+        """Rank of an activation from ONNX shape inference (run once, when first needed)."""
+        if self._ranks is None:
+            graph = shape_inference.infer_shapes(self.model).graph
+            self._ranks = {v.name: len(v.type.tensor_type.shape.dim)
+                           for v in [*graph.input, *graph.value_info, *graph.output]
+                           if v.type.tensor_type.HasField("shape")}
+        return self._ranks.get(name)
+
+    # ---------------------------------------------------------- rule 1: forms
+    def operator_form(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """``node``, or the DQ -> float op -> Q nodes of a quantized operator form."""
+        kind = node.op_type
+        if kind in ("QLinearConv", "QLinearMatMul"):
+            return self._qlinear(node)
+        if kind in _INTEGER_FORMS:
+            return self._integer(node)
+        if kind == "Cast" and node.input[0] in self.in_fp32:
+            return [helper.make_node("Identity", [self.in_fp32[node.input[0]]], list(node.output),
+                                     name=node.name)]
+        if kind == "DynamicQuantizeLinear":
+            raise ModelError(f"ONNX node {node.name or node.output[0]!r} (DynamicQuantizeLinear): "
+                             "graphtune compiles statically quantized models, whose scales are "
+                             "constants; quantize with calibration data instead (graphtune.quantize)")
+        if kind.startswith("QLinear") or kind in _OTHER_FORMS:
+            raise ModelError(f"ONNX node {node.name or node.output[0]!r} ({kind}) is a quantized "
+                             f"operator form graphtune cannot import; {_FIX}")
+        return [node]
+
+    def _qlinear(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        ins = list(node.input) + [""] * (9 - len(node.input))
+        x, xs, xz, w, ws, wz, ys, yz, bias = ins
+        name = node.name or node.output[0]
+        conv = node.op_type == "QLinearConv"
+        dq_x = self._dq(name, "x", [x, xs, xz], axis=-2 if self._vector(xs) else None)
+        dq_w = self._dq(name, "w", [w, ws, wz], axis=(0 if conv else -1) if self._vector(ws) else None)
+        nodes = [dq_x, dq_w]
+        inputs = [dq_x.output[0], dq_w.output[0]]
+        if bias:
+            x_scale, w_scale = self.const(xs), self.const(ws)
+            if x_scale is None or w_scale is None:
+                raise ModelError(f"ONNX node {name!r} (QLinearConv) has a bias but non-constant "
+                                 f"input or weight scales; {_FIX}")
+            scale = self.add_const(f"{name}/bias_scale",
+                                   (x_scale.astype(np.float32) * w_scale.astype(np.float32)).ravel())
+            dq_b = self._dq(name, "bias", [bias, scale], axis=0)
+            nodes.append(dq_b)
+            inputs.append(dq_b.output[0])
+        float_out = self.fresh(f"{node.output[0]}/fp32")
+        nodes.append(helper.make_node("Conv" if conv else "MatMul", inputs, [float_out], name=name))
+        nodes[-1].attribute.extend(node.attribute)
+        nodes.append(helper.make_node("QuantizeLinear", [float_out, ys, yz] if yz else [float_out, ys],
+                                      list(node.output), name=self.fresh(f"{name}/quantize")))
+        return nodes
+
+    def _integer(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        ins = list(node.input) + [""] * (4 - len(node.input))
+        x, w, xz, wz = ins
+        name = node.name or node.output[0]
+        conv = node.op_type == "ConvInteger"
+        nodes = []
+        for role, data, zero_name, axis in (("x", x, xz, -2), ("w", w, wz, 0 if conv else -1)):
+            zero = self.const(zero_name) if zero_name else np.zeros((), np.int8)
+            if zero is None or zero.ndim > 1:
+                raise ModelError(f"ONNX node {name!r} ({node.op_type}) has a non-constant or "
+                                 f"multi-dimensional zero point; {_FIX}")
+            if zero.size == 1 and zero_name:
+                zero = zero.reshape(())
+                zero_name = self.add_const(f"{name}/{role}_zero_point", zero)
+            scale = self.add_const(f"{name}/{role}_unit_scale", np.ones(zero.shape, np.float32))
+            nodes.append(self._dq(name, role, [data, scale, zero_name], axis=axis if zero.ndim else None))
+        out = node.output[0]
+        float_out = self.fresh(f"{out}/fp32")
+        nodes.append(helper.make_node("Conv" if conv else "MatMul",
+                                      [nodes[0].output[0], nodes[1].output[0]], [float_out], name=name))
+        nodes[-1].attribute.extend(node.attribute)
+        readers = self.consumers.get(out, [])
+        if out not in self.outputs and readers and all(
+                r.op_type == "Cast" and _attr(r, "to", 0) == TensorProto.FLOAT for r in readers):
+            self.in_fp32[out] = float_out  # only cast back to fp32: those Casts become Identity
+            return nodes
+        rounded = self.fresh(f"{out}/round")
+        nodes.append(helper.make_node("Round", [float_out], [rounded], name=self.fresh(f"{name}/round")))
+        nodes.append(helper.make_node("Cast", [rounded], [out], to=TensorProto.INT32,
+                                      name=self.fresh(f"{name}/cast")))
+        return nodes
+
+    def _vector(self, name: str) -> bool:
+        """A scale with more than one element: per-channel (per-row, per-column)."""
+        value = self.const(name)
+        return value is not None and value.size > 1
+
+    def _dq(self, name: str, role: str, inputs: list[str], axis: int | None) -> onnx.NodeProto:
+        while inputs and not inputs[-1]:
+            inputs = inputs[:-1]
+        node = helper.make_node("DequantizeLinear", inputs, [self.fresh(f"{name}/{role}")],
+                                name=self.fresh(f"{name}/{role}_dequantize"))
+        if axis is not None:
+            node.attribute.append(helper.make_attribute("axis", axis))
+        return node
+
+    # ------------------------------------------------- rules 2 and 3: DQ nodes
+    def dequantize(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """``node``'s replacement: nothing for a folded DQ, the fake-quant ops of a Q -> DQ pair."""
+        for output in node.output:
+            self.producer[output] = node
+        params = self._params(node) if node.op_type == "DequantizeLinear" else None
+        if params is None:
+            return [node]
+        data = self.const(node.input[0])
+        source = self.producer.get(node.input[0])
+        if data is None and source is not None and source.op_type == "QuantizeLinear":
+            q_params = self._params(source)
+            bounds = _RANGES.get(_quantized_type(source, self.tensors))
+            if q_params is None or bounds is None:
+                return [node]
+            x = self.const(source.input[0])
+            if x is None:
+                return self._fake_quantize(node, source, q_params, bounds, params)
+            data = _quantized(x, *q_params, bounds)
+        if data is None:
+            return [node]
+        self.add_const("", _dequantized(data, *params).astype(params[0].dtype), name=node.output[0])
+        return []
+
+    def _params(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int] | None:
+        """``(scale, zero_point, axis)`` of a Q / DQ whose parameters are constants, else None
+        (and for blocked quantization and non-default precision)."""
+        scale = self.const(node.input[1])
+        zero_name = node.input[2] if len(node.input) > 2 else ""
+        zero = self.const(zero_name) if zero_name else np.zeros((), np.int64)
+        if scale is None or zero is None or _attr(node, "block_size", 0) or _attr(node, "precision", 0):
+            return None
+        return scale, zero.astype(np.int64), _attr(node, "axis", 1)
+
+    def _fake_quantize(self, dq: onnx.NodeProto, q: onnx.NodeProto,
+                       q_params: tuple[np.ndarray, np.ndarray, int], bounds: tuple[int, int],
+                       dq_params: tuple[np.ndarray, np.ndarray, int]) -> list[onnx.NodeProto]:
+        """Rule 3: elementwise fp32 ops computing ``dq(q(x))`` for an activation ``x``."""
+        x = q.input[0]
+        rank = self.rank(x)
+        (s_q, z_q, axis_q), (s_d, z_d, axis_d), (q_min, q_max) = q_params, dq_params, bounds
+        if self.opset < 11 or ((s_q.size > 1 or s_d.size > 1) and rank is None):  # Round: opset 11
+            return [dq]
+        base = dq.name or dq.output[0]
+        rank = rank or 0  # per-tensor parameters only: scalars
+        lo, hi = (_along(bound - z_q, axis_q, rank) for bound in (q_min, q_max))
+        if np.ptp(lo) or np.ptp(hi):  # zero points differing by channel: Clip's bounds are scalars
+            return [dq]
+        lo, hi = lo.reshape(-1)[:1].reshape(()), hi.reshape(-1)[:1].reshape(())
+        nodes: list[onnx.NodeProto] = []
+
+        def op(kind: str, *operands: np.ndarray, output: str | None = None) -> None:
+            name = self.fresh(f"{base}/{kind.lower()}")
+            inputs = [nodes[-1].output[0] if nodes else x] + [
+                self.add_const(f"{name}_{k}", value.astype(s_d.dtype)) for k, value in enumerate(operands)]
+            nodes.append(helper.make_node(kind, inputs, [output or name], name=name))
+
+        op("Div", _along(s_q, axis_q, rank))
+        op("Round")
+        op("Clip", lo, hi)
+        shift = _along(z_q, axis_q, rank) - _along(z_d, axis_d, rank)
+        if np.any(shift):
+            op("Add", shift)
+        op("Mul", _along(s_d, axis_d, rank), output=dq.output[0])
+        return nodes
+
+
+def _quantized_type(node: onnx.NodeProto, tensors: dict[str, TensorProto]) -> int:
+    """The ONNX element type a QuantizeLinear produces (uint8 by default)."""
+    zero_name = node.input[2] if len(node.input) > 2 else ""
+    return _attr(node, "output_dtype", 0) or (
+        tensors[zero_name].data_type if zero_name else TensorProto.UINT8)
+
+
+def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
+    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
+
+
+def _along(value: np.ndarray, axis: int, rank: int) -> np.ndarray:
+    """A scale or zero point shaped to broadcast against a rank-``rank`` tensor."""
+    if value.size == 1 or rank == 0:
+        return value.reshape(())
+    return value.reshape([-1] + [1] * (rank - 1 - axis % rank))
+
+
+def _quantized(x: np.ndarray, scale: np.ndarray, zero: np.ndarray, axis: int,
+               bounds: tuple[int, int]) -> np.ndarray:
+    """ONNX QuantizeLinear of a constant: ``saturate(round(x / scale) + zero)`` (int64)."""
+    steps = np.rint(x.astype(np.float32) / _along(scale, axis, x.ndim).astype(np.float32))
+    return np.clip(steps + _along(zero, axis, x.ndim), *bounds).astype(np.int64)
+
+
+def _dequantized(q: np.ndarray, scale: np.ndarray, zero: np.ndarray, axis: int) -> np.ndarray:
+    """ONNX DequantizeLinear of a constant: ``(q - zero) * scale`` in fp32, as ONNX Runtime."""
+    diff = q.astype(np.int64) - _along(zero, axis, q.ndim)
+    return diff.astype(np.float32) * _along(scale, axis, q.ndim).astype(np.float32)
+

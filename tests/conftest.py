@@ -1,0 +1,56 @@
+"""Shared fixtures and the plumbing of the test suite.
+
+How the suite is laid out (``make test-fast``, ``make test``: see the Makefile):
+
+- Tiers are pytest markers, registered in setup.cfg. ``make test`` (what CI runs) runs every
+  test but the ``slow`` ones (full-size models: ``pytest -m slow``). ``make test-fast`` runs
+  the ``unit`` tests that are not ``integration``: a module joins the fast tier with
+  ``pytestmark = pytest.mark.unit`` (TVM-free code, single small kernels), and its tests
+  that compile, tune or measure a model, run worker processes or servers, or sweep many
+  kernel builds are marked ``@pytest.mark.integration``. A module without ``unit`` runs in ``make test`` only.
+- Shared helpers are plain modules beside the tests (``compile_check``, ``schedule_check``,
+  ``onnx_blocks``, ``odd_models``, ``reliability_models``, ``x86_reference``); a test module
+  imports helpers, never another ``test_*.py``.
+- ``tests/`` and ``benchmarks/`` are importable through the ``pythonpath`` option of
+  ``[tool:pytest]`` in setup.cfg, the one place that says so; :func:`pytest_configure`
+  hands the same path to every process a test starts (``python -c`` scripts, worker pools).
+  No module touches ``sys.path`` (tests/test_suite_habits.py checks both habits).
+- Docstring examples run in tests/test_doctests.py, in a temp folder fresh for each run
+  (:func:`session_tempdir`).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Child processes import what the tests import: the ``pythonpath`` ini option, exported."""
+    paths = [str(path) for path in config.getini("pythonpath")]
+    inherited = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([inherited] if inherited else []))
+
+
+@pytest.fixture(scope="session")
+def session_tempdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A temp folder fresh for each pytest run, shared by the tests of that run."""
+    return tmp_path_factory.mktemp("tmp")
+
+
+@pytest.fixture
+def in_session_tempdir(session_tempdir: pathlib.Path,
+                       monkeypatch: pytest.MonkeyPatch) -> Iterator[pathlib.Path]:
+    """``tempfile.gettempdir()`` (and ``$TMPDIR`` for child processes) is the run's temp folder.
+
+    Docstring examples name their files under ``tempfile.gettempdir()``, e.g. the records file
+    that graphtune/pipeline.py, report.py and config.py share: within a run they share it
+    (one tuning for all), across runs they start afresh.
+    """
+    monkeypatch.setattr(tempfile, "tempdir", str(session_tempdir))
+    monkeypatch.setenv("TMPDIR", str(session_tempdir))
+    yield session_tempdir

@@ -1,0 +1,74 @@
+"""benchmarks/results.py: e2e JSON reports -> RESULTS.md, the newest run per CPU, marked generated."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import results
+
+pytestmark = pytest.mark.unit
+
+ROW = {"model": "resnet18", "latency_ms": {"ort": 17.3, "gt-uniform": 18.1, "gt-graph": 10.15},
+       "predicted_ms": 9.48, "speedup_vs_ort": 17.3 / 10.15, "prediction_error": 0.066,
+       "tune_s": 114.2, "reference": "ort", "max_abs_diff": {"ort": 0.0, "gt-graph": 4.8e-6},
+       "rounds_shared": 26, "speedup_vs_ort_shared": 1.7}
+
+
+def report(cpu, time, rows, command=None, mcpu="znver4"):
+    return {"benchmark": "e2e", "target": {"kind": "llvm", "mcpu": mcpu, "threads": 2}, "cpu": cpu,
+            "threads": "2", "tvm": "0.27.0", "time": time, "repeat": 30, "max_candidates": 32,
+            "loadavg": [1.2, 1.0, 0.9], "results": rows, "suite": False, "command": command,
+            "summary": {"models": len(rows)}}
+
+
+def test_results_md_has_the_newest_run_per_cpu_its_command_and_a_generated_header(tmp_path):
+    folder = tmp_path / "results"
+    folder.mkdir()
+    old = report("AMD EPYC (family 25 model 17)", "2026-11-25T10:00:00Z",
+                 [{**ROW, "latency_ms": {"ort": 99.0, "gt-graph": 98.0}}], "benchmarks/e2e.py --old")
+    new = report("AMD EPYC (family 25 model 17)", "2026-11-26T12:58:00Z",
+                 [ROW, {"model": "unet", "error": "CompileError: boom"}],
+                 "benchmarks/e2e.py --models resnet18,unet --json x.json")
+    xeon = report("Intel(R) Xeon(R) Platinum (family 6 model 207)", "2026-11-24T09:00:00Z",
+                  [{**ROW, "latency_ms": {"ort": 8.0, "openvino": 7.9, "gt-graph": 8.3}}],
+                  mcpu="emeraldrapids")
+    for name, content in (("a.json", new), ("b.json", old), ("c.json", xeon)):
+        (folder / name).write_text(json.dumps(content))
+    (folder / "kernels.json").write_text(json.dumps({"rows": []}))  # another benchmark: skipped
+    out = tmp_path / "RESULTS.md"
+    done = subprocess.run([sys.executable, results.__file__, str(folder), "-o", str(out)],
+                          capture_output=True, text=True, check=True)
+    assert "skipping" in done.stderr and "kernels.json" in done.stderr
+    text = out.read_text()
+    assert text.startswith("# Benchmark results\n")
+    assert "do not edit by hand" in text.lower() and "benchmarks/results.py" in text
+    sections = text.split("\n## ")[1:]
+    assert [s.splitlines()[0] for s in sections] == [
+        "AMD EPYC (family 25 model 17), LLVM `znver4`",
+        "Intel(R) Xeon(R) Platinum (family 6 model 207), LLVM `emeraldrapids`"]
+    amd = sections[0]
+    assert "run 2026-11-26 12:58:00 UTC" in amd and "99.00" not in amd  # the newest run only
+    assert ".venv/bin/python benchmarks/e2e.py --models resnet18,unet --json x.json" in amd
+    lines = amd.splitlines()
+    head = lines.index("| model | ORT | gt-uniform | gt-graph | predicted | ORT/gt-graph | prediction error "
+                       "| max abs diff | tuning s |")
+    assert lines[head + 2] == "| resnet18 | 17.30 | 18.10 | 10.15 | 9.48 | **1.70** | +6.6% | 4.8e-06 | 114 |"
+    assert lines[head + 3].startswith("| unet | failed: CompileError: boom")
+    assert "(shared)" not in text and "rounds_" not in text  # host-state figures stay in the JSON
+    xeon_section = sections[1]
+    assert "| OpenVINO-f32 |" in xeon_section
+    assert "rebuilt from the report's settings" in xeon_section  # no command recorded
+    # --check: up to date now, out of date once a report changes
+    check = [sys.executable, results.__file__, str(folder), "-o", str(out), "--check"]
+    assert subprocess.run(check, capture_output=True).returncode == 0
+    (folder / "d.json").write_text(json.dumps(report("AMD EPYC (family 25 model 17)",
+                                                     "2026-11-27T00:00:00Z", [ROW])))
+    assert subprocess.run(check, capture_output=True).returncode == 1
+
+
+def test_newest_per_cpu_keeps_the_later_of_two_equal_times():
+    first = report("X", "2026-01-01T00:00:00Z", [ROW], "first")
+    second = report("X", "2026-01-01T00:00:00Z", [ROW], "second")
+    assert [r["command"] for r in results.newest_per_cpu([first, second])] == ["second"]
