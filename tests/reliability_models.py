@@ -57,3 +57,21 @@ def all_failed_records(path, model, max_candidates: int = 2) -> None:
         for cand in graph.candidates(node):
             task = Task(graph.op(node), graph.workload(node), cand.knobs)
             recs.append(Record.failure(task, key, "run: timed out after 60 s"))
+
+
+def run_cli(capsys, *argv) -> tuple[int, str, str]:
+    """``graphtune`` with ``argv`` in this process: exit status, stdout, stderr."""
+    from graphtune import cli
+
+    status = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def one_line_error(status: int, err: str, *fragments: str) -> None:
+    """A refusal as the CLI must give it: exit 2, one line, no internal error, naming ``fragments``."""
+    assert status == 2, err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert err.startswith("graphtune: error: ") and "internal error" not in err, err
+    for fragment in fragments:
+        assert fragment in err, err

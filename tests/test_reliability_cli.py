@@ -16,23 +16,11 @@ from graphtune.config import Config
 from graphtune.errors import ModelError
 from graphtune.graph import LayoutGraph
 from graphtune.peers import PeerProcess
-from reliability_models import all_failed_records, residual
+from reliability_models import all_failed_records, one_line_error, residual, run_cli
 
 TUNE = ["--max-candidates", "2", "-q"]
 
 
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def one_line_error(status, err, *fragments):
-    assert status == 2, err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith("graphtune: error: "), err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 @pytest.fixture
@@ -76,7 +64,7 @@ def files(tmp_path, monkeypatch):
     (["solve", "tiny.onnx"], ["tiny.onnx: not a layout graph"]),
 ])
 def test_bad_arguments_are_one_line_before_any_work(files, capsys, argv, fragments):
-    status, _, err = run(capsys, *argv, *(TUNE if argv[0] == "tune" else []))
+    status, _, err = run_cli(capsys, *argv, *(TUNE if argv[0] == "tune" else []))
     one_line_error(status, err, *fragments)
     assert not (files / "tiny.records.jsonl").exists()  # nothing was measured
 
@@ -86,7 +74,7 @@ def test_outputs_under_a_regular_file_fail_first(files, blocked, capsys, command
     argv = {"tune": ["tune", "tiny.onnx", "-o", blocked / "x.json", *TUNE],
             "compile": ["compile", "tiny.onnx", "tiny.graphtune.json", "-o", blocked / "x.so"],
             "bench": ["bench", "tiny.onnx", "--json", blocked / "x.json"]}[command]
-    status, _, err = run(capsys, *argv)
+    status, _, err = run_cli(capsys, *argv)
     one_line_error(status, err, f"folder {blocked} does not exist")
     assert not (files / "tiny.records.jsonl").exists()
 
@@ -109,7 +97,7 @@ def test_unexpected_errors_are_one_bug_report_line(files, capsys, monkeypatch):
         raise RuntimeError("boom")
 
     monkeypatch.setattr(cli, "_show", broken)
-    status, _, err = run(capsys, "show", "tiny.graphtune.json")
+    status, _, err = run_cli(capsys, "show", "tiny.graphtune.json")
     assert status == 3 and err.count("\n") == 1
     assert err.startswith("graphtune: internal error (RuntimeError: boom); this is a bug")
     monkeypatch.setenv("GRAPHTUNE_TRACEBACK", "1")
@@ -122,22 +110,22 @@ def test_retry_errors_flag(files, capsys):
     records = files / "tiny.records.jsonl"
     all_failed_records(records, model)
     argv = ["tune", "tiny.onnx", "--records", records, "-o", "t.graphtune.json", *TUNE]
-    status, _, err = run(capsys, *argv)
+    status, _, err = run_cli(capsys, *argv)
     one_line_error(status, err, "all 2 candidates failed", "--retry-errors",
                    f"delete line(s) 1, 2 of {records}")
-    status, out, _ = run(capsys, *argv, "--retry-errors")
+    status, out, _ = run_cli(capsys, *argv, "--retry-errors")
     assert status == 0 and "optimal" in out
 
 
 def test_shape_option_for_dynamic_inputs(files, capsys):
     onnx.save(residual(dims=("N", 8, 8, 8)), files / "dyn.onnx")
-    status, _, err = run(capsys, "tune", "dyn.onnx", *TUNE)
+    status, _, err = run_cli(capsys, "tune", "dyn.onnx", *TUNE)
     one_line_error(status, err, "--shape input=D0,D1,...")
-    status, out, _ = run(capsys, "tune", "dyn.onnx", "--shape", "input=1,8,8,8", *TUNE)
+    status, out, _ = run_cli(capsys, "tune", "dyn.onnx", "--shape", "input=1,8,8,8", *TUNE)
     assert status == 0 and "dyn.graphtune.json" in out
     saved = json.loads((files / "dyn.graphtune.json").read_text())
     assert saved["nodes"]["a"]["workload"]["data"] == [1, 8, 8, 8]
-    status, out, err = run(capsys, "compile", "dyn.onnx", "dyn.graphtune.json", "--shape",
+    status, out, err = run_cli(capsys, "compile", "dyn.onnx", "dyn.graphtune.json", "--shape",
                            "input=1,8,8,8", "-o", "dyn.so")
     assert status == 0 and (files / "dyn.so").exists(), err
 

@@ -12,32 +12,20 @@ import onnx
 import pytest
 
 import graphtune
-from graphtune import cli, safejson
+from graphtune import safejson
 from graphtune.config import Config
 from graphtune.errors import ConfigError, MeasureError
 from graphtune.measure import Records, Task
 from graphtune.opgroups import probe_index
 from graphtune.opgroups.probe_index import ProbeIndex
 from graphtune.ops import Op
-from reliability_models import residual
+from reliability_models import one_line_error, residual, run_cli
 
 FAST = {"max_candidates": 2, "min_repeat_ms": 1, "repeat": 1, "progress": False}
 TUNE = ["--max-candidates", "2", "-q"]
 BIDI = "\u202e"
 
 
-def run(capsys, *argv):
-    status = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def one_line_error(status, err, *fragments):
-    assert status == 2, err
-    assert err.endswith("\n") and err.count("\n") == 1, err
-    assert err.startswith("graphtune: error: ") and "internal error" not in err, err
-    for fragment in fragments:
-        assert fragment in err, err
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +60,7 @@ def test_a_records_line_of_5_million_brackets_is_one_warning_and_tune_goes_on(fi
     records.write_text("\n".join(lines) + "\n")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        status, out, err = run(capsys, "tune", "tiny.onnx", "--records", records,
+        status, out, err = run_cli(capsys, "tune", "tiny.onnx", "--records", records,
                                "-o", "t.graphtune.json", *TUNE)
     assert status == 0, err
     assert "optimal" in out
@@ -129,7 +117,7 @@ def test_hostile_configs_are_one_config_error_naming_file_and_field(files, capsy
     (files / "bad.graphtune.json").write_text(_config_text(files, edit))
     argv = {"show": ["show", "bad.graphtune.json"],
             "compile": ["compile", "tiny.onnx", "bad.graphtune.json", "-o", "x.so"]}[command]
-    status, out, err = run(capsys, *argv)
+    status, out, err = run_cli(capsys, *argv)
     one_line_error(status, err, "bad.graphtune.json: ", *fragments)
     assert out == "" and not (files / "x.so").exists()
 
@@ -140,7 +128,7 @@ def test_hostile_configs_are_one_config_error_naming_file_and_field(files, capsy
 ])
 def test_profile_and_bench_refuse_a_mistyped_solution(files, capsys, argv):
     (files / "bad.graphtune.json").write_text(_config_text(files, _solution_fast))
-    status, _, err = run(capsys, *argv)
+    status, _, err = run_cli(capsys, *argv)
     one_line_error(status, err, "bad.graphtune.json: solution.predicted_ms")
 
 
@@ -190,7 +178,7 @@ def test_a_deep_python_config_is_refused_without_recursion():
 
 
 def test_show_totals_match_their_parts(files, capsys):
-    status, out, _ = run(capsys, "show", "tiny.graphtune.json")
+    status, out, _ = run_cli(capsys, "show", "tiny.graphtune.json")
     assert status == 0
     config = Config.load(files / "tiny.graphtune.json")
     total = sum(n.cost_ms or 0.0 for n in config.nodes.values())
@@ -204,7 +192,7 @@ def test_an_unusable_probe_index_is_one_warning_and_tune_goes_on(files, capsys):
     index.mkdir()  # neither readable nor writable as a file, root included
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        status, out, err = run(capsys, "tune", "tiny.onnx", "-o", "t.graphtune.json", *TUNE)
+        status, out, err = run_cli(capsys, "tune", "tiny.onnx", "-o", "t.graphtune.json", *TUNE)
     assert status == 0, err
     [message] = _warnings(caught, "probe index")
     assert message.startswith("probe index tiny.probes.jsonl cannot be read (not a regular "
@@ -274,7 +262,7 @@ def test_hostile_probe_index_lines_are_skipped(tmp_path):
 def test_a_refused_tune_leaves_no_records_file(files, capsys):
     onnx.save(residual(dims=("N", 8, 8, 8)), files / "dyn.onnx")
     for extra in ([], ["--records", "mine.records.jsonl"]):
-        status, _, err = run(capsys, "tune", "dyn.onnx", *extra, *TUNE)
+        status, _, err = run_cli(capsys, "tune", "dyn.onnx", *extra, *TUNE)
         one_line_error(status, err, "--shape input=D0,D1,...")
     assert not any(p.name.startswith(("dyn.", "mine.")) and p.suffix == ".jsonl"
                    for p in files.iterdir()), sorted(os.listdir(files))
@@ -282,7 +270,7 @@ def test_a_refused_tune_leaves_no_records_file(files, capsys):
 
 # ------------------------------------------------------------ 5. profile --records missing
 def test_profile_with_a_missing_records_file_speaks_cli(files, capsys):
-    status, _, err = run(capsys, "profile", "tiny.onnx", "--records", "gone.records.jsonl",
+    status, _, err = run_cli(capsys, "profile", "tiny.onnx", "--records", "gone.records.jsonl",
                          "--no-ort")
     one_line_error(status, err, "--records gone.records.jsonl: no such file",
                    "graphtune tune")
@@ -298,11 +286,11 @@ def test_bidi_names_are_printed_escaped(files, capsys):
     data["nodes"]["a" + BIDI + "evil"] = data["nodes"].pop("a")
     data["model"]["name"] = "tiny\x1b[2J"
     (files / "bidi.graphtune.json").write_text(json.dumps(data))
-    status, out, _ = run(capsys, "show", "bidi.graphtune.json")
+    status, out, _ = run_cli(capsys, "show", "bidi.graphtune.json")
     assert status == 0
     assert BIDI not in out and "\x1b" not in out
     assert "a\\u202eevil" in out and "model tiny\\x1b[2J" in out
-    status, _, err = run(capsys, "compile", "tiny.onnx", "bidi.graphtune.json", "-o", "x.so")
+    status, _, err = run_cli(capsys, "compile", "tiny.onnx", "bidi.graphtune.json", "-o", "x.so")
     one_line_error(status, err, "nodes.a\\u202eevil")
     assert BIDI not in err
     data["nodes"]["a" + BIDI + "evil"]["cost_ms"] = "slow"
