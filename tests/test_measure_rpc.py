@@ -86,6 +86,7 @@ def test_user_target_is_cross_compiled_and_keyed(fleet):
         assert (rec.target["mcpu"], rec.target["vector_bits"]) == ("haswell", 256)
 
 
+@pytest.mark.slow  # starts a fleet of its own
 def test_server_killed_mid_run_loses_nothing(own_fleet, tmp_path):
     path = tmp_path / "kill.records.jsonl"
     runner = RPCRunner(own_fleet.tracker, own_fleet.key, retries=2)

@@ -117,7 +117,8 @@ def test_rewrite_keeps_every_rounding():
         sorted((op.name, op.op) for op in layout_ops(fp32))
 
 
-@pytest.mark.parametrize("name", ZOO)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "googlenet" else [])
+                                  for n in ZOO])
 def test_uniform_config_matches_onnxruntime(name):
     model = quantized(name)
     compiled = quiet_compile(model, graphtune.Config.uniform(model))
@@ -127,6 +128,7 @@ def test_uniform_config_matches_onnxruntime(name):
     assert_agrees(gt_run(compiled, feeds), ort_run(model, feeds))
 
 
+@pytest.mark.slow  # compiles ResNet-18 under random layouts; test_contract covers the fp32 models
 def test_random_layouts_keep_the_contract_and_match_onnxruntime():
     """Fake quantization runs in whatever channel block its producer chose: the compiled model
     transforms exactly the graph's edges whose ends differ, and computes the same outputs."""
