@@ -12,7 +12,7 @@ from collections import Counter
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from tvm import relax
 
 from graphtune import x86
@@ -21,6 +21,7 @@ from graphtune.compiler.rewrite import TRANSFORM_ATTR
 from graphtune.config import Config
 from graphtune.frontend import import_model
 from graphtune.solve import Solution
+from onnx_blocks import onnx_model
 
 # (model, image size) that tests/test_compile.py compiles by default (the rest: tests/test_schedules.py)
 SMALL = [("resnet18", 32), ("mobilenet_v2", 32), ("inception_v3", 75), ("densenet121", 32),
@@ -129,9 +130,4 @@ def group_conv_model() -> onnx.ModelProto:
         helper.make_node("Relu", ["x1"], ["r1"], name="relu"),
         helper.make_node("Conv", ["r1", "g2.w"], ["output"], name="g2", group=2, kernel_shape=[1, 1]),
     ]
-    graph = helper.make_graph(
-        nodes, "groups", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 32, 9, 9])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 24, 9, 9])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
+    return onnx_model(nodes, inits, "groups", [1, 32, 9, 9], output_shape=[1, 24, 9, 9])

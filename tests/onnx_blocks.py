@@ -5,6 +5,17 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
+def onnx_model(nodes: list, inits: list, name: str, input_shape, output: str = "output",
+               output_shape=None, opset: int = 13) -> onnx.ModelProto:
+    """A one-input ONNX model (``input``, fp32) of ``nodes``, in an IR version ONNX Runtime reads."""
+    graph = helper.make_graph(
+        nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(input_shape))],
+        [helper.make_tensor_value_info(output, TensorProto.FLOAT, output_shape)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    return model
+
+
 class Builder:
     """Grows an ONNX graph node by node with seeded random weights."""
 
@@ -31,12 +42,7 @@ class Builder:
                          group=group, **attrs)
 
     def model(self, name: str, shape: list, out: str, opset: int = 13) -> onnx.ModelProto:
-        graph = helper.make_graph(
-            self.nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, shape)],
-            [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)], self.inits)
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-        model.ir_version = 8
-        return model
+        return onnx_model(self.nodes, self.inits, name, shape, out, opset=opset)
 
 
 def unet_decoder(kernel: int = 2, pads: int = 0, output_padding: int = 0) -> onnx.ModelProto:

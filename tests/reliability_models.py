@@ -3,16 +3,10 @@ records file of failures for them."""
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
+from onnx_blocks import onnx_model
 
-def _model(nodes, inits, dims, name="tiny"):
-    graph = helper.make_graph(
-        nodes, name, [helper.make_tensor_value_info("input", TensorProto.FLOAT, list(dims))],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
 
 def _conv(nodes, inits, rng, name, src, cin, cout, kernel):
     inits.append(numpy_helper.from_array(
@@ -30,7 +24,7 @@ def residual(dims=(1, 8, 8, 8)) -> onnx.ModelProto:
     _conv(nodes, inits, rng, "b", "a", 16, 16, (3, 3))
     nodes.append(helper.make_node("Add", ["a", "b"], ["sum"], name="sum"))
     nodes.append(helper.make_node("Relu", ["sum"], ["output"], name="act"))
-    return _model(nodes, inits, dims, "residual")
+    return onnx_model(nodes, inits, "residual", dims)
 
 def conv_nd(rank: int) -> onnx.ModelProto:
     """One Conv of ``rank`` spatial dimensions (1: Conv1d, 3: Conv3d), then Relu."""
@@ -38,7 +32,7 @@ def conv_nd(rank: int) -> onnx.ModelProto:
     nodes, inits = [], []
     _conv(nodes, inits, rng, f"conv{rank}d", "input", 4, 8, (3,) * rank)
     nodes.append(helper.make_node("Relu", [f"conv{rank}d"], ["output"], name="act"))
-    return _model(nodes, inits, (1, 4) + (6,) * rank, f"conv{rank}d")
+    return onnx_model(nodes, inits, f"conv{rank}d", (1, 4) + (6,) * rank)
 
 def all_failed_records(path, model, max_candidates: int = 2) -> None:
     """A records file in which every candidate of convs a and b of ``model`` timed out.

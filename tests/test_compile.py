@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 import tvm
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from tvm import relax
 
 import graphtune
@@ -21,6 +21,7 @@ from graphtune.compiler.rewrite import rewrite
 from graphtune.config import Config
 from graphtune.errors import ConfigError, ConfigMismatchError, LayoutError
 from graphtune.frontend import import_model, layout_ops
+from onnx_blocks import onnx_model
 from schedule_check import assert_scheduled
 
 FULL = [(name, None) for name in models.names()]  # every zoo model at full size: marked slow
@@ -73,12 +74,7 @@ def branchy_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Add", ["b", "c"], ["sum"], name="sum"))
     nodes.append(helper.make_node("Relu", ["sum"], ["act"], name="act"))
     nodes.append(helper.make_node("GlobalAveragePool", ["act"], ["output"], name="gap"))
-    graph = helper.make_graph(
-        nodes, "branchy", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 8, 12, 12])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 32, 1, 1])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    return model
+    return onnx_model(nodes, inits, "branchy", [1, 8, 12, 12], output_shape=[1, 32, 1, 1])
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 import graphtune
 from compile_check import assert_matches_ort
+from graphtune import safejson
 from graphtune.config import Config
 from graphtune.errors import GraphtuneError
 from reliability_models import residual
@@ -308,7 +309,9 @@ def test_fuzz_hostile_records_lines(where, at, raw):
         messages = [str(w.message) for w in caught]
         assert len(messages) <= 1 and all(
             m.startswith(f"{file}: skipping unreadable line {at + 1} (") for m in messages)
-        assert len(records) >= 3 and all(r.ok and 0 < r.median_ms <= 1e7 for r in records)
+        # every record the reader keeps passed its validity rule (a real, bounded time)
+        assert len(records) >= 3
+        assert all(r.ok and safejson.bounded_ms(r.median_ms, zero=False) for r in records)
         assert all("\u202e" not in m and "\x1b" not in m for m in messages)
 
 

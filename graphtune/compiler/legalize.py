@@ -246,17 +246,8 @@ def node_of(mod: tvm.IRModule, func: relax.Function) -> str | None:
     >>> node_of(lowered, lowered["main"])  # main's first call of a node's kernel
     'conv1'
     """
-    found: list[str] = []
-
-    def visit(expr: relax.Expr) -> None:
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) \
-                and expr.op.name == "relax.call_tir":
-            callee = mod[expr.args[0]]
-            if callee.attrs is not None and NODE_ATTR in callee.attrs:
-                found.append(str(callee.attrs[NODE_ATTR]))
-
-    relax.analysis.post_order_visit(func.body, visit)
-    return found[0] if found else None
+    return next((str(callee.attrs[NODE_ATTR]) for _, callee in _tir_calls(mod, func)
+                 if callee.attrs is not None and NODE_ATTR in callee.attrs), None)
 
 
 def op_kind(name: str) -> str:
@@ -391,7 +382,7 @@ def _schedule_rest(func: tirx.PrimFunc, target: tvm.target.Target) -> tirx.PrimF
     reduction or the generic fallback) — no function reaches the build
     unscheduled.
     """
-    if func.attrs is not None and TRANSFORM_ATTR in func.attrs:
+    if _transform(func) is not None:
         return x86.schedule_transform(func, target).with_attr(SCHEDULE_ATTR, "transform")
     return schedule_generic(func, target)[0]
 
