@@ -6,6 +6,10 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
 - conv2d / depthwise_conv2d / group_conv2d: ``{"data", "kernel", "strides",
   "padding", "dilation", "groups", "dtype"}`` (data NCHW, kernel OIHW with
   ``I = C // groups``, padding ``[top, left, bottom, right]``);
+- conv2d_int8 / depthwise_conv2d_int8: conv2d's fields (groups 1, or ``C == O == groups``) with
+  ``"dtype": "uint8"`` (the activation; weights are
+  symmetric int8) plus ``"out_dtype"``: ``"uint8"`` (requantized) or ``"float32"`` (dequantized)
+  — precision is part of a node's format, so records and configs key it;
 - conv2d_transpose: the same plus ``"output_padding"`` (kernel ``[C, O, KH,
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
@@ -44,7 +48,7 @@ from .errors import ModelError
 __all__ = [
     "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
-    "conv2d_workload", "conv2d_transpose_workload", "dense_workload",
+    "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
@@ -76,6 +80,10 @@ class Op(str, enum.Enum):
     GROUP_CONV2D = "group_conv2d"
     CONV2D_TRANSPOSE = "conv2d_transpose"
     DENSE = "dense"
+    CONV2D_INT8 = "conv2d_int8"
+    """conv2d of uint8 activations and int8 weights, int32 accumulation, requantized epilogue."""
+    DEPTHWISE_CONV2D_INT8 = "depthwise_conv2d_int8"
+    """depthwise_conv2d of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
     JOIN = "join"
     """The common layout of an add / concat / gating mul's inputs (no kernel)."""
     BOUNDARY = "boundary"
@@ -89,7 +97,8 @@ class Op(str, enum.Enum):
     were first measured."""
 
 
-LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE)
+LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE,
+              Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8)
 """Ops with a tunable kernel: their layouts and knobs are chosen, their candidates measured."""
 
 NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
@@ -102,7 +111,13 @@ TASK_KINDS = LAYOUT_OPS + (Op.TRANSFORM, Op.OP_GROUP)
 """Kinds of measurement task: the kernels, layout transforms, and op groups."""
 
 DTYPES = ("float32",)
-"""Data types graphtune's kernels support."""
+"""Data types graphtune's float kernels support."""
+
+INT8_DTYPES = ("uint8",)
+"""Activation data types of the int8 kernels (``dtype`` of a conv2d_int8 workload)."""
+
+INT8_OUT_DTYPES = ("uint8", "float32")
+"""Output data types of the int8 kernels: requantized, or dequantized for a float consumer."""
 
 ModelNode = tuple[str, str, dict[str, Any] | None]
 """``(name, op, workload)`` of one layout node of a model (a join's workload: its inputs, or
@@ -125,7 +140,8 @@ def as_op(value: Any, known: tuple[str, ...] = tuple(Op), what: str = "op") -> O
     >>> as_op("conv3d", LAYOUT_OPS)
     Traceback (most recent call last):
     ...
-    ValueError: unknown op 'conv3d'; known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense
+    ValueError: unknown op 'conv3d'; known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense,
+        conv2d_int8, depthwise_conv2d_int8
     """
     if isinstance(value, str) and value in known:
         return Op(value)
@@ -154,8 +170,9 @@ def _check_fields(workload: Workload, op: Op, where: str) -> None:
             f"{where}{field}: missing fields {missing}, unknown fields {extra}; "
             f"a {op} workload has exactly {list(keys)}"
         )
-    if "dtype" in keys and workload["dtype"] not in DTYPES:
-        raise ModelError(f"{where} dtype {workload['dtype']!r} is not supported; use one of {DTYPES}")
+    dtypes = _SCHEMAS[op].dtypes
+    if "dtype" in keys and workload["dtype"] not in dtypes:
+        raise ModelError(f"{where} dtype {workload['dtype']!r} is not supported; use one of {dtypes}")
 
 
 def _check_nonempty(workload: Workload, op: Op, where: str) -> None:
@@ -186,6 +203,25 @@ def _check_conv(workload: Workload, op: Op | None, where: str) -> None:
     if op is not None and op is not kind:
         raise ModelError(f"{where}: a {kind!r} workload (groups={groups}, {c} channels) does not "
                          f"match op {op!r}")
+
+
+def _int8_kind(workload: Workload, where: str) -> Op:
+    int8 = {Op.CONV2D: Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_INT8}
+    kind = int8.get(_conv_kind(workload))
+    if kind is None:
+        raise ModelError(f"{where}.groups = {workload['groups']}: int8 convs are conv2d (groups 1) or "
+                         "depthwise (groups = channels) only")
+    return kind
+
+
+def _check_int8(workload: Workload, op: Op, where: str) -> None:
+    _check_conv(workload, None, where)
+    kind = _int8_kind(workload, where)
+    if kind is not op:
+        raise ModelError(f"{where}: a {kind!r} workload (groups={workload['groups']}) does not match "
+                         f"op {op!r}")
+    if workload["out_dtype"] not in INT8_OUT_DTYPES:
+        raise ModelError(f"{where}.out_dtype = {workload['out_dtype']!r}: use one of {INT8_OUT_DTYPES}")
 
 
 def _check_transpose(workload: Workload, op: Op, where: str) -> None:
@@ -285,9 +321,11 @@ class _Schema:
     check: Callable[[Workload, Op, str], None]
     output_shape: Callable[[Workload], list[int]] | None = None
     flops: Callable[[Workload], int] | None = None
+    dtypes: tuple[str, ...] = DTYPES
 
 
 _CONV = _Schema(_CONV_FIELDS, _check_conv, _conv_shape, _conv_flops)
+_INT8 = _Schema(_CONV_FIELDS + ("out_dtype",), _check_int8, _conv_shape, _conv_flops, INT8_DTYPES)
 _SCHEMAS = {
     Op.CONV2D: _CONV,
     Op.DEPTHWISE_CONV2D: _CONV,
@@ -296,6 +334,8 @@ _SCHEMAS = {
         ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
         _check_transpose, _transpose_shape, _transpose_flops),
     Op.DENSE: _Schema(("data", "weight", "dtype"), _check_dense, _dense_shape, _dense_flops),
+    Op.CONV2D_INT8: _INT8,
+    Op.DEPTHWISE_CONV2D_INT8: _INT8,
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
 }
@@ -332,8 +372,8 @@ def _conv_kind(workload: Workload) -> Op:
 def op_of(workload: Workload) -> Op:
     """The op of a valid kernel workload, inferred from its fields (the only place that does).
 
-    ``dense`` has a ``weight``, ``conv2d_transpose`` an ``output_padding``;
-    other convs are ``depthwise_conv2d`` (``groups == C == O``),
+    ``dense`` has a ``weight``, ``conv2d_transpose`` an ``output_padding``,
+    int8 convs an ``out_dtype``; other convs are ``depthwise_conv2d`` (``groups == C == O``),
     ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
 
     Raises
@@ -352,6 +392,10 @@ def op_of(workload: Workload) -> Op:
         op = Op.CONV2D_TRANSPOSE
     elif "weight" in workload:
         op = Op.DENSE
+    elif "out_dtype" in workload:
+        _check_fields(workload, Op.CONV2D_INT8, "workload")
+        _check_conv(workload, None, "workload")
+        op = _int8_kind(workload, "workload")
     else:
         _check_fields(workload, Op.CONV2D, "workload")
         _check_conv(workload, None, "workload")
@@ -495,6 +539,30 @@ def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "flo
     return check_workload(workload, Op.DENSE)
 
 
+def conv2d_int8_workload(
+    data: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int] = (1, 1),
+    padding: Sequence[int] = (0, 0, 0, 0),
+    dilation: Sequence[int] = (1, 1),
+    out_dtype: str = "uint8",
+    groups: int = 1,
+) -> Workload:
+    """Build a conv2d_int8 (or, with ``groups`` = channels, depthwise_conv2d_int8) workload: uint8
+    activations, int8 weights, ``out_dtype`` output.
+
+    Examples
+    --------
+    >>> wl = conv2d_int8_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    >>> str(op_of(wl)), wl["dtype"], wl["out_dtype"], output_shape(wl)
+    ('conv2d_int8', 'uint8', 'uint8', [1, 64, 56, 56])
+    """
+    workload: Workload = {**conv2d_workload(data, kernel, strides, padding, dilation, groups),
+                          "dtype": "uint8", "out_dtype": out_dtype}
+    op_of(workload)
+    return workload
+
+
 # ------------------------------------------------------------ classes of ops
 FAMILIES = ("conv2d", "depthwise", "group_conv", "conv_transpose", "dense", "transform",
             "elementwise", "pool", "concat", "reduction", "resize", "reshape", "other")
@@ -543,6 +611,8 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.GROUP_CONV2D: OpClass("group_conv", compute_bound=True),
     Op.CONV2D_TRANSPOSE: OpClass("conv_transpose", compute_bound=True),
     Op.DENSE: OpClass("dense", compute_bound=True),
+    Op.CONV2D_INT8: OpClass("conv2d", compute_bound=True),
+    Op.DEPTHWISE_CONV2D_INT8: OpClass("depthwise"),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),

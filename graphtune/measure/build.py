@@ -20,7 +20,7 @@ import hashlib
 import os
 from typing import TYPE_CHECKING, Callable
 
-from ..errors import MeasureError
+from ..errors import MeasureError, ModelError
 from ..ops import Op
 from .task import Task
 
@@ -65,7 +65,16 @@ def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":
     return tvm.ir.load_json(task.payload)
 
 
-_BUILDERS: dict[str, Callable] = {Op.TRANSFORM: _transform_func, Op.OP_GROUP: payload_func}
+def _int8_func(task: Task, target) -> "tvm.tirx.PrimFunc":
+    """An int8 conv candidate: its accumulation and requantization (zero points 0, no ReLU: the
+    constants of the epilogue do not change its time), :func:`graphtune.x86.conv2d_int8_func`."""
+    from .. import x86
+
+    return x86.conv2d_int8_func(task.workload, task.knobs, target)
+
+
+_BUILDERS: dict[str, Callable] = {Op.TRANSFORM: _transform_func, Op.OP_GROUP: payload_func,
+                                  Op.CONV2D_INT8: _int8_func, Op.DEPTHWISE_CONV2D_INT8: _int8_func}
 
 
 def register_builder(kind: str, func_of: Callable) -> None:
@@ -85,7 +94,8 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":
     """The scheduled PrimFunc of ``task`` on ``target``.
 
     Transforms come from :func:`graphtune.x86.transform_func`, op groups from
-    their payload (:func:`payload_func`), other registered kinds from their
+    their payload (:func:`payload_func`), int8 convs from :func:`graphtune.x86.conv2d_int8_func`
+    (with their epilogue's bias and scale parameters), other registered kinds from their
     builder (:func:`register_builder`), and every other kind is a kernel of
     :func:`graphtune.x86.kernel_func` (whose op must match ``task.kind``).
 
@@ -115,6 +125,12 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":
 def arg_specs(func) -> list:
     """``[[shape, dtype], ...]`` of the parameters of a PrimFunc with static shapes.
 
+    Raises
+    ------
+    ModelError
+        A parameter has a symbolic (data-dependent) shape: such a function cannot be
+        timed alone (op-group pricing leaves them out, :mod:`graphtune.opgroups.pricing`).
+
     Examples
     --------
     >>> from tvm import te
@@ -127,7 +143,9 @@ def arg_specs(func) -> list:
         try:
             shape = [int(dim) for dim in param.shape]
         except TypeError:
-            raise ValueError(f"parameter {param.name} has a dynamic shape {param.shape}") from None
+            raise ModelError(f"PrimFunc parameter {param.name} has a data-dependent shape "
+                             f"{tuple(str(d) for d in param.shape)}: graphtune builds and times "
+                             "only functions of static shapes") from None
         specs.append([shape, str(param.dtype)])
     return specs
 

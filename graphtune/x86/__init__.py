@@ -22,6 +22,7 @@ Examples
 
 from ..ops import (
     check_workload,
+    conv2d_int8_workload,
     conv2d_transpose_workload,
     conv2d_workload,
     dense_workload,
@@ -31,6 +32,7 @@ from ..ops import (
 )
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, requantize
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
@@ -38,8 +40,12 @@ from .conv2d_transpose import (
 )
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .fused import anchor_domain, schedule_fused
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
+from .int8_isa import ISAS, isa_of
+from .int8_kernels import conv2d_int8_func
+from .int8_packing import conv2d_int8_reference, pack_int8_kernel, pack_int8_params
 from .kernels import kernel_func, kernel_shapes
 from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
 from .schedule import schedule_elementwise
@@ -48,6 +54,7 @@ from .target import host_target, num_threads, target_key, vector_lanes
 from .transform import layout_transform, schedule_transform, transform_func, transform_shape
 
 __all__ = [
+    "ISAS",
     "KNOBS",
     "MAX_BLOCK",
     "OpSpec",
@@ -56,6 +63,11 @@ __all__ = [
     "candidates",
     "check_knobs",
     "check_workload",
+    "conv2d_int8_func",
+    "conv2d_int8_nchwc",
+    "conv2d_int8_reference",
+    "conv2d_int8_shapes",
+    "conv2d_int8_workload",
     "conv2d_nchwc",
     "conv2d_nchwc_shapes",
     "conv2d_transpose_nchwc",
@@ -66,12 +78,15 @@ __all__ = [
     "dense_packed",
     "dense_packed_shapes",
     "dense_workload",
+    "depthwise_conv2d_int8_nchwc",
     "depthwise_conv2d_nchwc",
+    "depthwise_int8_shapes",
     "depthwise_nchwc_shapes",
     "flops",
     "group_conv2d_nchwc",
     "group_conv_nchwc_shapes",
     "host_target",
+    "isa_of",
     "kernel_func",
     "kernel_shapes",
     "layout_transform",
@@ -85,7 +100,10 @@ __all__ = [
     "pack_dense_weight",
     "pack_depthwise_kernel",
     "pack_group_kernel",
+    "pack_int8_kernel",
+    "pack_int8_params",
     "pack_weight",
+    "requantize",
     "schedule_elementwise",
     "schedule_fused",
     "schedule_transform",

@@ -41,6 +41,17 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   :mod:`graphtune.x86.groups` (``oc_bn`` inside one group or spanning whole
   groups; ``ic_bn`` divides the input channels of the block's groups).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``.
+- conv2d_int8: conv2d's ``ic_bn``, ``oc_bn``, ``reg_n``, ``unroll_kw``, optional ``oh_bn``, and
+  ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx512bw``, ``avx512vnni``), the
+  exact dot-product instruction: ``ic_bn`` must be a multiple of its ``dot`` (2 or 4 channels per
+  int32 lane); ``reg_n`` and ``oh_bn`` divide the output width and height (no guarded tail);
+  optional ``widen`` (bool, ``vpmaddwd`` only): the padding pass writes the activations as int16,
+  so that the products broadcast them straight from memory instead of widening each pair; an
+  ``oc_bn`` that is a multiple of its ``lanes`` runs on it, any other ``oc_bn`` on plain int32
+  vector code (exact, slower). Layouts ``NCHW{ic_bn}c ->
+  NCHW{oc_bn}c`` (uint8), kernel ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``.
+- depthwise_conv2d_int8: depthwise_conv2d's ``bn`` and ``reg_n`` (no ``c_tile``); layouts
+  ``NCHW{bn}c`` (uint8), kernel ``OIHW1i{bn}o`` (int8).
 - dense: ``oc_bn`` (output-feature block, divides M; vectorised, the weight is
   packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
   inside, divides K), optional ``n_bn`` (rows per register tile along the
@@ -63,11 +74,12 @@ from typing import Callable
 from ..errors import KnobError
 from ..ops import Op, check_workload, output_shape
 from .groups import check_group_blocks
+from .int8_isa import ISAS
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
-__all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "divisors",
-           "register_budget"]
+__all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "INT8_KNOBS",
+           "DEPTHWISE_INT8_KNOBS", "divisors", "register_budget"]
 
 
 def divisors(n: int, cap: int | None = None) -> list:
@@ -234,6 +246,27 @@ def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
     _whole_width_rule(op, knobs, "c_tile", ow)
 
 
+def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
+    isa = knobs["isa"]
+    if not isinstance(isa, str) or isa not in ISAS:
+        _fail(op, "isa", isa, "names the int8 dot-product instruction", list(ISAS))
+    dot = ISAS[isa].dot
+    c = workload["data"][1]
+    _check_divides(op, knobs, "ic_bn", c, "input channels")
+    if knobs["ic_bn"] % dot:
+        _fail(op, "ic_bn", knobs["ic_bn"], f"must be a multiple of {dot} (isa {isa} sums {dot} channels "
+              "per lane; pad the input channels)", [d for d in divisors(c) if d % dot == 0] or "none")
+    _, o, oh, ow = output_shape(workload, op)
+    _check_divides(op, knobs, "oc_bn", o, "output channels")
+    _tile_rules(op, workload, knobs)
+    if knobs.get("widen", False) not in (True, False) or (knobs.get("widen") and dot != 2):
+        _fail(op, "widen", knobs["widen"], f"is a bool, True only for a 2-channel dot (isa {isa})",
+              [True, False] if dot == 2 else [False])
+    _check_divides(op, knobs, "reg_n", ow, "output columns (a tensorized tile has no tail)")
+    if "oh_bn" in knobs:
+        _check_divides(op, knobs, "oh_bn", oh, "output rows (a tensorized tile has no tail)")
+
+
 def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
     _check_divides(op, knobs, "oc_bn", workload["weight"][0], "output features")
     _check_divides(op, knobs, "k_bn", workload["data"][-1], "input features")
@@ -292,4 +325,8 @@ GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rules)
 """depthwise_conv2d knobs."""
 DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
+INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "widen"), _int8_rules)
+"""conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
+DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
+"""depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
 """dense knobs."""

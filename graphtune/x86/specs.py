@@ -23,7 +23,7 @@ Examples
 Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
-    known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense
+    known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8, depthwise_conv2d_int8
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
 from ..ops import Op, as_op, check_workload, op_of, output_shape
 from . import tiles
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
+from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
@@ -46,9 +47,21 @@ from .conv2d_transpose import (
 )
 from .dense import dense_packed, dense_packed_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
 from .groups import span
-from .knobs import CONV_KNOBS, DENSE_KNOBS, DEPTHWISE_KNOBS, GROUP_KNOBS, KnobSpace
+from .int8_packing import pack_int8_kernel
+from .int8_schedule import schedule_conv2d_int8
+from .int8_tiles import depthwise_int8_tiles, int8_blocks, int8_default, int8_tiles
+from .knobs import (
+    CONV_KNOBS,
+    DENSE_KNOBS,
+    DEPTHWISE_INT8_KNOBS,
+    DEPTHWISE_KNOBS,
+    GROUP_KNOBS,
+    INT8_KNOBS,
+    KnobSpace,
+)
 from .packing import pack_conv_kernel, pack_dense_weight, pack_depthwise_kernel
 from .schedule import _fold_epilogue, fold_conv2d, schedule_conv2d, schedule_dense, schedule_depthwise
 from .winograd import pack_winograd_kernel, winograd_tiles
@@ -153,6 +166,14 @@ def _pack_dense(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     return pack_dense_weight(weight, knobs["oc_bn"]), None
 
 
+def _pack_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return pack_int8_kernel(weight, knobs["ic_bn"], knobs["oc_bn"], knobs["isa"]), None
+
+
+def _pack_depthwise_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return pack_depthwise_kernel(weight.astype(np.int8), knobs["bn"]), kernel_layout(1, knobs["bn"])
+
+
 # ------------------------------------------------------------------- anchors
 def _nchwc_anchor(op: Op, workload: dict, knobs: dict, reduced: int, kh: int, kw: int) -> tuple:
     n, o, oh, ow = output_shape(workload, op)
@@ -167,6 +188,12 @@ def _conv_anchor(workload: dict, knobs: dict) -> tuple:
         return ([a, a, output_shape(workload, Op.CONV2D)[1] // ob, tiles, ob],
                 [workload["data"][1] // ib, ib])
     return _nchwc_anchor(Op.CONV2D, workload, knobs, workload["data"][1], *workload["kernel"][2:])
+
+
+def _int8_anchor(workload: dict, knobs: dict) -> tuple:  # the input block as (outer, inner) channels
+    spatial, (chunks, kh, kw, ib) = _conv_anchor(workload, {"ic_bn": knobs["ic_bn"], "oc_bn": knobs["oc_bn"]})
+    dot = conv2d_int8_shapes(workload, knobs)[1][6]
+    return spatial, [chunks, kh, kw, ib // dot, dot]
 
 
 def _group_anchor(workload: dict, knobs: dict) -> tuple:  # an output block reads its groups' inputs
@@ -211,6 +238,14 @@ SPECS = {
         Op.DENSE, DENSE_KNOBS, _dense_layouts, dense_packed_shapes, dense_packed, ("data", "weight"),
         _pack_dense, _dense_anchor, schedule_dense, tiles.dense_blocks, tiles.dense_tiles,
         tiles.dense_default),
+    Op.CONV2D_INT8: OpSpec(
+        Op.CONV2D_INT8, INT8_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_int8_nchwc,
+        ("data", "kernel"), _pack_int8, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
+        int8_default, keeps_padding=lambda knobs: True),
+    Op.DEPTHWISE_CONV2D_INT8: OpSpec(
+        Op.DEPTHWISE_CONV2D_INT8, DEPTHWISE_INT8_KNOBS, _depthwise_layouts, depthwise_int8_shapes,
+        depthwise_conv2d_int8_nchwc, ("data", "kernel"), _pack_depthwise_int8, _depthwise_anchor,
+        schedule_depthwise, tiles.depthwise_blocks, depthwise_int8_tiles, tiles.depthwise_default),
 }
 """The spec of every op kind graphtune.x86 runs."""
 

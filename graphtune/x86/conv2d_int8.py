@@ -1,0 +1,203 @@
+"""TE compute of the int8 conv2d in blocked layouts, with its requantizing epilogue.
+
+uint8 activations ``NCHW{ic_bn}c`` x int8 weights packed ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``
+(``dot`` and the weights' storage type come from the knob ``isa``,
+:mod:`graphtune.x86.int8_isa`) accumulate exactly in int32 (block ``conv2d_int8_NCHWc``,
+spatial axes ``(n, oc_chunk, oh, ow, oc_block)``, reduction axes ``(ic_chunk, kh, kw,
+ic_outer, ic_inner)``). Padding pixels hold the activation zero point ``zx``, so that every
+output sums ``x * w`` over all taps and the zero point is one per-channel constant
+(``sum((x - zx) * w) = sum(x * w) - zx * sum(w)``, folded into ``bias`` when the weights are
+packed, :func:`graphtune.x86.int8_packing.pack_int8_params`).
+
+:func:`requantize` is the epilogue, one elementwise block over the accumulator:
+``out = clip(round_half_even(float(acc + bias[oc]) * scale[oc]) + zy, lo, 255)`` as uint8
+(ONNX ``QLinearConv``; ``lo = zy`` with a fused ReLU, else 0), or ``float(acc + bias[oc]) *
+scale[oc]`` as float32 (dequantized, for a float consumer).
+
+Examples
+--------
+>>> from tvm import te
+>>> from graphtune.ops import conv2d_int8_workload
+>>> wl = conv2d_int8_workload([1, 32, 14, 14], [64, 32, 3, 3], padding=[1, 1, 1, 1])
+>>> knobs = {"ic_bn": 8, "oc_bn": 16, "reg_n": 7, "unroll_kw": True, "isa": "avx2"}
+>>> shapes = conv2d_int8_shapes(wl, knobs)
+>>> shapes
+([1, 4, 14, 14, 8], [4, 4, 3, 3, 4, 16, 2], [1, 4, 14, 14, 16])
+>>> acc = conv2d_int8_nchwc(te.placeholder(shapes[0], "uint8"), te.placeholder(shapes[1], "int16"),
+...                         wl, knobs, x_zero_point=3)
+>>> acc.op.name, str(acc.dtype)
+('conv2d_int8_NCHWc', 'int32')
+"""
+
+from tvm import te, tirx
+
+from ..errors import KnobError
+from ..ops import Op, output_shape
+from .conv2d import check_tensor_shape
+from .int8_isa import ISAS
+from .knobs import INT8_KNOBS
+
+__all__ = ["conv2d_int8_shapes", "conv2d_int8_nchwc", "requantize", "param_shape"]
+
+
+def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
+    """``(data, kernel, output)`` shapes of the int8 conv2d for ``knobs`` (validated).
+
+    Data ``[N, C/ic_bn, H, W, ic_bn]``, kernel
+    ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]``, output ``[N, O/oc_bn, OH, OW, oc_bn]``.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 4, 8, 8], [16, 4, 3, 3])
+    >>> conv2d_int8_shapes(wl, {"ic_bn": 4, "oc_bn": 16, "reg_n": 6, "unroll_kw": True,
+    ...                         "isa": "avx512vnni"})[1]
+    [1, 1, 3, 3, 1, 16, 4]
+    """
+    INT8_KNOBS.check(Op.CONV2D_INT8, workload, knobs)
+    ib, ob, dot = knobs["ic_bn"], knobs["oc_bn"], ISAS[knobs["isa"]].dot
+    n, c, h, w = workload["data"]
+    o, _, kh, kw = workload["kernel"]
+    _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
+    return ([n, c // ib, h, w, ib], [o // ob, c // ib, kh, kw, ib // dot, ob, dot],
+            [n, o // ob, oh, ow, ob])
+
+
+def param_shape(out_shape: list) -> list:
+    """Shape ``[O/ob, ob]`` of the per-output-channel ``bias`` and ``scale`` of the epilogue of a
+    kernel whose output is ``out_shape`` (``[N, O/ob, OH, OW, ob]``).
+
+    Examples
+    --------
+    >>> param_shape([1, 2, 8, 8, 16])
+    [2, 16]
+    """
+    return [out_shape[1], out_shape[4]]
+
+
+def _pad(data: te.Tensor, padding: list, value: int, widen: bool) -> te.Tensor:
+    """``data`` with ``value`` (the zero point) around its H and W axes, as int16 if ``widen``;
+    ``data`` itself if neither."""
+    top, left, bottom, right = padding
+    if not any(padding) and not widen:
+        return data
+    n, c, h, w, b = (int(x) for x in data.shape)
+    dtype = "int16" if widen else data.dtype
+
+    def fetch(i, j, y, x, k):
+        inside = tirx.all(y >= top, y < h + top, x >= left, x < w + left)
+        pixel = data[i, j, y - top, x - left, k].astype(dtype)
+        return pixel if not any(padding) else tirx.if_then_else(inside, pixel, tirx.const(value, dtype))
+
+    return te.compute((n, c, h + top + bottom, w + left + right, b), fetch, name="data_pad")
+
+
+def conv2d_int8_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict,
+                      x_zero_point: int = 0) -> te.Tensor:
+    """The int32 accumulator ``sum(x * w)`` of the blocked int8 conv2d (padding = ``x_zero_point``).
+
+    Parameters
+    ----------
+    data : te.Tensor
+        uint8 ``[N, C/ic_bn, H, W, ic_bn]``.
+    kernel : te.Tensor
+        ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]`` of the ``isa``'s weight type.
+    workload, knobs : dict
+        The conv2d_int8 workload and its knobs (validated here).
+    x_zero_point : int
+        The activation zero point, the value of padding pixels.
+
+    Returns
+    -------
+    te.Tensor
+        int32 ``[N, O/oc_bn, OH, OW, oc_bn]``, computed by the block ``conv2d_int8_NCHWc``.
+
+    Raises
+    ------
+    KnobError
+        Invalid knobs, or tensors whose shapes or types do not match them.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 8, 8, 8], [8, 8, 1, 1])
+    >>> knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 8, "unroll_kw": False, "isa": "avx2"}
+    >>> conv2d_int8_nchwc(te.placeholder([1, 1, 8, 8, 8], "uint8"), te.placeholder([1, 1, 1, 1, 8, 8, 1]),
+    ...                   wl, knobs)
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.KnobError: conv2d_int8 kernel tensor has shape [1, 1, 1, 1, 8, 8, 1] but the \
+workload and knobs need [1, 1, 1, 1, 4, 8, 2]
+    """
+    data_shape, kernel_shape, out_shape = conv2d_int8_shapes(workload, knobs)
+    check_tensor_shape(data, data_shape, "conv2d_int8 data")
+    check_tensor_shape(kernel, kernel_shape, "conv2d_int8 kernel")
+    isa = ISAS[knobs["isa"]]
+    if data.dtype != "uint8" or kernel.dtype != isa.weight_dtype:
+        raise KnobError(f"conv2d_int8 with isa {isa.name!r} reads uint8 data and {isa.weight_dtype} "
+                        f"weights, got {data.dtype} and {kernel.dtype} (graphtune.x86.conv2d_int8_func "
+                        "builds the kernel with its parameters)")
+    if not 0 <= x_zero_point <= 255:
+        raise KnobError(f"x_zero_point = {x_zero_point} is no uint8 value")
+    sh, sw = workload["strides"]
+    dh, dw = workload["dilation"]
+    padded = _pad(data, workload["padding"], x_zero_point, knobs.get("widen", False))
+    ic_chunk = te.reduce_axis((0, kernel_shape[1]), name="ic_chunk")
+    kh = te.reduce_axis((0, kernel_shape[2]), name="kh")
+    kw = te.reduce_axis((0, kernel_shape[3]), name="kw")
+    ic_outer = te.reduce_axis((0, kernel_shape[4]), name="ic_outer")
+    ic_inner = te.reduce_axis((0, isa.dot), name="ic_inner")
+
+    def body(n, oc_chunk, oh, ow, oc_block):
+        pixel = padded[n, ic_chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_outer * isa.dot + ic_inner]
+        weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
+        return te.sum(pixel.astype("int32") * weight.astype("int32"),
+                      axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
+
+    return te.compute(out_shape, body, name="conv2d_int8_NCHWc", tag="conv2d_int8_NCHWc")
+
+
+def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str = "uint8",
+               y_zero_point: int = 0, relu: bool = False) -> te.Tensor:
+    """The epilogue of an int8 conv: ``acc + bias`` scaled per channel, requantized or dequantized.
+
+    Parameters
+    ----------
+    acc : te.Tensor
+        int32 ``[N, O/ob, OH, OW, ob]``.
+    bias, scale : te.Tensor
+        int32 and float32 ``[O/ob, ob]``: the bias with the zero-point correction folded in,
+        and ``x_scale * w_scale[oc] / y_scale`` (``uint8`` out) or ``x_scale * w_scale[oc]``
+        (``float32`` out).
+    out_dtype : str
+        ``"uint8"``: ``clip(round_half_even(v) + y_zero_point, lo, 255)`` with
+        ``lo = y_zero_point`` if ``relu`` else 0; ``"float32"``: ``v`` itself.
+    y_zero_point : int
+    relu : bool
+
+    Examples
+    --------
+    >>> acc = te.placeholder((1, 2, 4, 4, 8), "int32")
+    >>> b, s = te.placeholder((2, 8), "int32"), te.placeholder((2, 8), "float32")
+    >>> out = requantize(acc, b, s, "uint8", y_zero_point=5, relu=True)
+    >>> str(out.dtype), out.op.name
+    ('uint8', 'requantize')
+    """
+    if out_dtype not in ("uint8", "float32"):
+        raise KnobError(f"requantize out_dtype {out_dtype!r}: use 'uint8' or 'float32'")
+    if not 0 <= y_zero_point <= 255:
+        raise KnobError(f"y_zero_point = {y_zero_point} is no uint8 value")
+
+    def value(n, c, h, w, b):
+        return (acc[n, c, h, w, b] + bias[c, b]).astype("float32") * scale[c, b]
+
+    if out_dtype == "float32":
+        return te.compute(acc.shape, value, name="dequantize")
+    low = tirx.const(float(y_zero_point if relu else 0), "float32")
+    high = tirx.const(255.0, "float32")
+
+    def quantized(*index):
+        rounded = tirx.round(value(*index)) + tirx.const(float(y_zero_point), "float32")
+        return tirx.min(tirx.max(rounded, low), high).astype("uint8")
+
+    return te.compute(acc.shape, quantized, name="requantize")

@@ -1,0 +1,64 @@
+"""Knob schedule of the int8 conv2d: the fp32 NCHWc template with a tensorized dot product.
+
+As :func:`graphtune.x86.schedule.schedule_conv2d`: threads over the fused ``(n, oc_chunk,
+oh_outer)``, a register tile of ``oh_bn x reg_n`` pixels x ``oc_bn`` int32 accumulators written
+out through the (requantizing) epilogue, the width tile and ``kw`` unrolled. The innermost
+``lanes`` output channels x ``dot`` input channels are one instruction of the knob ``isa``
+(:mod:`graphtune.x86.int8_isa`): ``vpmaddwd`` or ``vpdpbusd`` per pixel and vector of
+accumulators. An ``oc_bn`` that is no multiple of the instruction's lanes runs on plain int32
+vectors instead (LLVM's code; exact, slower). The zero-point padding is one parallel pass
+over the input before the products (the tensorized loads read it unguarded).
+
+Examples
+--------
+>>> import graphtune.x86 as x86
+>>> from graphtune.ops import conv2d_int8_workload
+>>> wl = conv2d_int8_workload([1, 16, 8, 8], [16, 16, 3, 3], padding=[1, 1, 1, 1])
+>>> knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 4, "unroll_kw": True, "isa": "avx2"}
+>>> "pmadd.wd" in x86.conv2d_int8_func(wl, knobs, {"kind": "llvm", "mcpu": "haswell"}).script()
+True
+"""
+
+from tvm import s_tir
+
+from .int8_isa import ISAS, tensor_intrin
+from .schedule import _domain, _vectorize_init, _write_back, schedule_elementwise
+
+__all__ = ["schedule_conv2d_int8"]
+
+_BYTES_PER_VECTOR = 32
+"""uint8 lanes of the padding pass's vectors."""
+
+
+def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """Schedule the int8 NCHWc conv anchor (and its padding block) with ``knobs``.
+
+    ``epilogue`` is the folded elementwise block writing the output (the requantization),
+    or None (the tile is then written through a ``cache_write`` block).
+    """
+    isa = ISAS[knobs["isa"]]
+    for pad in sch.get_producers(anchor):
+        if not _domain(sch, pad)[1]:
+            schedule_elementwise(sch, pad, _BYTES_PER_VECTOR)
+    data_dtype = "int16" if knobs.get("widen") else "uint8"
+    n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
+    oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
+    ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
+    tensorized = knobs["oc_bn"] % isa.lanes == 0
+    tile = (n, oc_chunk, oh_outer, ow_outer, ic_chunk, kh, ic_outer, kw)
+    if tensorized:
+        vectors, lanes = sch.split(oc_block, [None, isa.lanes])
+        sch.reorder(*tile, oh_inner, ow_inner, vectors, lanes, ic_inner)
+    else:
+        sch.reorder(*tile, ic_inner, oh_inner, ow_inner, oc_block)
+    _write_back(sch, anchor, epilogue, ow_outer)
+    sch.parallel(sch.fuse(n, oc_chunk, oh_outer))
+    for loop in (oh_inner, ow_inner, vectors if tensorized else ic_inner):
+        sch.unroll(loop)
+    if knobs["unroll_kw"]:
+        sch.unroll(kw)
+    if not tensorized:
+        sch.vectorize(oc_block)
+    _vectorize_init(sch, anchor, ic_chunk, ow_outer)
+    if tensorized:
+        sch.tensorize(lanes, tensor_intrin(isa.name, data_dtype))

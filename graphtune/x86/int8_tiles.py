@@ -1,0 +1,78 @@
+"""Candidate pieces of the int8 conv2d: channel blocks, register tiles, default blocks.
+
+The fp32 conv's rules (:mod:`graphtune.x86.tiles`) with the target's best exact instruction
+(:func:`graphtune.x86.int8_isa.isa_of`): input blocks are multiples of its ``dot``, output
+blocks are ranked by how they fill its int32 ``lanes``, and every tile carries its ``isa``.
+
+Examples
+--------
+>>> from graphtune.ops import conv2d_int8_workload
+>>> wl = conv2d_int8_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+>>> haswell = {"kind": "llvm", "mcpu": "haswell"}
+>>> int8_blocks(wl, 64, haswell)[0], int8_default(wl, 16, haswell)
+((0, {'ic_bn': 8, 'oc_bn': 8}), {'ic_bn': 16, 'oc_bn': 16})
+>>> int8_tiles(wl, {"ic_bn": 16, "oc_bn": 16}, haswell)[0]
+{'ic_bn': 16, 'oc_bn': 16, 'reg_n': 2, 'unroll_kw': True, 'isa': 'avx2', 'widen': True}
+"""
+
+from ..ops import Op, output_shape
+from .int8_isa import isa_of
+from .knobs import divisors
+from .target import TargetLike
+from .tiles import _block_penalty, _depthwise_register_tiles, _ordered_blocks, _register_tiles
+
+__all__ = ["int8_blocks", "int8_tiles", "int8_default", "depthwise_int8_tiles"]
+
+
+def _input_blocks(channels: int, max_block: int, lanes: int, dot: int) -> list:
+    return [b for b in _ordered_blocks(channels, max_block, lanes) if b % dot == 0]
+
+
+def int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    """``(tier, {"ic_bn", "oc_bn"})`` pairs: vector fit of the output block, then of the input one
+    (none when no input block is a multiple of the instruction's ``dot``: pad the channels)."""
+    isa = isa_of(target)
+    ics = _input_blocks(workload["data"][1], max_block, isa.lanes, isa.dot)
+    ocs = _ordered_blocks(output_shape(workload, Op.CONV2D_INT8)[1], max_block, isa.lanes)
+    return [(_block_penalty(o, isa.lanes) + (_block_penalty(i, isa.lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
+            for o in ocs for i in ics]
+
+
+def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of an int8 conv2d with ``blocks``: the fp32 conv's register tiles that divide the
+    output (a tensorized tile has no tail) on the target's best instruction, each with the
+    activations widened to int16 by the padding pass first (``vpmaddwd``), then without."""
+    kh, kw = workload["kernel"][2:]
+    _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
+    isa = isa_of(target)
+    widen = (True, False) if isa.dot == 2 else (False,)
+    return [{**blocks, **tile, "isa": isa.name, **({"widen": True} if wide else {})}
+            for tile in _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1)
+            if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0
+            for wide in widen]
+
+
+def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
+    """The valid channel blocks nearest to ``block`` (ties: the larger)."""
+    isa = isa_of(target)
+
+    def near(found: list) -> int:
+        return min(found, key=lambda d: (abs(d - block), -d))
+
+    ics = [d for d in divisors(workload["data"][1]) if d % isa.dot == 0]
+    return {"ic_bn": near(ics or [workload["data"][1]]),
+            "oc_bn": near(divisors(output_shape(workload, Op.CONV2D_INT8)[1]))}
+
+
+def depthwise_int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of an int8 depthwise conv with ``blocks`` ``{"bn"}``: the fp32 depthwise conv's
+    register tiles (without its plain-NCHW width tiles).
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 32, 28, 28], [32, 1, 3, 3], padding=[1, 1, 1, 1], groups=32)
+    >>> depthwise_int8_tiles(wl, {"bn": 8}, {"kind": "llvm", "mcpu": "haswell"})[0]
+    {'bn': 8, 'reg_n': 7}
+    """
+    return [{**blocks, **tile} for tile in _depthwise_register_tiles(workload, blocks["bn"], target)]

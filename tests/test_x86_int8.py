@@ -1,0 +1,205 @@
+"""graphtune.x86's int8 conv2d: bit-exact against the integer math of ONNX QLinearConv.
+
+Every kernel here is compared element for element with
+:func:`graphtune.x86.conv2d_int8_reference` (NumPy, int64) on random uint8 activations, int8
+weights, int32 biases, zero points and per-channel scales; the instruction of the host
+(``isa_of``) runs, the AVX-512 ones are compiled and their assembly checked only.
+"""
+
+import numpy as np
+import pytest
+import tvm
+
+import graphtune.x86 as x86
+from graphtune.errors import KnobError, ModelError
+from graphtune.measure.build import prim_func_of
+from graphtune.measure.task import Task
+from graphtune.ops import Op, check_workload, flops, op_of
+from graphtune.x86.packing import pack_data, unpack_data
+
+pytestmark = pytest.mark.unit
+
+HOST = x86.host_target()
+ISA = x86.isa_of(HOST).name
+ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX-512 VNNI: compiled, never run
+
+
+def _run(wl: dict, knobs: dict, *, seed: int = 0, relu: bool = False, scale: float | None = None,
+         x_zero_point: int = 131, y_zero_point: int = 7) -> tuple:
+    """Run the kernel on random data; return (kernel output in NCHW, reference)."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 256, wl["data"]).astype("uint8")
+    w = rng.integers(-127, 128, wl["kernel"]).astype("int8")
+    o = wl["kernel"][0]
+    bias = rng.integers(-20000, 20000, o).astype("int32")
+    w_scale = np.full(o, scale, "float32") if scale else rng.uniform(1e-3, 1e-2, o).astype("float32")
+    y_scale = 0.5 if wl["out_dtype"] == "uint8" else None
+    in_bn, out_bn = (knobs["bn"], knobs["bn"]) if "bn" in knobs else (knobs["ic_bn"], knobs["oc_bn"])
+    b, s = x86.pack_int8_params(w, bias, x_zero_point, 0.02 if not scale else 1.0, w_scale, y_scale
+                                if not scale else 1.0, out_bn)
+    func = x86.conv2d_int8_func(wl, knobs, HOST, x_zero_point, y_zero_point, relu)
+    lib = tvm.compile(func, target=HOST)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(a, dev) for a in (pack_data(x, in_bn), x86.pack_weight(w, wl, knobs), b, s)]
+    out = tvm.runtime.empty(x86.kernel_shapes(wl, knobs)[2], wl["out_dtype"], dev)
+    lib["main"](*args, out)
+    ref = x86.conv2d_int8_reference(x, w, bias, x_zero_point, s.reshape(-1), wl, y_zero_point, relu)
+    return unpack_data(out.numpy()), ref
+
+
+CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
+    "3x3 s1 p1": ([1, 32, 10, 10], [32, 32, 3, 3], [1, 1], [1, 1, 1, 1],
+                  {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": True, "widen": True}),
+    "1x1": ([1, 64, 7, 7], [32, 64, 1, 1], [1, 1], [0, 0, 0, 0],
+            {"ic_bn": 32, "oc_bn": 8, "reg_n": 7, "unroll_kw": False, "oh_bn": 7}),
+    "3x3 s2": ([1, 16, 9, 9], [16, 16, 3, 3], [2, 2], [1, 1, 1, 1],
+               {"ic_bn": 8, "oc_bn": 16, "reg_n": 5, "unroll_kw": False}),
+    "7x7 s2 stem, 3 channels padded to 4": ([1, 4, 20, 20], [16, 4, 7, 7], [2, 2], [3, 3, 3, 3],
+                                            {"ic_bn": 4, "oc_bn": 16, "reg_n": 5, "unroll_kw": True}),
+    "dense (batch 1) as a 1x1 conv of a 1x1 map": ([1, 64, 1, 1], [24, 64, 1, 1], [1, 1], [0, 0, 0, 0],
+                                                   {"ic_bn": 64, "oc_bn": 8, "reg_n": 1, "unroll_kw": False,
+                                                    "widen": True}),
+    "20 channels, blocks of no whole vector": ([1, 6, 6, 6], [20, 6, 3, 3], [1, 1], [0, 1, 2, 1],
+                                               {"ic_bn": 6, "oc_bn": 20, "reg_n": 2, "unroll_kw": True}),
+}
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_int8_conv_is_bit_exact(case, out_dtype):
+    data, kernel, strides, padding, knobs = CASES[case]
+    wl = x86.conv2d_int8_workload(data, kernel, strides, padding, out_dtype=out_dtype)
+    knobs = {**knobs, "isa": ISA}
+    if ISA == "avx512vnni":
+        knobs.pop("widen", None)
+    if knobs["ic_bn"] % x86.ISAS[ISA].dot:  # the host's instruction sums more channels than the case
+        pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {ISA}")
+    got, ref = _run(wl, knobs, relu=case == "1x1")
+    np.testing.assert_array_equal(got, ref)
+
+
+DEPTHWISE = {  # name: (data, strides, padding, knobs)
+    "3x3 s1 p1": ([1, 32, 9, 9], [1, 1], [1, 1, 1, 1], {"bn": 16, "reg_n": 9}),
+    "3x3 s2, 24 channels": ([1, 24, 10, 10], [2, 2], [1, 1, 1, 1], {"bn": 8, "reg_n": 4}),
+}
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("case", list(DEPTHWISE))
+def test_int8_depthwise_is_bit_exact(case, out_dtype):
+    data, strides, padding, knobs = DEPTHWISE[case]
+    c = data[1]
+    wl = x86.conv2d_int8_workload(data, [c, 1, 3, 3], strides, padding, out_dtype=out_dtype, groups=c)
+    assert x86.candidates(wl, HOST) and all("isa" not in k for k in x86.candidates(wl, HOST))
+    got, ref = _run(wl, knobs, relu=True)
+    np.testing.assert_array_equal(got, ref)
+
+
+@pytest.mark.parametrize("widen", [False, True])
+def test_requantization_rounds_half_to_even_and_saturates(widen):
+    # scale 0.5: every odd accumulator is a tie; large accumulators clip at 0 and 255
+    wl = x86.conv2d_int8_workload([1, 8, 4, 4], [8, 8, 1, 1])
+    knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 4, "unroll_kw": False, "isa": ISA,
+             **({"widen": True} if widen else {})}
+    got, ref = _run(wl, knobs, scale=0.5, x_zero_point=0, y_zero_point=128)
+    np.testing.assert_array_equal(got, ref)
+    assert {0, 255} <= set(np.unique(ref).tolist())
+    assert np.rint(np.float32(2.5)) == 2  # the reference's own rounding: half to even
+
+
+def test_zero_points_are_exact_at_the_borders():
+    # padding pixels are the activation zero point: a border output equals the interior formula
+    wl = x86.conv2d_int8_workload([1, 8, 5, 5], [8, 8, 3, 3], padding=[2, 2, 2, 2], out_dtype="float32")
+    knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 7, "unroll_kw": True, "isa": ISA}
+    got, ref = _run(wl, knobs, x_zero_point=255, seed=3)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_vnni_kernel_compiles_to_vpdpbusd_for_an_avx512_target():
+    wl = x86.conv2d_int8_workload([1, 32, 8, 8], [32, 32, 3, 3], padding=[1, 1, 1, 1])
+    (knobs,) = x86.candidates(wl, ZNVER4, max_candidates=1)
+    assert knobs["isa"] == "avx512vnni" and "widen" not in knobs
+    asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, ZNVER4), target=ZNVER4).mod.inspect_source("asm")
+    assert "vpdpbusd" in asm and "zmm" in asm
+
+
+@pytest.mark.parametrize("isa, mcpu, instruction", [
+    ("avx2", "haswell", "vpmaddwd\t%ymm"),
+    ("avx512bw", "skylake-avx512", "vpmaddwd\t%zmm"),
+    ("avx2", "znver4", "vpdpwssd\t%ymm"),  # LLVM fuses vpmaddwd + vpaddd where VNNI has it (exact)
+])
+def test_pmaddwd_kernels_compile_to_exact_word_products(isa, mcpu, instruction):
+    target = {"kind": "llvm", "mcpu": mcpu}
+    wl = x86.conv2d_int8_workload([1, 16, 6, 6], [16, 16, 1, 1])
+    knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 6, "unroll_kw": False, "isa": isa}
+    asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, target), target=target).mod.inspect_source("asm")
+    assert instruction in asm
+    assert "vpmaddubsw" not in asm and "vpdpwssds" not in asm  # never a saturating one
+
+
+def test_instruction_is_detected_from_the_target_never_assumed():
+    hidden = x86.host_target({**ZNVER4, "mattr": ["-avx512f"]})  # a Zen 4 guest hiding AVX-512
+    assert x86.isa_of(hidden).name == "avx2"
+    assert x86.isa_of(ZNVER4).name == "avx512vnni"
+    flags = open("/proc/cpuinfo").read().split()
+    assert (ISA == "avx512vnni") == ("avx512_vnni" in flags)
+    wl = x86.conv2d_int8_workload([1, 16, 6, 6], [16, 16, 3, 3])
+    with pytest.raises(KnobError, match="'isa' = 'avx512vnni' needs .* which the target lacks; it has: avx2"):
+        x86.conv2d_int8_func(wl, {"ic_bn": 16, "oc_bn": 16, "reg_n": 4, "unroll_kw": True,
+                                  "isa": "avx512vnni"}, hidden)
+
+
+def test_workload_carries_the_precision():
+    wl = x86.conv2d_int8_workload([1, 16, 8, 8], [32, 16, 3, 3], padding=[1, 1, 1, 1], out_dtype="float32")
+    assert op_of(wl) is Op.CONV2D_INT8 and (wl["dtype"], wl["out_dtype"]) == ("uint8", "float32")
+    assert flops(wl) == flops(x86.conv2d_workload([1, 16, 8, 8], [32, 16, 3, 3], padding=[1, 1, 1, 1]))
+    with pytest.raises(ModelError, match="out_dtype = 'int8'"):
+        check_workload({**wl, "out_dtype": "int8"}, Op.CONV2D_INT8)
+    with pytest.raises(ModelError, match="dtype 'float32' is not supported; use one of"):
+        check_workload({**wl, "dtype": "float32"}, Op.CONV2D_INT8)
+    with pytest.raises(ModelError, match="int8 convs are conv2d .groups 1. or depthwise"):
+        check_workload({**wl, "kernel": [32, 8, 3, 3], "groups": 2}, Op.CONV2D_INT8)
+    depthwise = x86.conv2d_int8_workload([1, 16, 8, 8], [16, 1, 3, 3], groups=16)
+    assert op_of(depthwise) is Op.DEPTHWISE_CONV2D_INT8
+    with pytest.raises(ModelError, match="'depthwise_conv2d_int8' workload .* not match op 'conv2d_int8'"):
+        check_workload(depthwise, Op.CONV2D_INT8)
+    knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True, "isa": "avx2"}
+    fp32 = Task(Op.CONV2D, x86.conv2d_workload([1, 16, 8, 8], [32, 16, 3, 3], padding=[1, 1, 1, 1]),
+                {k: v for k, v in knobs.items() if k != "isa"})
+    int8 = Task(Op.CONV2D_INT8, wl, knobs)
+    assert int8.key != fp32.key and '"dtype":"uint8"' in int8.key and '"out_dtype":"float32"' in int8.key
+    func = prim_func_of(int8, HOST if ISA != "avx512vnni" else {**ZNVER4, "mattr": ["-avx512f"]})
+    assert [p.name for p in func.params] == ["data", "kernel", "bias", "scale", "dequantize"]
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"ic_bn": 3, "oc_bn": 16}, "'ic_bn' = 3 must divide the 16 input channels"),
+    ({"ic_bn": 16, "oc_bn": 16, "isa": "avx512vnni", "ic_bn_override": 2}, "unknown"),
+    ({"ic_bn": 2, "isa": "avx512vnni"}, "'ic_bn' = 2 must be a multiple of 4"),
+    ({"reg_n": 3}, "'reg_n' = 3 must divide the 8 output columns"),
+    ({"oh_bn": 3}, "'oh_bn' = 3 must divide the 8 output rows"),
+    ({"widen": True, "isa": "avx512vnni"}, "'widen' = True is a bool, True only for a 2-channel dot"),
+    ({"isa": "sse"}, "'isa' = 'sse' names the int8 dot-product instruction; valid values: avx2"),
+])
+def test_knob_errors_name_the_rule(knobs, message):
+    wl = x86.conv2d_int8_workload([1, 16, 8, 8], [16, 16, 1, 1])
+    good = {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "isa": "avx2"}
+    with pytest.raises(KnobError, match=message):
+        x86.check_knobs(wl, {**good, **knobs})
+
+
+@pytest.mark.parametrize("target", [None, ZNVER4, {"kind": "llvm", "mcpu": "haswell"}])
+def test_candidates_are_valid_and_fit_the_target(target):
+    wl = x86.conv2d_int8_workload([1, 64, 28, 28], [128, 64, 3, 3], [2, 2], [1, 1, 1, 1])
+    found = x86.candidates(wl, target)
+    assert found and len({str(sorted(k.items())) for k in found}) == len(found)
+    isa = x86.isa_of(target).name
+    for knobs in found:
+        assert knobs["isa"] == isa
+        assert x86.layouts_of(wl, knobs) == (f"NCHW{knobs['ic_bn']}c", f"NCHW{knobs['oc_bn']}c")
+    default = x86.default_knobs(wl, block=16, target=target)
+    assert (default["ic_bn"], default["oc_bn"]) == (16, 16)
+    assert x86.pack_weight(np.zeros((128, 64, 3, 3), "int8"), wl, default).dtype.name == (
+        x86.ISAS[isa].weight_dtype)
+    stem = x86.conv2d_int8_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])
+    assert x86.candidates(stem, target) == []  # 3 channels: pad them to a multiple of the dot
