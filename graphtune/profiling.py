@@ -27,6 +27,16 @@ its per-node ``dur`` medians are mapped to ONNX nodes by name (``_nchwc``,
 ``/…Fusion/`` and ``_kernel_time`` suffixes dropped; ``Reorder*`` nodes are
 transforms).
 
+Both sides are put on the footing of their unprofiled latency, measured run for
+run beside the profiled runs: graphtune's uninstrumented VM latency is split into
+the calls' medians, their *spread* (the median run's calls minus the per-call
+medians: time a loaded host takes from a few calls of each run) and the VM's own
+*overhead* (dispatch, allocation, the Python call), the rest. ONNX Runtime's
+profiler costs time inside its nodes too (its node times can add up to more than
+an unprofiled run takes), so its node times are scaled down to its unprofiled
+latency when they exceed it (:func:`ort_scale_factor`), and what is left of that
+latency is its overhead.
+
 Examples
 --------
 >>> import graphtune
@@ -56,7 +66,8 @@ from .errors import ArgumentError
 from .hoststate import SHARED_LIMIT, HandoffGauge
 from .ops import FAMILIES, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
-__all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times"]
+__all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times", "ort_profile",
+           "ort_scale_factor"]
 
 KINDS = FAMILIES
 """Op kinds of the totals, in display order (:data:`graphtune.ops.FAMILIES`; a PrimFunc's
@@ -153,7 +164,8 @@ class ProfileResult:
     rows : list of ProfileRow
         One per PrimFunc call, in call order, then ORT nodes no call covers.
     vm_ms : float
-        Median latency of the whole model in the VM without instrumentation.
+        Median latency of the whole model in the VM without instrumentation,
+        each run interleaved with an instrumented one (graphtune's end to end).
     instrumented_ms : list of float
         Wall time of each instrumented run.
     calls_ms : list of float
@@ -161,7 +173,12 @@ class ProfileResult:
     predicted : dict
         ``{kind: ms}`` of the config's costs.
     ort_total_ms : float or None
-        Sum of ONNX Runtime's per-node medians.
+        Sum of ONNX Runtime's per-node medians after scaling by ``ort_scale``
+        (what the rows' ``ort_ms`` add up to).
+
+    The totals of a run add up to its latency on both sides: graphtune's
+    ``vm_ms = gt_total_ms + spread_ms + overhead_ms``, ONNX Runtime's
+    ``ort_e2e_ms = ort_total_ms + ort_spread_ms + ort_overhead_ms``.
     unplaced : list of str
         ONNX nodes no call could be matched to.
     repeat, threads : int
@@ -173,6 +190,18 @@ class ProfileResult:
         The host-state gauge before and after graphtune's runs, with 2+ threads
         (:class:`graphtune.hoststate.HandoffGauge`: above ``SHARED_LIMIT`` the
         threads did not share a cache, and memory-bound calls run 2-5x slower).
+    builtin_calls : int
+        Calls per run the VM makes besides PrimFuncs (allocation, views, checks).
+    ort_e2e_ms : float or None
+        ONNX Runtime's median latency without its profiler, run for run beside
+        the profiled runs (:func:`ort_profile`).
+    ort_profiled_ms : float or None
+        Its median latency with the profiler on.
+    ort_calls_ms : list of float
+        Sum of the profiler's node times of each profiled run, unscaled.
+    ort_scale : float or None
+        The factor applied to ORT's node times (:func:`ort_scale_factor` of the
+        median of ``ort_calls_ms`` and ``ort_e2e_ms``: at most 1).
     """
 
     model: str
@@ -187,11 +216,56 @@ class ProfileResult:
     threads: int = 0
     loadavg: list[float] = field(default_factory=list)
     handoff_ratio: list[float] = field(default_factory=list)
+    builtin_calls: int = 0
+    ort_e2e_ms: float | None = None
+    ort_profiled_ms: float | None = None
+    ort_calls_ms: list[float] = field(default_factory=list)
+    ort_scale: float | None = None
 
     @property
     def gt_total_ms(self) -> float:
         """Sum of the per-call medians."""
         return float(sum(r.gt_ms for r in self.rows if r.gt_ms is not None))
+
+    @property
+    def spread_ms(self) -> float:
+        """Median run's calls minus the per-call medians: ``median(calls_ms) - gt_total_ms``.
+
+        About 0 on a quiet host; on a loaded one each run loses time in a few
+        calls (a worker descheduled mid parallel loop), which per-call medians
+        leave out and a run's latency does not.
+        """
+        return float(np.median(self.calls_ms)) - self.gt_total_ms if self.calls_ms else 0.0
+
+    @property
+    def overhead_ms(self) -> float:
+        """graphtune's own overhead: ``vm_ms - median(calls_ms)``.
+
+        What a run costs besides its PrimFunc calls: the VM's dispatch of every
+        instruction, its builtin calls (:attr:`builtin_calls`: allocation, views,
+        checks) and the Python call into ``main``. The launch of a call's parallel
+        region is inside that call's time. A difference of two medians: it can be
+        slightly negative.
+        """
+        return self.vm_ms - (float(np.median(self.calls_ms)) if self.calls_ms else 0.0)
+
+    @property
+    def ort_spread_ms(self) -> float | None:
+        """ONNX Runtime's :attr:`spread_ms`, scaled: ``median(ort_calls_ms) * ort_scale - ort_total_ms``."""
+        if not self.ort_calls_ms or self.ort_scale is None or self.ort_total_ms is None:
+            return None
+        return float(np.median(self.ort_calls_ms)) * self.ort_scale - self.ort_total_ms
+
+    @property
+    def ort_overhead_ms(self) -> float | None:
+        """ONNX Runtime's: ``ort_e2e_ms - median(ort_calls_ms) * ort_scale``.
+
+        0 when its node times were scaled down to its latency
+        (:func:`ort_scale_factor`), else its executor's work between nodes.
+        """
+        if not self.ort_calls_ms or self.ort_scale is None or self.ort_e2e_ms is None:
+            return None
+        return self.ort_e2e_ms - float(np.median(self.ort_calls_ms)) * self.ort_scale
 
     def totals(self) -> dict[str, KindTotals]:
         """Per kind: ``gt_ms``, ``predicted_ms``, ``ort_ms``, ``calls`` (in :data:`KINDS` order).
@@ -234,7 +308,7 @@ class ProfileResult:
         ...
         """
         def cell(v: float | None, spec: str = ".3f") -> str:
-            return "-" if v is None else format(v, spec)
+            return "-" if v is None else format(round(v, 3) + 0.0, spec)  # no "-0.000"
 
         lines = [f"model {self.model}: {len([r for r in self.rows if r.index >= 0])} calls, "
                  f"{self.threads} threads, medians of {self.repeat} runs"
@@ -242,9 +316,12 @@ class ProfileResult:
                  + (f", host handoff ratio {'/'.join(f'{r:.1f}' for r in self.handoff_ratio)}"
                     f" ({'split' if max(self.handoff_ratio) > SHARED_LIMIT else 'shared'} cache)"
                     if self.handoff_ratio else "")
-                 + f"; VM {self.vm_ms:.3f} ms, "
-                 f"sum of calls {self.gt_total_ms:.3f} ms"
-                 + (f", ORT sum of nodes {self.ort_total_ms:.3f} ms" if self.ort_total_ms else ""),
+                 + f"; VM {self.vm_ms:.3f} ms, sum of calls {self.gt_total_ms:.3f} ms"
+                 + (f"; ORT {self.ort_e2e_ms:.3f} ms ({self.ort_profiled_ms:.3f} profiled), "
+                    f"node times of its median profiled run {np.median(self.ort_calls_ms):.3f} ms, "
+                    f"scaled x {self.ort_scale:.3f}"
+                    if self.ort_e2e_ms is not None and self.ort_profiled_ms is not None
+                    and self.ort_calls_ms and self.ort_scale is not None else ""),
                  "", "| kind | calls | gt ms | predicted ms | ORT ms | gt / ORT |",
                  "|---|---|---|---|---|---|"]
         for kind, t in self.totals().items():
@@ -254,9 +331,14 @@ class ProfileResult:
             lines.append(f"| {kind} | {t['calls']} | {cell(t['gt_ms'])} | {cell(t['predicted_ms'])} | "
                          f"{cell(t['ort_ms'])} | {cell(ratio, '.2f')} |")
         predicted = sum(self.predicted.values()) if self.predicted else None
-        lines.append(f"| total | {sum(t['calls'] for t in self.totals().values())} | "
+        lines.append(f"| sum of calls | {sum(t['calls'] for t in self.totals().values())} | "
                      f"{self.gt_total_ms:.3f} | {cell(predicted)} | {cell(self.ort_total_ms)} | "
                      f"{cell(self.gt_total_ms / self.ort_total_ms if self.ort_total_ms else None, '.2f')} |")
+        lines.append(f"| spread | | {cell(self.spread_ms)} | - | {cell(self.ort_spread_ms)} | - |")
+        lines.append(f"| overhead | {self.builtin_calls} VM builtins | {cell(self.overhead_ms)} | - | "
+                     f"{cell(self.ort_overhead_ms)} | - |")
+        lines.append(f"| total | | {self.vm_ms:.3f} | {cell(predicted)} | {cell(self.ort_e2e_ms)} | "
+                     f"{cell(self.vm_ms / self.ort_e2e_ms if self.ort_e2e_ms else None, '.2f')} |")
         if top:
             calls = sorted((r for r in self.rows if r.gt_ms is not None), key=lambda r: -cast(float, r.gt_ms))
             lines += ["", f"slowest {min(top, len(calls))} calls:",
@@ -287,6 +369,8 @@ class ProfileResult:
         data["format"] = "graphtune.profile"
         data["totals"] = self.totals()
         data["gt_total_ms"] = self.gt_total_ms
+        for name in ("spread_ms", "overhead_ms", "ort_spread_ms", "ort_overhead_ms"):
+            data[name] = getattr(self, name)
         for row, out in zip(self.rows, data["rows"]):
             out["diff_ms"] = row.diff_ms
         return data
@@ -397,26 +481,41 @@ def _ort_kind(op: str, node: str | None, onnx_kinds: Mapping[str, str]) -> str:
     return _ONNX_KINDS.get(op) or onnx_kinds.get(node or "") or "other"
 
 
-def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
-                   feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> list[dict]:
-    """Median per-node time of ONNX Runtime on ``model``, from its own profiler.
+class OrtProfile(TypedDict):
+    """What :func:`ort_profile` measured."""
+
+    nodes: list[dict]
+    runs_ms: list[float]
+    e2e_ms: float
+    profiled_ms: float
+
+
+def ort_profile(model: Any, repeat: int = 10, threads: int | None = None,
+                feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> OrtProfile:
+    """ONNX Runtime's per-node medians from its profiler, and its latency without the profiler.
 
     ONNX Runtime is configured like :mod:`graphtune.peers` (fp32, all graph
-    optimizations, ``threads`` intra-op threads) with spinning off, and run
-    once untimed, then ``repeat`` times with profiling on, on ``feeds``
-    (default: standard-normal arrays of the inputs' static shapes, ``seed``).
+    optimizations, ``threads`` intra-op threads) with spinning off. Two sessions
+    of that configuration, one profiling and one not, each run once untimed, then
+    ``repeat`` rounds of one run of each, timed by the wall clock, on ``feeds``
+    (default: standard-normal arrays of the inputs' static shapes, ``seed``): the
+    unprofiled session's median is ORT's end-to-end latency measured beside the
+    profiled runs, under the same host load.
 
     Returns
     -------
-    list of dict
-        ``{"name", "op", "node" (ONNX node or None), "ms"}`` per ORT node, in run order.
+    OrtProfile
+        ``nodes``: ``{"name", "op", "node" (ONNX node or None), "ms"}`` per ORT node,
+        in run order, medians of the profiler's ``dur``; ``runs_ms``: the sum of
+        the node times of each profiled run; ``e2e_ms``: median wall time of the
+        unprofiled session; ``profiled_ms``: that of the profiled one.
 
     Examples
     --------
     >>> from graphtune import models
-    >>> rows = ort_node_times(models.get("resnet18", image_size=32), repeat=2, threads=2)
-    >>> rows[0]["node"], rows[0]["op"]   # ORT fused conv1 + relu into one Conv named after relu
-    ('relu', 'Conv')
+    >>> out = ort_profile(models.get("resnet18", image_size=32), repeat=2, threads=2)
+    >>> out["nodes"][0]["node"], out["e2e_ms"] > 0   # ORT fused conv1 + relu into one Conv
+    ('relu', True)
     """
     import onnxruntime as ort
 
@@ -430,9 +529,11 @@ def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
         rng = np.random.default_rng(seed)
         feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
                  .astype("float32") for i in model.graph.input}
-    warm = ort.InferenceSession(model.SerializeToString(), options,
-                                providers=["CPUExecutionProvider"])
-    warm.run(None, feeds)
+    plain = ort.InferenceSession(model.SerializeToString(), options,
+                                 providers=["CPUExecutionProvider"])
+    plain.run(None, feeds)
+    plain_ms: list[float] = []
+    profiled_ms: list[float] = []
     with tempfile.TemporaryDirectory() as folder:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(folder, "ort")
@@ -440,7 +541,10 @@ def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
                                        providers=["CPUExecutionProvider"])
         session.run(None, feeds)  # the first run of a session allocates; not counted
         for _ in range(repeat):
-            session.run(None, feeds)
+            for runner, walls in ((plain, plain_ms), (session, profiled_ms)):
+                start = time.perf_counter()
+                runner.run(None, feeds)
+                walls.append((time.perf_counter() - start) * 1e3)
         path = session.end_profiling()
         with open(path) as handle:
             events = json.load(handle)
@@ -453,43 +557,110 @@ def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
         ops[event["name"]] = event.get("args", {}).get("op_name", "")
     known = [n.name for n in model.graph.node]
     # the first run's events belong to the untimed run: keep the last ``repeat``
-    return [{"name": name, "op": ops[name], "node": _ort_node(name, known),
-             "ms": float(np.median(times[-repeat:]))} for name, times in runs.items()]
+    nodes = [{"name": name, "op": ops[name], "node": _ort_node(name, known),
+              "ms": float(np.median(times[-repeat:]))} for name, times in runs.items()]
+    runs_ms = [float(sum(times[-repeat:][k] for times in runs.values())) for k in range(repeat)]
+    return {"nodes": nodes, "runs_ms": runs_ms, "e2e_ms": float(np.median(plain_ms)),
+            "profiled_ms": float(np.median(profiled_ms))}
+
+
+def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
+                   feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> list[dict]:
+    """Median per-node time of ONNX Runtime on ``model``, from its own profiler (unscaled).
+
+    The ``nodes`` of :func:`ort_profile` (same arguments).
+
+    Returns
+    -------
+    list of dict
+        ``{"name", "op", "node" (ONNX node or None), "ms"}`` per ORT node, in run order.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> rows = ort_node_times(models.get("resnet18", image_size=32), repeat=2, threads=2)
+    >>> rows[0]["node"], rows[0]["op"]   # ORT fused conv1 + relu into one Conv named after relu
+    ('relu', 'Conv')
+    """
+    return ort_profile(model, repeat, threads, feeds, seed)["nodes"]
+
+
+def ort_scale_factor(nodes_ms: float, e2e_ms: float) -> float:
+    """Factor putting ORT's profiled node times on the footing of its unprofiled latency.
+
+    ``nodes_ms`` is the node time of a profiled run (the median of the runs'
+    sums). ``e2e_ms / nodes_ms`` when that is more than an unprofiled run takes
+    (the profiler's own cost landed in the nodes), else 1: node times under the
+    latency leave ORT's own work between nodes (executor, allocation) to its
+    overhead row rather than spreading it over its kernels, which graphtune's
+    rows are not charged with either.
+
+    Examples
+    --------
+    >>> ort_scale_factor(2.5, 2.0), ort_scale_factor(1.8, 2.0)
+    (0.8, 1.0)
+    """
+    return e2e_ms / nodes_ms if nodes_ms > e2e_ms > 0 else 1.0
 
 
 # ------------------------------------------------------------------ graphtune side
-def _vm_call_times(compiled: Any, repeat: int) -> tuple[list[str], np.ndarray, list[float]]:
-    """PrimFunc called per call and its time (ms) per run, via the VM instrument; run wall times."""
+class _VmRuns(TypedDict):
+    order: list[str]
+    per_run: np.ndarray
+    instrumented_ms: list[float]
+    plain_ms: list[float]
+    builtin_calls: int
+
+
+def _vm_call_times(compiled: Any, repeat: int) -> _VmRuns:
+    """Per-call times of ``repeat`` instrumented runs, interleaved with as many plain runs.
+
+    Two VMs of the executable, one with an instrument timing every PrimFunc call
+    and counting the VM's other calls (its builtins: allocation, views, checks),
+    one without; each round times one run of each, so the plain runs' latency and
+    the calls' times are measured under the same host load.
+    """
     import tvm
     from tvm import relax
 
-    vm = relax.VirtualMachine(compiled.executable, tvm.cpu(0))
     args = compiled._tensors(compiled.random_inputs())
+    plain = relax.VirtualMachine(compiled.executable, tvm.cpu(0))["main"]
+    vm = relax.VirtualMachine(compiled.executable, tvm.cpu(0))
     main = vm["main"]
+    plain(*args)
     main(*args)
     calls: list[tuple[str, float]] = []
-    state = {"t": 0.0}
+    start = 0.0
+    builtins = 0
     prims = set(compiled.functions)
 
     def instrument(func, symbol, before, ret, *rest):
+        nonlocal start, builtins
         now = time.perf_counter()
         if symbol in prims:
             if before:
-                state["t"] = time.perf_counter()
+                start = time.perf_counter()
             else:
-                calls.append((symbol, (now - state["t"]) * 1e3))
+                calls.append((symbol, (now - start) * 1e3))
+        elif before:
+            builtins += 1
         return 0
 
     vm.set_instrument(instrument)
-    per_run, walls, order = [], [], None
+    per_run, walls, plain_walls, order = [], [], [], None
     for _ in range(repeat):
+        began = time.perf_counter()
+        plain(*args)
+        plain_walls.append((time.perf_counter() - began) * 1e3)
         calls.clear()
-        start = time.perf_counter()
+        builtins = 0
+        began = time.perf_counter()
         main(*args)
-        walls.append((time.perf_counter() - start) * 1e3)
+        walls.append((time.perf_counter() - began) * 1e3)
         order = [s for s, _ in calls]
         per_run.append([ms for _, ms in calls])
-    return order or [], np.asarray(per_run, dtype=float), walls
+    return {"order": order or [], "per_run": np.asarray(per_run, dtype=float),
+            "instrumented_ms": walls, "plain_ms": plain_walls, "builtin_calls": builtins}
 
 
 def _align(order: list[str], sites: list[tuple[str, list[str]]] | None) -> list[list[str]]:
@@ -661,8 +832,8 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     load_before = os.getloadavg()[0]
     gauge = HandoffGauge() if threads > 1 else None
     before = gauge.ratio() if gauge else None
-    vm_ms = float(np.median(compiled.time(repeat=repeat)))
-    order, per_run, walls = _vm_call_times(compiled, repeat)
+    runs = _vm_call_times(compiled, repeat)
+    order, per_run = runs["order"], runs["per_run"]
     handoff = [before, gauge.ratio()] if gauge and before is not None else []
     names = _align(order, compiled.call_sites)
     from .frontend import prepare_onnx
@@ -703,20 +874,34 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     if isinstance(transform_ms, (int, float)):
         predicted["transform"] = predicted.get("transform", 0.0) + float(transform_ms)
 
-    ort_total = None
+    result = ProfileResult(name, rows, float(np.median(runs["plain_ms"])), runs["instrumented_ms"],
+                           [float(sum(r)) for r in per_run], predicted, None, unplaced, repeat,
+                           threads, [load_before, os.getloadavg()[0]], handoff,
+                           runs["builtin_calls"])
     if ort:
-        row_of = {n: row for row in rows for n in row.nodes}
-        ort_total = 0.0
-        feeds = dict(zip(compiled.input_names, compiled.random_inputs()))
-        for entry in ort_node_times(proto, repeat=repeat, threads=threads, feeds=feeds):
-            ort_total += entry["ms"]
-            row = row_of.get(entry["node"])
-            if row is not None:
-                row.ort_ms = (row.ort_ms or 0.0) + entry["ms"]
-                continue
-            rows.append(ProfileRow(-1, "", _ort_kind(entry["op"], entry["node"], onnx_kinds),
-                                   [f"ort:{entry['name'][:-len('_kernel_time')]}"], "ort", None,
-                                   None, entry["ms"]))
-    return ProfileResult(name, rows, vm_ms, walls, [float(sum(r)) for r in per_run],
-                         predicted, ort_total, unplaced, repeat, threads,
-                         [load_before, os.getloadavg()[0]], handoff)
+        _add_ort(result, proto, onnx_kinds, dict(zip(compiled.input_names, compiled.random_inputs())))
+    return result
+
+
+def _add_ort(result: ProfileResult, proto: Any, onnx_kinds: Mapping[str, str],
+             feeds: Mapping[str, np.ndarray]) -> None:
+    """Profile ONNX Runtime on ``proto`` and add its scaled node times to ``result``'s rows."""
+    measured = ort_profile(proto, repeat=result.repeat, threads=result.threads, feeds=feeds)
+    scale = ort_scale_factor(float(np.median(measured["runs_ms"])), measured["e2e_ms"])
+    row_of = {n: row for row in result.rows for n in row.nodes}
+    total = 0.0
+    for entry in measured["nodes"]:
+        ms = entry["ms"] * scale
+        total += ms
+        row = row_of.get(entry["node"])
+        if row is not None:
+            row.ort_ms = (row.ort_ms or 0.0) + ms
+            continue
+        result.rows.append(ProfileRow(-1, "", _ort_kind(entry["op"], entry["node"], onnx_kinds),
+                                      [f"ort:{entry['name'][:-len('_kernel_time')]}"], "ort", None,
+                                      None, ms))
+    result.ort_total_ms = total
+    result.ort_e2e_ms = measured["e2e_ms"]
+    result.ort_profiled_ms = measured["profiled_ms"]
+    result.ort_calls_ms = measured["runs_ms"]
+    result.ort_scale = scale

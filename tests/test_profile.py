@@ -1,6 +1,7 @@
 """graphtune.profile / ``graphtune profile``: per-call VM times mapped to ONNX nodes, vs config and ORT."""
 
 import json
+import statistics
 
 import pytest
 import tvm
@@ -10,7 +11,7 @@ import graphtune
 from graphtune import models
 from graphtune.cli import main
 from graphtune.config import Config
-from graphtune.profiling import KINDS, ProfileResult
+from graphtune.profiling import KINDS, ProfileResult, ProfileRow, ort_scale_factor
 
 MODEL = "efficientnet_b0"  # SiLU, squeeze-excitation, global pools, a dense head
 
@@ -159,8 +160,11 @@ def test_cli_writes_json(tmp_path, capsys):
                  "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| conv2d |" in text and str(out) in text
+    assert "| overhead |" in text and "| spread |" in text  # the rows adding up to the latency
     data = json.loads(out.read_text())
     assert data["model"] == "resnet18" and data["ort_total_ms"] is None
+    assert data["overhead_ms"] == pytest.approx(data["vm_ms"] - statistics.median(data["calls_ms"]))
+    assert data["ort_overhead_ms"] is None and data["ort_e2e_ms"] is None
     assert {"conv1", "layer4.1.conv2", "fc"} <= {n for r in data["rows"] for n in r["nodes"]}
 
 
@@ -255,3 +259,47 @@ def test_a_group_is_found_on_its_call_whatever_transforms_fused_with_it():
     labels = ["gt_b5_add", "concatenate1_reshape"]
     rows, moved, unmatched = _place_groups(labels, [["b5"], ["cat", "view"]], model, config)
     assert rows == {1: [0.02]} and moved == {"b5": 0.02} and unmatched == 0.0
+
+
+def test_totals_add_up_to_each_runtimes_latency(result):
+    # graphtune: call medians + spread + overhead = uninstrumented latency; overhead = latency
+    # minus the median run's calls
+    assert result.gt_total_ms + result.spread_ms + result.overhead_ms == pytest.approx(result.vm_ms)
+    assert result.overhead_ms == pytest.approx(result.vm_ms - statistics.median(result.calls_ms))
+    assert result.builtin_calls > 0
+    # ONNX Runtime: its node times scaled down (never up) onto its unprofiled latency
+    assert len(result.ort_calls_ms) == result.repeat and 0 < result.ort_scale <= 1
+    assert result.ort_e2e_ms > 0 and result.ort_profiled_ms > 0
+    scaled_run = statistics.median(result.ort_calls_ms) * result.ort_scale
+    assert result.ort_total_ms + result.ort_spread_ms == pytest.approx(scaled_run)
+    assert result.ort_total_ms + result.ort_spread_ms + result.ort_overhead_ms \
+        == pytest.approx(result.ort_e2e_ms)
+    if result.ort_scale < 1:  # scaled: the median profiled run's nodes take exactly the latency
+        assert scaled_run == pytest.approx(result.ort_e2e_ms)
+        assert result.ort_overhead_ms == pytest.approx(0, abs=1e-9)
+    else:
+        assert result.ort_overhead_ms >= 0
+    table = result.table()
+    for label in ("| sum of calls |", "| spread |", f"| overhead | {result.builtin_calls} VM builtins |",
+                  "| total |"):
+        assert label in table
+    data = result.to_dict()
+    assert data["overhead_ms"] == pytest.approx(result.overhead_ms)
+    assert data["ort_overhead_ms"] == pytest.approx(result.ort_overhead_ms)
+
+
+def test_overhead_and_scale_arithmetic():
+    rows = [ProfileRow(0, "f0", "conv2d", ["a"], "kernel", 1.0, None, 0.5),
+            ProfileRow(1, "f1", "pool", ["b"], "reduction", 0.25, None, 1.0)]
+    result = ProfileResult("m", rows, vm_ms=2.0, instrumented_ms=[3.0, 3.0, 3.0],
+                           calls_ms=[1.5, 1.75, 9.0], ort_total_ms=1.5, repeat=3, threads=2,
+                           builtin_calls=7, ort_e2e_ms=2.5, ort_profiled_ms=3.0,
+                           ort_calls_ms=[1.5, 2.0, 8.0], ort_scale=1.0)
+    assert result.gt_total_ms == 1.25
+    assert result.spread_ms == pytest.approx(0.5)    # median run 1.75 - medians 1.25
+    assert result.overhead_ms == pytest.approx(0.25)  # latency 2.0 - median run 1.75
+    assert result.ort_spread_ms == pytest.approx(0.5) and result.ort_overhead_ms == pytest.approx(0.5)
+    assert "| overhead | 7 VM builtins | 0.250 | - | 0.500 | - |" in result.table()
+    assert "| total | | 2.000 | - | 2.500 | 0.80 |" in result.table()
+    assert ort_scale_factor(4.0, 2.5) == pytest.approx(0.625) and ort_scale_factor(2.0, 2.5) == 1.0
+    assert ProfileResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
