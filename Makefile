@@ -20,7 +20,7 @@ demo: $(STAMP)
 
 # Everything CI runs (.ci/run): every test but the slow ones, then lint (under 20 min on 2 cores).
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 	$(MAKE) --no-print-directory lint
 
 # The fast tier, then lint: tests marked `unit` and not `integration` (no model compile, no

@@ -11,7 +11,10 @@ side in the same interleaved rounds with the same thread count:
 - ``gt-uniform`` (16c everywhere, default knobs: the "default heuristic"),
 - ``gt-kernel-best`` (each node its fastest measured kernel, transforms
   ignored when choosing: the old "history best"),
-- ``gt-graph`` (the solver's optimum) and ``predicted`` (its objective),
+- ``gt-graph`` (the config ``tune`` returns: the solver's optimum, unless tune's final check
+  measured uniform or kernel-best faster beyond its spread, :mod:`graphtune.final_check`;
+  ``--no-final-check`` times the solver's always) and ``predicted`` (that config's
+  prediction: none for uniform),
 - with ``--random``, ``gt-random`` (a random candidate per node: many transforms).
 
 ``--suite`` runs every zoo model at its published size (224 px; unet and SSD at
@@ -22,8 +25,11 @@ every model's measurements in one records file (default one per model in
 ``OUT``); either way a rerun resumes where the last one stopped.
 
 JSON per model: every latency, ``speedup_vs_ort`` (ort / gt-graph),
-``speedup_vs_uniform``, ``prediction_error`` ((measured - predicted) /
-measured), ``max_abs_diff`` vs ORT, tuning wall time and solver status; with 2+
+``speedup_vs_uniform`` (gt-uniform / gt-graph, the table's ``uniform/gt-graph`` column),
+``prediction_error`` ((measured - predicted) / measured), ``max_abs_diff`` vs ORT, tuning wall
+time (the final check included) and solver status, ``final_check`` (tune's final check:
+medians, spreads, samples, the config kept and why; with the solver's config replaced, also
+``solver_predicted_ms``); with 2+
 threads also the host-state gauge right before and after every runtime's timed turn
 (``handoff_ratio``, per runtime, see :mod:`graphtune.hoststate`) and the same figures
 over the samples timed wholly in each state (``rounds_shared``: the fewer of ORT's and
@@ -105,6 +111,44 @@ def _ratios_summary(ratios: dict) -> dict:
             "min_ort_over_gt": ratios.get(slowest), "min_model": slowest}
 
 
+def with_final_check(row: dict, result: graphtune.TuneResult) -> dict:
+    """``row`` with ``result``'s final check, and its prediction fields made the kept config's.
+
+    :func:`graphtune.report.evaluate` compares gt-graph with ``result.predicted_ms``, the
+    solver's prediction; when the final check kept another config, gt-graph is that config:
+    its own prediction replaces the solver's (kernel-best's config has one, uniform's none),
+    which stays in ``solver_predicted_ms``.
+
+    Examples
+    --------
+    >>> from graphtune.final_check import FinalCheck
+    >>> class Result:
+    ...     final = FinalCheck("uniform", "faster", "solver", {"solver": 2.0, "uniform": 1.0}, {})
+    ...     config = graphtune.Config({}, solution={"method": "uniform"})
+    >>> row = with_final_check({"latency_ms": {"gt-graph": 1.0}, "predicted_ms": 1.8,
+    ...                         "prediction_error": -0.8}, Result())
+    >>> row["final_check"]["chosen"], row["solver_predicted_ms"], row["predicted_ms"], row["prediction_error"]
+    ('uniform', 1.8, None, None)
+    """
+    final = result.final
+    if final is None:
+        return row
+    row["final_check"] = final.to_dict()
+    if not final.replaced:
+        return row
+    predicted = (result.config.solution or {}).get("predicted_ms")
+    row["solver_predicted_ms"], row["predicted_ms"] = row.get("predicted_ms"), predicted
+    row["prediction_error"] = _error(row["latency_ms"]["gt-graph"], predicted)
+    for state, part in (row.get("by_state") or {}).items():
+        if f"prediction_error_{state}" in row:
+            row[f"prediction_error_{state}"] = _error(part["latency_ms"]["gt-graph"], predicted)
+    return row
+
+
+def _error(measured: float, predicted: float | None) -> float | None:
+    return None if predicted is None else (measured - predicted) / measured
+
+
 def cpu_name() -> str:
     """The CPU as Linux names it: ``/proc/cpuinfo``'s model name, with its family and model
     numbers (``AMD EPYC (family 25 model 17)``); the platform's processor string elsewhere."""
@@ -167,6 +211,9 @@ def main(argv: list[str] | None = None) -> int:
                              "gt-kernel-best; geomean ORT/gt over the suite")
     parser.add_argument("--records", metavar="FILE",
                         help="one records file for every model (default OUT/MODEL.records.jsonl)")
+    parser.add_argument("--no-final-check", action="store_true",
+                        help="tune without the final check (gt-graph is then always the solver's "
+                             "config)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="tables with the samples and figures per host state (shared / split "
                              "cache); the JSON has them either way")
@@ -205,14 +252,16 @@ def main(argv: list[str] | None = None) -> int:
                 tag = f"{tag}@{args.image_size}"
             print(f"== {tag}: tuning", flush=True)
             records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
-            result = graphtune.tune(model, records=records, max_candidates=args.max_candidates)
+            result = graphtune.tune(model, records=records, max_candidates=args.max_candidates,
+                                    final_check=False if args.no_final_check else None)
             result.config.save(os.path.join(args.out, f"{tag}.graphtune.json"))
             with open(os.path.join(args.out, f"{tag}.graph.json"), "w") as handle:
                 handle.write(result.graph.to_json())
             print(result.summary(), flush=True)
             extra = {"gt-random": Config.random(model, seed=0)} if args.random else {}
-            row = evaluate(model, result, tag, peers=peers, repeat=args.repeat, extra=extra,
-                           kernel_best=not args.suite, peer_processes=args.peer_processes)
+            row = with_final_check(evaluate(model, result, tag, peers=peers, repeat=args.repeat,
+                                            extra=extra, kernel_best=not args.suite,
+                                            peer_processes=args.peer_processes), result)
         except GraphtuneError as err:
             if not args.suite:
                 raise

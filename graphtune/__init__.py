@@ -5,7 +5,8 @@ import without TVM):
 
 - :func:`tune` -> :class:`TuneResult`: extract, measure, solve, config
 - :func:`extract` -> :class:`LayoutGraph`; :func:`solve` -> :class:`Solution`
-- :class:`Config`; :func:`compile` -> :class:`CompiledModel`
+- :class:`Config`; :func:`compile` -> :class:`CompiledModel` (a :class:`PartitionedModel` for
+  a model TVM imports only in part: :mod:`graphtune.partition`)
 - :func:`profile` -> :class:`ProfileResult`: per-op in-model time vs prediction vs ONNX Runtime
 - :func:`quantize` -> ``onnx.ModelProto``: int8 QDQ form by ONNX Runtime's static quantizer
 - :mod:`graphtune.models` (the zoo: ``models.names()``, ``models.get(name)``)
@@ -60,6 +61,7 @@ _LAZY = {
     "profile": ("graphtune.profiling", "profile"),
     "ProfileResult": ("graphtune.profiling", "ProfileResult"),
     "quantize": ("graphtune.quantization", "quantize"),
+    "PartitionedModel": ("graphtune.partition", "PartitionedModel"),
 }
 
 
@@ -89,6 +91,7 @@ __all__ = [
     "LayoutGraph",
     "MeasureError",
     "ModelError",
+    "PartitionedModel",
     "ProfileResult",
     "Solution",
     "SolverError",

@@ -54,7 +54,7 @@ def _tune(args: argparse.Namespace) -> None:
                   solver=args.solver, time_limit=args.time_limit, image_size=args.image_size,
                   runner=runner, retry_errors=args.retry_errors,
                   shape_dict=parse_shape_dict(args.shape), transforms=args.transforms,
-                  progress=not args.quiet)
+                  progress=not args.quiet, final_check=False if args.no_final_check else None)
     result.config.save(out)
     if args.graph:
         with open(args.graph, "w") as handle:
@@ -199,6 +199,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rpc-tracker", metavar="HOST:PORT",
                    help="measure on the servers of a TVM RPC tracker (with --rpc-key)")
     p.add_argument("--rpc-key", metavar="KEY", help="device key the servers registered under")
+    p.add_argument("--no-final-check", action="store_true",
+                   help="skip the final check: compiling the solver's, the uniform and the "
+                        "kernel-best configs and keeping the fastest measured (the solver's "
+                        "unless another wins beyond the spread); GRAPHTUNE_FINAL_CHECK=0 makes "
+                        "skipping the default")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune)
 

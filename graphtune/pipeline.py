@@ -8,17 +8,21 @@ only, so no other candidate can be in an optimal solution), measure what
 the compiled model runs around the kernels in each layout (fused epilogues,
 pools, unfused joins, the head: :mod:`graphtune.opgroups.pricing`) and add
 it to the candidates, measure every layout transform the edges can need,
-solve, and write the
-:class:`~graphtune.config.Config`.
+solve, write the :class:`~graphtune.config.Config`, and (``final_check``)
+time it compiled against the uniform and kernel-best configs, keeping the
+fastest (:mod:`graphtune.final_check`).
 
 Examples
 --------
 >>> import os, tempfile, graphtune
 >>> records = os.path.join(tempfile.gettempdir(), "graphtune-doctest-resnet18-32.records.jsonl")
->>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records)
+>>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records,
+...                         final_check=True)
 >>> result.config.save(os.path.join(tempfile.mkdtemp(), "resnet18.graphtune.json"))
 >>> result.solution.optimal, sorted(result.phase_seconds)
-(True, ['extract', 'kernels', 'ops', 'solve', 'transforms'])
+(True, ['extract', 'final', 'kernels', 'ops', 'solve', 'transforms'])
+>>> result.final.chosen in ("solver", "uniform", "kernel-best")
+True
 """
 
 from __future__ import annotations
@@ -37,10 +41,13 @@ import onnx
 import tvm
 
 from . import x86
-from .baselines import kernel_best_solution
+from .baselines import kernel_best_solution, uniform
 from .checks import check_choice, check_positive
 from .config import Config
-from .errors import MeasureError
+from .errors import ArgumentError, MeasureError
+from .final_check import KERNEL_BEST, SOLVER, UNIFORM, FinalCheck
+from .final_check import final_check as check_final
+from .frontend.cut import record_partition, tvm_part
 from .frontend.extract import CandidateFn
 from .frontend.extract import extract as _frontend_extract
 from .frontend.importer import import_model
@@ -57,6 +64,10 @@ __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "ker
 
 TRANSFORMS = ("lazy", "all")
 """Values of :func:`tune`'s ``transforms``: measure the transforms solutions run, or all."""
+
+FINAL_CHECK_ENV = "GRAPHTUNE_FINAL_CHECK"
+"""Environment variable giving :func:`tune`'s ``final_check`` when not passed: ``0`` turns the final
+check off (e.g. for a test suite that tunes many models), ``1`` or unset keeps it on."""
 
 
 def x86_candidates(target: Any = None, max_candidates: int | None = None) -> CandidateFn:
@@ -139,13 +150,15 @@ class TuneResult:
     solution : Solution
         The solver's choice per node, objective, bound and proof status.
     config : Config
-        The config to compile with (``config.save(path)`` writes the file).
+        The config to compile with (``config.save(path)`` writes the file): the
+        solver's, unless the final check measured another one faster (``final``).
     target : dict
         The target the costs were measured on.
     records : str or None
         The records file the measurements are in.
     phase_seconds : dict
-        Wall time of each phase (extract, kernels, transforms, solve).
+        Wall time of each phase (extract, kernels, ops, transforms, solve, and final:
+        the final check).
     measured : dict
         Number of kernel, op-group and transform tasks in the records for this run
         (``kernels``, ``ops``, ``transforms``: with lazy transforms those the graph's
@@ -154,6 +167,12 @@ class TuneResult:
     ops : OpCosts or None
         Measured costs of the ops around the kernels (per node and layout,
         and constant plain ones), already included in the graph's candidates.
+    final : FinalCheck or None
+        The final check (:mod:`graphtune.final_check`): the solver's, the uniform and
+        the kernel-best configs compiled and timed end to end, interleaved; which one
+        ``config`` is and why. None when not run (``final_check=False``, or measured
+        on RPC servers). ``solution``, ``predicted_ms`` and the other figures stay
+        the solver's when ``config`` is another one.
     """
 
     graph: LayoutGraph
@@ -164,6 +183,7 @@ class TuneResult:
     phase_seconds: dict = field(default_factory=dict)
     measured: dict = field(default_factory=dict)
     ops: OpCosts | None = None
+    final: FinalCheck | None = None
 
     @property
     def predicted_ms(self) -> float:
@@ -208,23 +228,31 @@ class TuneResult:
         return float(sum(self.phase_seconds.values()))
 
     def summary(self) -> str:
-        """A few lines for humans: objective, split, proof status and phase times.
+        """A few lines for humans: objective, split, proof status, phase times and the final check.
 
         Examples
         --------
         >>> import os, tempfile, graphtune
         >>> records = os.path.join(tempfile.gettempdir(), "graphtune-doctest-resnet18-32.records.jsonl")
-        >>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records)
+        >>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records,
+        ...                         final_check=True)
         >>> print(result.summary())
         predicted ... ms = kernels ... ms + ops ... ms (... groups) + transforms ... ms (auto, optimal)
-        phases: extract ...s, kernels ...s, ops ...s, transforms ...s, solve ...s
+        phases: extract ...s, kernels ...s, ops ...s, transforms ...s, solve ...s, final ...s
+        final check (10 rounds, ... s): solver ... ms (IQR ...), uniform ...; kept ...
         """
         status = "optimal" if self.solution.optimal else f"gap {self.solution.relative_gap:.2%}"
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phase_seconds.items())
-        return (f"predicted {self.predicted_ms:.2f} ms = kernels {self.kernel_ms:.2f} ms + "
-                f"ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups) + "
-                f"transforms {self.transform_ms:.2f} ms ({self.solution.method}, {status})\n"
-                f"phases: {phases}")
+        lines = [f"predicted {self.predicted_ms:.2f} ms = kernels {self.kernel_ms:.2f} ms + "
+                 f"ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups) + "
+                 f"transforms {self.transform_ms:.2f} ms ({self.solution.method}, {status})",
+                 f"phases: {phases}"]
+        if self.final is not None:
+            lines.append(self.final.summary())
+            if self.final.replaced:
+                lines.append(f"note: the config is {self.final.chosen}'s, measured faster than the "
+                             "solver's; the prediction above is the solver's config's")
+        return "\n".join(lines)
 
 
 def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "auto", *,
@@ -232,12 +260,16 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          time_limit: float | None = None, image_size: int | None = None,
          runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
-         transforms: str = "lazy", progress: bool = True) -> TuneResult:
+         transforms: str = "lazy", progress: bool = True,
+         final_check: bool | None = None) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
     The objective is the whole model: bare kernels, the op groups the compiled
     model runs around them in each layout (fused epilogues, pools, joins, the
-    head; :mod:`graphtune.opgroups.pricing`) and layout transforms.
+    head; :mod:`graphtune.opgroups.pricing`) and layout transforms. The result is
+    never slower than not tuning as far as a final measurement can tell: the
+    solver's config is compiled and timed against the uniform and kernel-best
+    ones (``final_check``).
 
     Parameters
     ----------
@@ -283,6 +315,21 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         ``transforms`` phase includes the solves of the lazy rounds.
     progress : bool
         Progress bars per phase.
+    final_check : bool, optional
+        Default: on, unless the environment variable ``GRAPHTUNE_FINAL_CHECK`` is
+        ``0`` (:data:`FINAL_CHECK_ENV`; the test suite sets it, and its tests of the
+        check turn it on). End with the final check (:mod:`graphtune.final_check`): compile the solver's
+        config, :func:`~graphtune.baselines.uniform`'s (16-channel blocks, default
+        knobs) and :func:`~graphtune.baselines.kernel_best_solution`'s (each config
+        that compiles to the same program as another only once), time them end to
+        end in this process, interleaved (medians and interquartile ranges of
+        :data:`~graphtune.final_check.ROUNDS` rounds on random inputs), and return
+        the fastest: another config than the solver's only when it wins beyond the
+        spread (:func:`~graphtune.final_check.choose`); ``result.final`` says which
+        and why, and the returned config's ``solution.final_check`` too. It costs
+        one compile per distinct config and a few seconds of timing (ResNet-50:
+        ``docs/timing.md``). Skipped when measuring on RPC servers (the model
+        would run here, not there).
 
     Returns
     -------
@@ -321,6 +368,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     check_positive(max_candidates, "max_candidates", integer=True, optional=True)
     check_positive(repeat, "repeat", integer=True)
     check_positive(min_repeat_ms, "min_repeat_ms")
+    final_check = _final_check_default() if final_check is None else final_check
     onnx_model, name = resolve(model, image_size=image_size)
     own_runner = runner is None  # then its worker processes serve both measuring phases
     if runner is None:
@@ -329,6 +377,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     key = runner.target_key(tgt)
     if records == "auto":
         records = f"{name}.records.jsonl"
+    onnx_model, shape_dict, partition = tvm_part(onnx_model, shape_dict)  # issue 31: ORT runs the rest
     graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict)
     store = Records(records)  # after extract: a model it refuses leaves no records file behind
     lap("extract")
@@ -387,7 +436,46 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                            ops_ms=result.ops_ms,
                            op_groups=[[g["node"], g["layout"], g["label"], g["ms"]]
                                       for g in result.op_groups])
+    if final_check and isinstance(runner, LocalRunner):
+        _keep_fastest(result, onnx_model, module, tgt, shape_dict, name)
+        lap("final")
+    record_partition(result.config, partition)  # issue 31: compile checks the partition
     return result
+
+
+def _final_check_default() -> bool:
+    """Whether :func:`tune` runs its final check when not told: :data:`FINAL_CHECK_ENV` unset,
+    empty or ``1`` says yes, ``0`` no.
+
+    Raises
+    ------
+    ArgumentError
+        For another value of the variable.
+    """
+    value = os.environ.get(FINAL_CHECK_ENV, "").strip()
+    if value not in ("", "0", "1"):
+        raise ArgumentError(f"environment variable {FINAL_CHECK_ENV}={value!r}: expected 0 (no "
+                            "final check by default) or 1 (final check, the default)")
+    return value != "0"
+
+
+def _keep_fastest(result: TuneResult, model: onnx.ModelProto, module: tvm.IRModule, tgt: Any,
+                  shape_dict: Mapping[str, Any] | None, name: str) -> None:
+    """The final check of :func:`tune`: time ``result.config`` against the uniform and
+    kernel-best configs of ``model`` (``module``: it imported) and make ``result.config``
+    the one :func:`~graphtune.final_check.final_check` keeps."""
+    configs = {SOLVER: result.config,
+               UNIFORM: uniform(module, target=tgt),  # the imported module: shape_dict applied
+               KERNEL_BEST: Config.from_solution(result.graph, kernel_best_solution(result.graph),
+                                                 model_name=name)}
+    for config in configs.values():
+        config.target = result.target
+        config.model = {**(config.model or {}), "name": name}
+    check = check_final(model, configs, incumbent=SOLVER, target=tgt, shape_dict=shape_dict)
+    result.final, result.config = check, configs[check.chosen]
+    cast(dict[str, Any], result.config.solution)["final_check"] = {
+        key: value for key, value in check.to_dict().items()
+        if key in ("chosen", "reason", "median_ms", "spread_ms", "same_as", "rounds", "seconds")}
 
 
 class _Timing(TypedDict):

@@ -34,6 +34,10 @@ def pytest_configure(config: pytest.Config) -> None:
     paths = [str(path) for path in config.getini("pythonpath")]
     inherited = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(paths + ([inherited] if inherited else []))
+    # graphtune.tune's final check (compile and time three configs) is off unless a test asks for
+    # it (tests/test_final_check.py): most tests tune to test something else, and it would add
+    # compiles to each. GRAPHTUNE_FINAL_CHECK=1 runs the suite with it.
+    os.environ.setdefault("GRAPHTUNE_FINAL_CHECK", "0")
 
 
 @pytest.fixture(scope="session")

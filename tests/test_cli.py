@@ -17,16 +17,17 @@ def workdir(tmp_path_factory):
     """A folder whose records already hold resnet18@32's measurements (taken quickly)."""
     folder = tmp_path_factory.mktemp("cli")
     graphtune.tune("resnet18", records=folder / "r18.records.jsonl", image_size=32,
-                   max_candidates=2, min_repeat_ms=1, repeat=1, progress=False)
+                   max_candidates=2, min_repeat_ms=1, repeat=1, progress=False, final_check=False)
     return folder
 
 
 @pytest.fixture(scope="module")
 def config(workdir):
-    """The config ``graphtune tune`` writes for resnet18@32 from the workdir's records."""
+    """The config ``graphtune tune --no-final-check`` writes for resnet18@32 from the workdir's
+    records: the solver's (the final check could keep uniform's, which has no prediction)."""
     path = workdir / "r18.graphtune.json"
     assert main(["tune", "resnet18", *TINY, "--records", str(workdir / "r18.records.jsonl"),
-                 "-o", str(path), "-q"]) == 0
+                 "-o", str(path), "-q", "--no-final-check"]) == 0
     return path
 
 
@@ -40,8 +41,9 @@ def run(capsys, *argv):
 def test_tune_show_solve_round_trip(workdir, capsys):
     config, graph = workdir / "r18.graphtune.json", workdir / "r18.graph.json"
     status, out, _ = run(capsys, "tune", "resnet18", *TINY, "--records",
-                         workdir / "r18.records.jsonl", "-o", config, "--graph", graph, "-q")
-    assert status == 0 and "optimal" in out and str(config) in out
+                         workdir / "r18.records.jsonl", "-o", config, "--graph", graph, "-q",
+                         "--no-final-check")
+    assert status == 0 and "optimal" in out and str(config) in out and "final check" not in out
     saved = json.loads(config.read_text())
     assert saved["format"] == "graphtune.config" and "layer1.0.conv1" in saved["nodes"]
 
@@ -53,6 +55,19 @@ def test_tune_show_solve_round_trip(workdir, capsys):
     assert status == 0 and "proven optimal" in out
     # solve prints the objective (each edge its transform); the prediction counts shared ones once
     assert f"energy {saved['solution']['objective_ms']:.4f}" in out
+
+
+@pytest.mark.integration
+def test_tune_prints_the_final_check_and_saves_its_choice(workdir, capsys, monkeypatch):
+    monkeypatch.setenv("GRAPHTUNE_FINAL_CHECK", "1")  # the default outside the test suite
+    path = workdir / "r18.checked.graphtune.json"
+    status, out, _ = run(capsys, "tune", "resnet18", *TINY, "--records",
+                         workdir / "r18.records.jsonl", "-o", path, "-q")
+    assert status == 0
+    [line] = [line for line in out.splitlines() if line.startswith("final check (10 rounds")]
+    chosen = json.loads(path.read_text())["solution"]["final_check"]["chosen"]
+    assert chosen in ("solver", "uniform", "kernel-best") and f"kept {chosen}: " in line
+    assert ("note: the config is" in out) == (chosen != "solver")
 
 
 def test_solve_says_when_the_energy_rests_on_unmeasured_transforms(tmp_path, capsys):

@@ -29,7 +29,7 @@ BENCHMARKS = ["e2e", "loopback"]  # benchmarks/ modules with examples (tests imp
 
 # Docstrings whose examples compile, tune or measure, start processes or time the host: marked
 # integration (`make test` only). A module name covers the module and every docstring in it.
-INTEGRATION = ("graphtune.baselines", "graphtune.bind", "graphtune.compiler",
+INTEGRATION = ("graphtune.baselines", "graphtune.bind", "graphtune.compiler", "graphtune.final_check",
                "graphtune.hoststate", "graphtune.latency", "graphtune.measure", "graphtune.opgroups",
                "graphtune.peers", "graphtune.pipeline", "graphtune.procs", "graphtune.profiling",
                "graphtune.quantization", "graphtune.report", "graphtune.config.Config.from_solution",

@@ -33,9 +33,11 @@ from tvm import relax
 from .. import frontend, x86
 from ..config import Config
 from ..errors import CompileError, ConfigError, ConfigMismatchError, GraphtuneError
+from ..frontend.cut import import_or_cut
 from ..frontend.roles import Role
 from .legalize import legalize, schedule_counts
 from .model import CompiledModel
+from .partitioned import PartitionedModel
 from .rewrite import NodePlan, rewrite
 from .sites import sites_of
 
@@ -211,11 +213,15 @@ def compile(model: Any, config: Config | str, target: Any = None, *,
     Returns
     -------
     CompiledModel
+        A :class:`PartitionedModel` (a CompiledModel) for an ONNX model TVM imports only in part
+        (``docs/partition.md``): TVM compiles that part with ``config``, ONNX Runtime runs
+        the rest.
 
     Raises
     ------
     ConfigMismatchError
-        The config was made for another model, or a node's workload differs.
+        The config was made for another model, a node's workload differs, or the config
+        records another partition (names the node).
     ConfigError, LayoutError, KnobError
         Malformed config, unknown layout, or knobs invalid for a node.
     CompileError
@@ -242,7 +248,11 @@ def compile(model: Any, config: Config | str, target: Any = None, *,
                       f"{x86.target_key(tgt)['mcpu']!r}: results are correct, its choices may "
                       "not be the fastest here — re-tune on this machine", UserWarning,
                       stacklevel=2)
-    mod = frontend.import_model(model, shape_dict=shape_dict)
+    mod, part = import_or_cut(model, shape_dict, config)
+    if part is not None:  # TVM imports only part of it: TVM compiles that, ONNX Runtime the rest
+        part.check(config)
+        return PartitionedModel(compile(part.tvm_model, part.tvm_config(config), tgt,
+                                        shape_dict=part.tvm_shapes), part)
     new_mod, anchors, names = rewrite_model(mod, config, tgt)
     lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)

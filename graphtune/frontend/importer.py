@@ -38,14 +38,15 @@ import io
 import os
 import re
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import onnx
 import tvm
 from tvm import relax
-from tvm.relax.frontend.onnx import from_onnx
+from tvm.relax.frontend.onnx import onnx_frontend
 
 from ..errors import ModelError
 from .fold import fold_constants
@@ -53,7 +54,7 @@ from .pad import pad_output_channels
 from .qdq import rewrite_qdq
 from .walk import _DEFAULT_NAME, bindings, op_name
 
-__all__ = ["import_model", "prepare_onnx"]
+__all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
 
 # ONNX op types and the Relax op each becomes, one call per node, in graph order;
 # True: count only nodes / calls whose inputs are all activations (joins), which
@@ -96,8 +97,9 @@ def import_model(
     ------
     ModelError
         Unreadable file, not an ONNX model, an input with a dynamic shape not
-        fixed by ``shape_dict``, an op the Relax importer does not support, or
-        an IRModule without ``main``.
+        fixed by ``shape_dict``, a node the Relax importer cannot convert (named;
+        :func:`graphtune.tune` and :func:`graphtune.compile` run such nodes in ONNX
+        Runtime instead, ``docs/partition.md``), or an IRModule without ``main``.
 
     Examples
     --------
@@ -113,20 +115,197 @@ def import_model(
     proto = _load_onnx(model)
     shapes = _static_input_shapes(proto, shape_dict)
     proto = prepare_onnx(proto, shapes)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-            warnings.simplefilter("ignore")  # onnx.checker nits; real import failures raise
-            mod = from_onnx(proto, shape_dict=shapes, keep_params_in_input=False)
-    except tvm.error.OpNotImplemented as err:
-        raise ModelError(f"ONNX model cannot be imported into TVM Relax: {err}") from None
-    except Exception as err:  # the importer raises bare ValueError/AssertionError/TVMError
-        raise ModelError(
-            f"ONNX model cannot be imported into TVM Relax ({type(err).__name__}: {err}); "
-            "check it with onnx.checker.check_model"
-        ) from None
+    mod, failure = relax_import(proto, shapes)
+    if failure is not None:
+        raise ModelError(f"{failure}; graphtune.tune and graphtune.compile run such nodes in "
+                         "ONNX Runtime (docs/partition.md)")
+    assert mod is not None  # no failure: a module
     main = _BatchNormToAffine(mod).visit_expr(_TirClipToRelax(mod).visit_expr(mod["main"]))
     mod["main"] = _name_after_onnx(main, proto)
     return relax.transform.DeadCodeElimination(["main"])(mod)
+
+
+@dataclass(frozen=True)
+class ImportFailure:
+    """The first ONNX node the Relax importer cannot convert (or, strictly, gives no static shape).
+
+    Attributes
+    ----------
+    index : int
+        The node's position in the graph.
+    node : str
+        The node's name (``#k`` for the k-th node when it has none).
+    op_type : str
+        Its ONNX op type.
+    reason : str
+        Why, in one line.
+
+    Examples
+    --------
+    >>> str(ImportFailure(3, "loop", "Loop", "not supported by the Relax ONNX frontend"))
+    "ONNX node 'loop' (Loop) cannot be imported into TVM Relax: not supported by the Relax ONNX frontend"
+    """
+
+    index: int
+    node: str
+    op_type: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"ONNX node {self.node!r} ({self.op_type}) cannot be imported into TVM Relax: {self.reason}"
+
+
+def relax_import(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], *,
+                 strict: bool = False) -> tuple[tvm.IRModule | None, ImportFailure | None]:
+    """Run TVM's Relax ONNX importer on ``proto`` node by node, naming the node it stops at.
+
+    ``import_model`` without graphtune's preparation and clean-ups; the partition of a model
+    (:mod:`graphtune.frontend.cut`) asks it which nodes TVM takes.
+
+    Parameters
+    ----------
+    proto : onnx.ModelProto
+        The model, as given to the importer.
+    shapes : mapping of str to sequence of int
+        Static shapes of the graph inputs.
+    strict : bool
+        Also fail at the first node whose output has a symbolic (data-dependent) shape, and
+        at a graph output that is not a tensor.
+
+    Returns
+    -------
+    (tvm.IRModule, None) or (None, ImportFailure)
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    >>> y = helper.make_tensor_value_info("y", TensorProto.INT64, [1, None])
+    >>> graph = helper.make_graph([helper.make_node("NonZero", ["x"], ["y"], name="nz")], "g",
+    ...                           [x], [y])
+    >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    >>> relax_import(model, {"x": [4]})[1] is None
+    True
+    >>> print(relax_import(model, {"x": [4]}, strict=True)[1])
+    ONNX node 'nz' (NonZero) cannot be imported into TVM Relax: its output shape ... is data-dependent
+    """
+    supported = onnx_frontend._get_convert_map()
+    for index, node in enumerate(proto.graph.node):
+        if node.op_type not in supported and node.op_type not in ("If", "Constant"):
+            return None, ImportFailure(index, _node_name(node, index), node.op_type,
+                                       "not supported by the Relax ONNX frontend")
+    graph = _uniquely_named(proto).graph
+    opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1)
+    importer = _TracingImporter(dict(shapes), strict)
+    try:
+        with _quiet():
+            mod = importer.from_onnx(graph, opset)
+            if strict:
+                importer.check_outputs(graph)
+    except Exception as err:  # the importer raises bare ValueError/AssertionError/TVMError
+        importer.close()
+        index = importer.failed_at(graph)
+        reason = err.reason if isinstance(err, _NotStatic) else \
+            f"{type(err).__name__}: {_first_line(err)}"
+        node = proto.graph.node[index]
+        return None, ImportFailure(index, _node_name(node, index), node.op_type, reason)
+    return mod, None
+
+
+def _uniquely_named(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto``, or a copy whose nodes without a name or with a taken one are named ``#k``
+    (the importer tells nodes apart by name only; it names nothing after them)."""
+    names = [n.name for n in proto.graph.node]
+    if "" not in names and len(set(names)) == len(names):
+        return proto
+    named = onnx.ModelProto()
+    named.CopyFrom(proto)
+    seen: set[str] = set()
+    for index, node in enumerate(named.graph.node):
+        if not node.name or node.name in seen:
+            node.name = f"#{index}"
+        seen.add(node.name)
+    return named
+
+
+class _NotStatic(Exception):
+    """A node's output has no static shape (strict import)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _TracingImporter(onnx_frontend.ONNXGraphImporter):
+    """TVM's importer, remembering the node it converts (and, strict, checking its shapes)."""
+
+    def __init__(self, shapes: dict, strict: bool) -> None:
+        super().__init__(shapes, "float32", keep_params_in_input=False, sanitize=True)
+        self.strict = strict
+        self.current: str | None = None
+        self.last_done: str | None = None
+
+    def _convert_operator(self, op_name, inputs, attrs, opset):  # TVM importer hook
+        self.current = attrs["tvm_custom"]["name"]
+        sym = super()._convert_operator(op_name, inputs, attrs, opset)
+        if self.strict and isinstance(sym, relax.Expr) and not _static_type(sym.ty):
+            raise _NotStatic(f"its output shape {sym.ty} is data-dependent")
+        self.last_done, self.current = self.current, None
+        return sym
+
+    def close(self) -> None:
+        """End the block and scope a failed import left open (else TVM warns when the builder
+        is freed)."""
+        with contextlib.suppress(Exception):
+            self.bb._end_block()
+            self.bb.end_scope()
+
+    def check_outputs(self, graph: onnx.GraphProto) -> None:
+        """Raise _NotStatic at the producer of the first graph output that is no static tensor."""
+        producers = {o: n.name for n in graph.node for o in n.output}
+        for output in graph.output:
+            ty = self._nodes[output.name].ty
+            if not (isinstance(ty, relax.TensorType) and _static_type(ty)):
+                self.current = producers.get(output.name)
+                raise _NotStatic(f"its output {output.name!r} is a {ty}, not a static tensor")
+
+    def failed_at(self, graph: onnx.GraphProto) -> int:
+        """Index of the node the import stopped at: the one being converted, else the one after
+        the last converted."""
+        names = [n.name for n in graph.node]
+        if self.current in names:
+            return names.index(self.current)
+        return names.index(self.last_done) + 1 if self.last_done in names else 0
+
+
+def _static_type(ty) -> bool:
+    """True if a Relax type has static shapes throughout (tensors, shapes, tuples, scalars)."""
+    if isinstance(ty, relax.TupleType):
+        return all(_static_type(field) for field in ty.fields)
+    if isinstance(ty, relax.TensorType):
+        values = getattr(ty.shape, "values", None)
+    elif isinstance(ty, relax.ShapeType):
+        values = ty.values
+    else:
+        return isinstance(ty, tvm.ir.PrimType)
+    return values is not None and all(isinstance(v, tvm.ir.prim.IntImm) for v in values)
+
+
+def _node_name(node: onnx.NodeProto, index: int) -> str:
+    return node.name or f"#{index}"
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The importer's warnings (renamed inputs...) and prints (failed conversions) silenced."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
 
 
 def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:

@@ -55,6 +55,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -70,8 +71,8 @@ from ..measure.task import Task
 from ..ops import Op, op_class
 from .probe_index import ProbeIndex, probe_key
 
-__all__ = ["OpGroup", "OpCosts", "probe_choices", "probe_config", "probe_groups", "op_group_task",
-           "op_costs", "apply_op_costs", "fused_edges", "tie_fused_joins"]
+__all__ = ["OpGroup", "OpCosts", "ProbeGroups", "probe_choices", "probe_config", "probe_groups",
+           "op_group_task", "op_costs", "apply_op_costs", "fused_edges", "tie_fused_joins"]
 
 _UNBLOCKED = (PLAIN, DENSE)
 """Layouts without a channel block: a tensor in one of them has left a blocked layout."""
@@ -120,6 +121,11 @@ class OpCosts:
     estimated : set
         (node, layout) pairs no probe could give (priced as the node's
         costliest measured layout).
+    unpriced : list of str
+        Labels of the functions with data-dependent shapes (after a non-max
+        suppression, a ``NonZero``...) in the probes compiled by this run: they
+        cannot be timed in isolation, so they are left out of the prediction
+        (a constant of every solution, not a layout choice).
     tasks : int
         Distinct op-group tasks measured: those of the groups that price a pair
         (a later probe's groups for pairs an earlier probe covered are not).
@@ -128,6 +134,7 @@ class OpCosts:
     per_layout: dict = field(default_factory=dict)
     groups: list = field(default_factory=list)
     estimated: set = field(default_factory=set)
+    unpriced: list = field(default_factory=list)
     tasks: int = 0
 
     @property
@@ -153,6 +160,21 @@ class OpCosts:
         return sum(g["ms"] for g in self.chosen(layouts))
 
 
+class ProbeGroups(list):
+    """The op groups of one probe compile (a list of :class:`OpGroup`), and ``unpriced``:
+    the labels of its calls of data-dependent shape, which no group prices.
+
+    Examples
+    --------
+    >>> ProbeGroups([], ["dynamic_strided_slice"]).unpriced
+    ['dynamic_strided_slice']
+    """
+
+    def __init__(self, groups: Sequence[OpGroup] = (), unpriced: Sequence[str] = ()) -> None:
+        super().__init__(groups)
+        self.unpriced = list(unpriced)
+
+
 def _reads_twice(func, index: int) -> bool:
     """True if two blocks of ``func`` read its ``index``-th parameter (e.g. ``conv(x) + x``)."""
     from tvm import s_tir
@@ -162,6 +184,14 @@ def _reads_twice(func, index: int) -> bool:
     readers = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
                if any(region.source.same_as(buffer) for region in sch.get(b).reads)]
     return len(readers) > 1
+
+
+def _static(func) -> bool:
+    """True if every parameter of the PrimFunc ``func`` has a static shape (else it has
+    data-dependent shapes and cannot be timed alone)."""
+    import tvm
+
+    return all(isinstance(dim, tvm.ir.prim.IntImm) for param in func.params for dim in param.shape)
 
 
 def _writes_plain(func) -> bool:
@@ -306,8 +336,12 @@ def _probe_module(mod, graph: LayoutGraph, choice: dict[str, int], target):
     return lowered, {**anchors, **packed}
 
 
-def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> list[OpGroup]:
+def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> ProbeGroups:
     """Every non-transform PrimFunc call of ``mod`` compiled for one probe, with its owner.
+
+    A call whose function has data-dependent shapes (what follows a non-max
+    suppression) is no group: nothing can time it alone; the result's
+    ``unpriced`` names it.
 
     Parameters
     ----------
@@ -321,8 +355,9 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
 
     Returns
     -------
-    list of OpGroup
-        In call order; a PrimFunc called twice gives two groups (same task).
+    ProbeGroups
+        The groups in call order (a PrimFunc called twice gives two groups, same
+        task); ``unpriced``: labels of the calls left out for their dynamic shapes.
 
     Examples
     --------
@@ -342,7 +377,7 @@ def probe_groups(mod, graph: LayoutGraph, choice: dict[str, int], target) -> lis
         tracer.state[param] = (param.name, True)
     groups = [tracer.visit(b.var, b.value) for block in lowered["main"].body.blocks
               for b in block.bindings if isinstance(b, relax.VarBinding)]
-    return [g for g in groups if g is not None]
+    return ProbeGroups([g for g in groups if g is not None], tracer.unpriced)
 
 
 class _Tracer:
@@ -362,6 +397,7 @@ class _Tracer:
         self.readers = {s: [j for j in self.joins.values() if s in graph.nx.predecessors(j)]
                         for s in graph.nodes}
         self.state: dict = {}
+        self.unpriced: list[str] = []
 
     def join_of(self, sources: list[str]) -> str:
         """The join reading exactly these sources (one possibly through a join fused into a
@@ -393,6 +429,10 @@ class _Tracer:
         func = self.lowered[value.args[0]]
         args = list(value.args[1].fields)
         acts = [a for a in args if isinstance(a, relax.Var) and a in self.state]
+        if not _static(func):  # data-dependent shapes: a constant no isolated timing can give
+            self.state[var] = (self.state[acts[0]][0] if acts else None, True)
+            self.unpriced.append(label_of(func))
+            return None
         transforms = transforms_of(func)
         if transforms and all(op_class(op_kind(m)).view for m in members_of(func)):
             owner = self.state[acts[0]][0] if acts else None
@@ -510,7 +550,8 @@ def op_costs(mod, graph: LayoutGraph, target,
     True
     """
     covered: set[tuple[str, str]] = set()
-    priced_by = _indexed_probe_groups(mod, graph, target, index)
+    unpriced: list[str] = []
+    priced_by = _indexed_probe_groups(mod, graph, target, index, unpriced)
     priced: list[OpGroup] = []
     for number, choice in enumerate(probe_choices(graph)):
         # each pair is priced by the first probe covering it, plain groups by the first probe
@@ -520,7 +561,12 @@ def op_costs(mod, graph: LayoutGraph, target,
     # a fused kernel right after its bare twin: both timed under the same conditions
     tasks = [t for g in priced for t in (g.bare, g.task) if t is not None]
     records = dict(zip(tasks, run(tasks)))
-    costs = OpCosts(tasks=len(records))
+    costs = OpCosts(unpriced=unpriced, tasks=len(records))
+    if unpriced:
+        shown = ", ".join(sorted(set(unpriced))[:5])
+        warnings.warn(f"graphtune.tune: {len(unpriced)} function(s) with data-dependent shapes "
+                      f"({shown}) cannot be timed alone; predicted_ms leaves them out",
+                      UserWarning, stacklevel=3)
     for g in priced:
         pair = [records[t] for t in (g.task, g.bare) if t is not None]
         failed = next((r for r in pair if not r.ok), None)
@@ -547,12 +593,16 @@ def op_costs(mod, graph: LayoutGraph, target,
     return costs
 
 
-def _indexed_probe_groups(mod, graph: LayoutGraph, target, index: ProbeIndex | None
-                          ) -> Callable[[dict, set, bool], list[OpGroup]]:
+def _indexed_probe_groups(mod, graph: LayoutGraph, target, index: ProbeIndex | None,
+                          unpriced: list[str]) -> Callable[[dict, set, bool], list[OpGroup]]:
     """``priced_by(choice, pairs, plain)``: the groups of a probe that price ``pairs`` (and the
-    plain ones if ``plain``), looked up in ``index`` first and added to it after compiling."""
+    plain ones if ``plain``), looked up in ``index`` first and added to it after compiling; the
+    plain probe's functions with dynamic shapes are appended to ``unpriced`` when it compiles."""
     def compiled(choice: dict, pairs: set, plain: bool) -> list[OpGroup]:
-        return [g for g in probe_groups(mod, graph, choice, target)
+        groups = probe_groups(mod, graph, choice, target)
+        if plain:
+            unpriced.extend(groups.unpriced)
+        return [g for g in groups
                 if (plain if g.node is None else (g.node, g.layout) in pairs)]
 
     if index is None:

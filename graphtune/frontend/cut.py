@@ -1,0 +1,507 @@
+"""Cut an ONNX model into the part TVM compiles and the part ONNX Runtime runs.
+
+The Relax ONNX importer rejects some nodes (``Loop``, ops reading shape tensors of
+data-dependent shape: ``ReduceMin cannot handle ShapeExpr inputs``) and gives others
+shapes that depend on the data (``NonZero``, ``Compress``); a non-max suppression it
+types by its upper bound, which only a graph output may carry. :func:`plan` finds the
+largest part of the model TVM imports with static shapes: every node but those where the
+import stops and everything downstream of them. Starting from the whole (constant-folded)
+graph it imports the candidate part strictly (:func:`~graphtune.frontend.importer.relax_import`),
+and at the node the import stops at it moves that node and its descendants to ONNX Runtime,
+until the rest imports. The TVM part is closed under producers, so a model runs as the TVM
+part, then the ONNX Runtime part reading the model's inputs and the tensors the TVM part
+hands over (:attr:`Partition.crossing`).
+
+Examples
+--------
+>>> from graphtune import models
+>>> part = plan(models.get("resnet18", image_size=32))
+>>> part.whole, len(part.tvm_nodes), part.ort_model is None
+(True, 49, True)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import onnx
+import tvm
+from onnx import helper
+from tvm import relax
+
+from ..errors import ConfigMismatchError, ModelError
+from .fold import _reads, fold_constants
+from .importer import (
+    ImportFailure,
+    _load_onnx,
+    _static_input_shapes,
+    _static_type,
+    import_model,
+    prepare_onnx,
+    relax_import,
+)
+from .walk import bindings
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+__all__ = ["Partition", "plan", "import_or_cut", "tvm_part", "record_partition", "DATA_DEPENDENT",
+           "PARTITION_KEY"]
+
+DATA_DEPENDENT = frozenset({"NonMaxSuppression"})
+"""Op types whose output Relax types by an upper bound but whose true shape depends on the
+data: TVM computes them as a graph output only; a node reading them runs in ONNX Runtime."""
+
+PARTITION_KEY = "partition"
+"""Key of ``Config.model`` holding the partition a config was tuned for."""
+
+TVM, ORT = "tvm", "onnxruntime"
+"""Names of the two runtimes in summaries and config records."""
+
+
+@dataclass
+class Partition:
+    """Which nodes of an ONNX model TVM compiles and which ONNX Runtime runs.
+
+    Attributes
+    ----------
+    model : onnx.ModelProto
+        The model partitioned: the given one when TVM takes it whole, else its constants
+        folded for the static input shapes and every node named.
+    tvm_nodes, ort_nodes : list of str
+        Node names of each part, in graph order.
+    cuts : list of ImportFailure
+        The nodes the TVM part stopped at, and why (each with its descendants runs in ONNX
+        Runtime).
+    tvm_model : onnx.ModelProto
+        The TVM part as a model of its own: the model's inputs it reads, its outputs and the
+        crossing tensors as outputs, static input shapes.
+    ort_model : onnx.ModelProto or None
+        The ONNX Runtime part (inputs: the model's inputs it reads and the crossing tensors);
+        None when TVM takes the whole model.
+    crossing : list of str
+        Tensors the TVM part computes for the ONNX Runtime part.
+    inputs : list of (str, list of int, str)
+        Name, static shape and numpy dtype of each model input.
+    outputs : list of str
+        The model's outputs, in order.
+    constants : dict
+        Model outputs that are constants after folding (name -> array).
+    """
+
+    model: onnx.ModelProto
+    tvm_nodes: list[str]
+    ort_nodes: list[str]
+    cuts: list[ImportFailure]
+    tvm_model: onnx.ModelProto
+    ort_model: onnx.ModelProto | None
+    crossing: list[str]
+    inputs: list[tuple[str, list[int], str]]
+    outputs: list[str]
+    constants: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def whole(self) -> bool:
+        """True if TVM compiles every node (no ONNX Runtime part)."""
+        return not self.ort_nodes
+
+    @property
+    def tvm_shapes(self) -> dict[str, list[int]]:
+        """Static shapes of the TVM part's inputs (its ``shape_dict``)."""
+        names = {i.name for i in self.tvm_model.graph.input}
+        return {name: shape for name, shape, _ in self.inputs if name in names}
+
+    def parts(self) -> list[dict[str, Any]]:
+        """Each part: runtime, node names, the tensors it reads and those it writes.
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> [(p["runtime"], p["inputs"], p["outputs"])
+        ...  for p in plan(models.get("resnet18", image_size=32)).parts()]
+        [('tvm', ['input'], ['output'])]
+        """
+        found = [{"runtime": TVM, "nodes": list(self.tvm_nodes),
+                  "inputs": [i.name for i in self.tvm_model.graph.input],
+                  "outputs": [o.name for o in self.tvm_model.graph.output]}]
+        if self.ort_model is not None:
+            found.append({"runtime": ORT, "nodes": list(self.ort_nodes),
+                          "inputs": [i.name for i in self.ort_model.graph.input],
+                          "outputs": [o.name for o in self.ort_model.graph.output]})
+        return found
+
+    def summary(self) -> str:
+        """A few lines: nodes per runtime and their op types, where and why the TVM part stops.
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> print(plan(models.get("resnet18", image_size=32)).summary())
+        tvm: 49 nodes (Conv 20, Relu 17, Add 8, ...)
+        onnxruntime: none (TVM imports the whole model)
+        """
+        ops = {n.name: n.op_type for n in self.model.graph.node}
+        lines = [f"{TVM}: {len(self.tvm_nodes)} nodes ({_op_counts(self.tvm_nodes, ops)})"]
+        if self.whole:
+            return lines[0] + f"\n{ORT}: none (TVM imports the whole model)"
+        shown = ", ".join(self.crossing[:4]) + (", ..." if len(self.crossing) > 4 else "")
+        lines.append(f"{ORT}: {len(self.ort_nodes)} nodes ({_op_counts(self.ort_nodes, ops)}), "
+                     f"reading {len(self.crossing)} tensor(s) from {TVM} ({shown})")
+        lines += [f"  cut at {cut.node!r} ({cut.op_type}): {cut.reason}" for cut in self.cuts]
+        return "\n".join(lines)
+
+    def record(self) -> dict[str, list[str]]:
+        """What a config keeps of the partition (``Config.model["partition"]``).
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> sorted(plan(models.get("resnet18", image_size=32)).record())
+        ['onnxruntime_nodes', 'tvm_nodes']
+        """
+        return {"tvm_nodes": list(self.tvm_nodes), "onnxruntime_nodes": list(self.ort_nodes)}
+
+    def check(self, config: Config) -> None:
+        """Raise if ``config`` records another partition (a config without one is not checked).
+
+        Raises
+        ------
+        ConfigMismatchError
+            Naming the first node the two partitions place apart.
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> from graphtune.config import Config
+        >>> part = plan(models.get("resnet18", image_size=32))
+        >>> part.check(Config({}))  # no partition recorded: nothing to check
+        >>> try:
+        ...     part.check(Config({}, model={"partition": {"tvm_nodes": ["conv1"]}}))
+        ... except ConfigMismatchError as err:
+        ...     print(str(err)[:75])
+        model.partition: ONNX node 'relu' runs in tvm for this model but in onnxrun
+        """
+        recorded = (config.model or {}).get(PARTITION_KEY)
+        if recorded is None:
+            return
+        if isinstance(recorded, Mapping) and isinstance(recorded.get("tvm_nodes"), list):
+            theirs = {str(name) for name in recorded["tvm_nodes"]}
+        else:
+            raise ConfigMismatchError(f"model.{PARTITION_KEY}: expected {{\"tvm_nodes\": [...]}}, "
+                                      f"got {str(recorded)[:60]}")
+        ours = set(self.tvm_nodes)
+        for name in [n.name for n in self.model.graph.node] + sorted(theirs - ours):
+            if (name in ours) != (name in theirs):
+                here, there = (TVM, ORT) if name in ours else (ORT, TVM)
+                known = name in ours or name in self.ort_nodes
+                raise ConfigMismatchError(
+                    f"model.{PARTITION_KEY}: ONNX node {name!r} "
+                    + (f"runs in {here} for this model but in {there}" if known else
+                       "is not a node of this model but runs in tvm")
+                    + " in the config's partition; the config was made for another model or "
+                    "input size — re-tune it for this one")
+
+    def tvm_config(self, config: Config) -> Config:
+        """``config`` for compiling :attr:`tvm_model` on its own (its partition record dropped).
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> from graphtune.config import Config
+        >>> part = plan(models.get("resnet18", image_size=32))
+        >>> part.tvm_config(Config({}, model={"name": "m", "partition": {}})).model
+        {'name': 'm'}
+        """
+        model = {k: v for k, v in (config.model or {}).items() if k != PARTITION_KEY}
+        return type(config)(config.nodes, config.target, model, config.solution)
+
+
+def record_partition(config: Config, partition: Partition | None) -> None:
+    """Keep ``partition`` in ``config`` (``model.partition``: the nodes of each runtime), so
+    that compiling refuses a model partitioned otherwise; nothing for a whole model.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> from graphtune.config import Config
+    >>> config = Config({}, model={"name": "m"})
+    >>> record_partition(config, None)
+    >>> config.model
+    {'name': 'm'}
+    """
+    if partition is not None and not partition.whole:
+        config.model = {**(config.model or {}), PARTITION_KEY: partition.record()}
+
+
+def import_or_cut(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None,
+                  config: Config | None = None) -> tuple[Any, Partition | None]:
+    """``(import_model(model), None)`` when TVM imports the whole model with static shapes
+    (and ``config`` records no partition), else ``(None, plan(model))``.
+
+    The one import :func:`graphtune.compile` needs for a whole model, a partition otherwise.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> mod, part = import_or_cut(models.get("resnet18", image_size=32))
+    >>> mod["main"].params[0].name, part
+    ('input', None)
+    """
+    if isinstance(model, tvm.IRModule):
+        return import_model(model), None
+    proto = _load_onnx(model)
+    recorded = config is not None and (config.model or {}).get(PARTITION_KEY) is not None
+    if not recorded and not _data_dependent_read(proto.graph):
+        try:
+            mod = import_model(proto, shape_dict=shape_dict)
+        except ModelError:
+            mod = None
+        if mod is not None and _static_main(mod):
+            return mod, None
+    part = plan(proto, shape_dict=shape_dict)
+    if part.whole and not recorded:  # the strict import takes it all: import it as usual
+        return import_model(proto, shape_dict=shape_dict), None
+    return None, part
+
+
+def tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None
+             ) -> tuple[Any, Mapping[str, Sequence[int]] | None, Partition | None]:
+    """What :func:`graphtune.tune` tunes: ``(model, shape_dict, None)`` when TVM imports the
+    whole model, else the TVM part of its partition, that part's input shapes and the partition.
+
+    Raises
+    ------
+    ModelError
+        As :func:`plan`.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> model = models.get("resnet18", image_size=32)
+    >>> tvm_part(model)[0] is model
+    True
+    """
+    _, part = import_or_cut(model, shape_dict)
+    if part is None or part.whole:
+        return model, shape_dict, None
+    return part.tvm_model, part.tvm_shapes, part
+
+
+def plan(model: onnx.ModelProto | str | os.PathLike, *,
+         shape_dict: Mapping[str, Sequence[int]] | None = None) -> Partition:
+    """The partition of ``model``: the largest part TVM imports with static shapes, and the rest.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto or path to an ``.onnx`` file
+    shape_dict : mapping of str to sequence of int, optional
+        Static shapes of inputs with dynamic dimensions.
+
+    Returns
+    -------
+    Partition
+
+    Raises
+    ------
+    ModelError
+        Unreadable model, a dynamic input shape not fixed, or no node TVM can import
+        (names the first).
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> plan(models.get("resnet18", image_size=32)).tvm_nodes[:3]
+    ['conv1', 'relu', 'maxpool']
+    """
+    proto = _load_onnx(model)
+    shapes = _static_input_shapes(proto, shape_dict)
+    inputs = _inputs(proto, shapes)
+    outputs = [o.name for o in proto.graph.output]
+    if not _data_dependent_read(proto.graph) and relax_import(prepare_onnx(proto, shapes), shapes,
+                                                              strict=True)[1] is None:
+        return Partition(proto, [n.name for n in proto.graph.node], [], [], proto, None, [],
+                         inputs, outputs)
+    try:
+        working = _named(fold_constants(proto, shapes))
+    except ModelError:
+        working = _named(proto)
+    graph = working.graph
+    nodes = list(graph.node)
+    readers = _readers(nodes)
+    removed: set[int] = set()
+    cuts: list[ImportFailure] = []
+
+    def cut(failure: ImportFailure) -> None:
+        cuts.append(failure)
+        todo = [failure.index]
+        while todo:
+            i = todo.pop()
+            if i not in removed:
+                removed.add(i)
+                todo += [j for o in nodes[i].output for j in readers.get(o, ())]
+
+    for i in _data_dependent_read(graph):
+        cut(ImportFailure(i, nodes[i].name, nodes[i].op_type,
+                          "its outputs' shapes depend on the data (Relax types them by an upper "
+                          "bound), and other nodes read them"))
+    while True:
+        keep = [i for i in range(len(nodes)) if i not in removed]
+        if not keep:
+            raise ModelError(f"no node of the model imports into TVM Relax ({cuts[0]}): run it "
+                             "with onnxruntime alone")
+        sub, crossing = _tvm_part(working, keep, removed, shapes, outputs)
+        mod, failure = relax_import(sub, shapes, strict=True)
+        if mod is not None:
+            break
+        assert failure is not None  # no module: a failure
+        index = keep[failure.index]
+        cut(ImportFailure(index, nodes[index].name, failure.op_type, failure.reason))
+    types = _output_types(mod["main"].ret_ty)
+    tvm_model = _with_output_types(sub, dict(zip([o.name for o in sub.graph.output], types)))
+    initial = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    constants = {name: initial[name] for name in outputs if name in initial}
+    ort_model = _ort_part(working, sorted(removed), crossing, dict(zip(
+        [o.name for o in sub.graph.output], types)), shapes, outputs)
+    return Partition(working, [nodes[i].name for i in keep], [nodes[i].name for i in sorted(removed)],
+                     cuts, tvm_model, ort_model, crossing, inputs, outputs, constants)
+
+
+# ------------------------------------------------------------------ helpers
+def _static_main(mod: Any) -> bool:
+    """True if every binding of ``mod["main"]`` has a static type."""
+    return all(_static_type(b.var.ty) for b in bindings(mod["main"]))
+
+
+def _op_counts(names: list[str], ops: dict[str, str], shown: int = 3) -> str:
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[ops[name]] = counts.get(ops[name], 0) + 1
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    return ", ".join(f"{op} {n}" for op, n in ranked[:shown]) + (", ..." if len(ranked) > shown
+                                                                  else "")
+
+
+def _inputs(proto: onnx.ModelProto, shapes: dict[str, list[int]]) -> list[tuple[str, list[int], str]]:
+    """Name, static shape and numpy dtype of every true graph input."""
+    found = []
+    for value in proto.graph.input:
+        if value.name in shapes:
+            dtype = helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type)
+            found.append((value.name, list(shapes[value.name]), str(np.dtype(dtype))))
+    return found
+
+
+def _named(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` with every node named uniquely (``{op_type}_{k}`` for unnamed or taken names)."""
+    names = [n.name for n in proto.graph.node]
+    if "" not in names and len(set(names)) == len(names):
+        return proto
+    named = onnx.ModelProto()
+    named.CopyFrom(proto)
+    taken = set(names)
+    seen: set[str] = set()
+    for index, node in enumerate(named.graph.node):
+        if not node.name or node.name in seen:
+            k = index
+            while f"{node.op_type}_{k}" in taken:
+                k += 1
+            node.name = f"{node.op_type}_{k}"
+            taken.add(node.name)
+        seen.add(node.name)
+    return named
+
+
+def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
+    """Tensor name -> indices of the nodes reading it (in their subgraphs too)."""
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(nodes):
+        for name in _reads(node):
+            readers.setdefault(name, []).append(i)
+    return readers
+
+
+def _data_dependent_read(graph: onnx.GraphProto) -> list[int]:
+    """Indices of the :data:`DATA_DEPENDENT` nodes whose outputs other nodes read."""
+    read = set().union(*(_reads(n) for n in graph.node)) if graph.node else set()
+    return [i for i, n in enumerate(graph.node)
+            if n.op_type in DATA_DEPENDENT and read & set(n.output)]
+
+
+def _value_info(proto: onnx.ModelProto, name: str, shapes: dict[str, list[int]]) -> onnx.ValueInfoProto:
+    """The graph input ``name`` with its static shape."""
+    value = next(v for v in proto.graph.input if v.name == name)
+    return helper.make_tensor_value_info(name, value.type.tensor_type.elem_type, shapes[name])
+
+
+def _submodel(proto: onnx.ModelProto, keep: list[int], inputs: list[onnx.ValueInfoProto],
+              outputs: list[onnx.ValueInfoProto], name: str) -> onnx.ModelProto:
+    """A model of the nodes ``keep`` of ``proto`` with these inputs and outputs, the
+    initializers they read, and ``proto``'s opsets, IR version and functions."""
+    nodes = [proto.graph.node[i] for i in keep]
+    reads = set().union(*(_reads(n) for n in nodes)) if nodes else set()
+    inits = [t for t in proto.graph.initializer if t.name in reads]
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    sub = helper.make_model(graph, opset_imports=list(proto.opset_import))
+    sub.ir_version = proto.ir_version
+    sub.functions.extend(proto.functions)
+    return sub
+
+
+def _tvm_part(proto: onnx.ModelProto, keep: list[int], removed: set[int],
+              shapes: dict[str, list[int]], outputs: list[str]) -> tuple[onnx.ModelProto, list[str]]:
+    """The model of the nodes ``keep`` (outputs: the model's it computes, then the tensors
+    the ``removed`` nodes read from it), and those crossing tensors."""
+    nodes = proto.graph.node
+    made = [o for i in keep for o in nodes[i].output if o]
+    made_set = set(made)
+    wanted = set().union(*(_reads(nodes[i]) for i in removed)) if removed else set()
+    crossing = [o for o in made if o in wanted and o not in outputs]
+    reads = set().union(*(_reads(nodes[i]) for i in keep))
+    ins = [_value_info(proto, name, shapes) for name in shapes if name in reads]
+    outs = [helper.make_empty_tensor_value_info(o) for o in outputs if o in made_set] + \
+        [helper.make_empty_tensor_value_info(o) for o in crossing]
+    return _submodel(proto, keep, ins, outs, proto.graph.name + ".tvm"), crossing
+
+
+def _output_types(ty) -> list[tuple[list[int], str]]:
+    """Static shape and dtype of each output of a strictly imported ``main``."""
+    fields = ty.fields if isinstance(ty, relax.TupleType) else [ty]
+    return [([int(d) for d in f.shape.values], str(f.dtype)) for f in fields]
+
+
+def _elem_type(dtype: str) -> int:
+    return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+def _with_output_types(sub: onnx.ModelProto, types: dict[str, tuple[list[int], str]]
+                       ) -> onnx.ModelProto:
+    """``sub`` with its outputs typed as TVM computes them."""
+    typed = onnx.ModelProto()
+    typed.CopyFrom(sub)
+    outs = [helper.make_tensor_value_info(o.name, _elem_type(types[o.name][1]), types[o.name][0])
+            for o in sub.graph.output]
+    del typed.graph.output[:]
+    typed.graph.output.extend(outs)
+    return typed
+
+
+def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
+              types: dict[str, tuple[list[int], str]], shapes: dict[str, list[int]],
+              outputs: list[str]) -> onnx.ModelProto | None:
+    """The model of the ``removed`` nodes: reads the model inputs they need and the crossing
+    tensors, writes the model outputs they compute."""
+    if not removed:
+        return None
+    nodes = proto.graph.node
+    reads = set().union(*(_reads(nodes[i]) for i in removed))
+    made = {o for i in removed for o in nodes[i].output}
+    ins = [_value_info(proto, name, shapes) for name in shapes if name in reads]
+    ins += [helper.make_tensor_value_info(name, _elem_type(types[name][1]), types[name][0])
+            for name in crossing]
+    by_name = {o.name: o for o in proto.graph.output}
+    outs = [by_name[name] for name in outputs if name in made]
+    return _submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime")

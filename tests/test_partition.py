@@ -1,0 +1,248 @@
+"""Models TVM cannot import whole (issue 31): op groups of dynamic shape, and partitions.
+
+Step A: a model Relax imports whose compiled form has data-dependent shapes (a non-max
+suppression's selected indices) tunes, compiles and matches ONNX Runtime; its dynamic
+op groups are left out of pricing. Step B: a model with a ``Loop``, one whose shapes
+depend on the data (``Compress`` -> ``Shape`` -> ``ReduceMin`` -> ``Slice``) and one
+reading a non-max suppression's output are split into the part TVM compiles and the part
+ONNX Runtime runs; each runs whole and matches ONNX Runtime running the whole model.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import graphtune
+from compile_check import ort_outputs
+from graphtune import x86
+from graphtune.config import Config
+from graphtune.errors import ConfigMismatchError, ModelError
+from graphtune.frontend import import_model
+from graphtune.frontend.cut import plan
+from graphtune.opgroups.pricing import probe_choices, probe_groups
+from graphtune.partition import PartitionedModel
+from odd_models import nms_model
+
+pytestmark = pytest.mark.integration
+
+SIZE = 8
+
+
+# ------------------------------------------------------------------ models
+class _Graph:
+    """Collects nodes and seeded initializers of a one-input model (``input``, 1x3x8x8)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list = []
+        self.inits: list = []
+
+    def const(self, name: str, array) -> str:
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op: str, inputs: list, name: str, **attrs) -> str:
+        self.nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    def conv(self, name: str, x: str, cin: int, cout: int) -> str:
+        w = (self.rng.standard_normal((cout, cin, 3, 3)) * 0.2).astype(np.float32)
+        b = (self.rng.standard_normal(cout) * 0.2).astype(np.float32)
+        return self.node("Conv", [x, self.const(name + ".w", w), self.const(name + ".b", b)], name,
+                         kernel_shape=[3, 3], pads=[1, 1, 1, 1])
+
+    def model(self, outputs: list, opset: int = 13) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes, "partition_test",
+            [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, SIZE, SIZE])],
+            outputs, self.inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        return model
+
+
+def _loop_body(channels: int) -> onnx.GraphProto:
+    """``y -> y * 0.5 + 1`` once per trip."""
+    shape = [1, channels, SIZE, SIZE]
+    return helper.make_graph(
+        [helper.make_node("Mul", ["y_in", "half"], ["h"], name="body.mul"),
+         helper.make_node("Add", ["h", "one"], ["y_out"], name="body.add"),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"], name="body.cond")],
+        "body", [helper.make_tensor_value_info("iter", TensorProto.INT64, []),
+                 helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("y_in", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_out", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(np.float32(0.5), "half"),
+         numpy_helper.from_array(np.float32(1.0), "one")])
+
+
+def loop_model(head_first: bool = False) -> onnx.ModelProto:
+    """conv -> relu -> ``Loop`` (3 trips) -> conv ``head`` (-> output); with ``head_first``
+    the head reads the relu and the loop the head (same node names, another partition)."""
+    g = _Graph(1)
+    x = g.node("Relu", [g.conv("conv", "input", 3, 8)], "relu")
+    trips, cond = g.const("trips", np.int64(3)), g.const("cond", np.bool_(True))
+    if head_first:
+        head = g.conv("head", x, 8, 8)
+        g.nodes.append(helper.make_node("Loop", [trips, cond, head], ["output"], name="loop",
+                                        body=_loop_body(8)))
+    else:
+        g.nodes.append(helper.make_node("Loop", [trips, cond, x], ["looped"], name="loop",
+                                        body=_loop_body(8)))
+        g.node("Identity", [g.conv("head", "looped", 8, 8)], "output")
+    return g.model([helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 8, SIZE, SIZE])])
+
+
+def shape_model() -> onnx.ModelProto:
+    """conv -> flatten -> keep the positive values (``Compress``) -> ``Shape`` -> ``ReduceMin``
+    with a cap -> ``Slice`` of the first k: shapes that depend on the data, and the conv as a
+    second output."""
+    g = _Graph(2)
+    conv = g.conv("conv", "input", 3, 4)
+    flat = g.node("Reshape", [conv, g.const("flat_shape", np.array([-1], np.int64))], "flatten")
+    mask = g.node("Greater", [flat, g.const("zero", np.float32(0))], "positive")
+    kept = g.node("Compress", [flat, mask], "compress", axis=0)
+    count = g.node("Shape", [kept], "count")
+    capped = g.node("Concat", [count, g.const("cap", np.array([100], np.int64))], "with_cap", axis=0)
+    k = g.node("ReduceMin", [capped], "k", keepdims=1)
+    g.node("Slice", [kept, g.const("start", np.array([0], np.int64)), k], "first_k")
+    return g.model([helper.make_tensor_value_info("first_k", TensorProto.FLOAT, ["k"]),
+                    helper.make_tensor_value_info("conv", TensorProto.FLOAT, [1, 4, SIZE, SIZE])])
+
+
+def nms_gather_model() -> onnx.ModelProto:
+    """Boxes and scores from convs, ``NonMaxSuppression``, then the kept boxes gathered by the
+    selected indices (a reader of the suppression's output) and their scores."""
+    g = _Graph(3)
+    feats = g.conv("box_conv", "input", 3, 4)
+    boxes = g.node("ReduceMean", [feats], "box_mean", axes=[3], keepdims=0)  # 1 x 4 x 8
+    boxes = g.node("Transpose", [boxes], "boxes", perm=[0, 2, 1])  # 1 x 8 x 4
+    scores = g.node("ReduceMean", [g.conv("score_conv", "input", 3, 1)], "scores", axes=[3],
+                    keepdims=0)  # 1 x 1 x 8
+    selected = g.node("NonMaxSuppression", [boxes, scores, g.const("max_out", np.array([4], np.int64)),
+                                            g.const("iou", np.array([0.5], np.float32))], "nms")
+    index = g.node("Gather", [selected, g.const("box_column", np.int64(2))], "box_index", axis=1)
+    flat = g.node("Squeeze", [boxes, g.const("batch_axis", np.array([0], np.int64))], "flat_boxes")
+    g.node("Gather", [flat, index], "kept_boxes", axis=0)
+    g.node("ReduceSum", [scores], "total_score", keepdims=0)
+    return g.model([helper.make_tensor_value_info("kept_boxes", TensorProto.FLOAT, ["n", 4]),
+                    helper.make_tensor_value_info("total_score", TensorProto.FLOAT, [])])
+
+
+def _compile(model: onnx.ModelProto, config: Config | None = None):
+    """``graphtune.compile`` with a config, default knobs for unmentioned nodes (warning kept)."""
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        return graphtune.compile(model, config or Config({}))
+
+
+def _assert_matches_whole_ort(model: onnx.ModelProto, compiled, seed: int = 1) -> None:
+    inputs = compiled.random_inputs(seed=seed)
+    got = compiled(*inputs)
+    got = got if isinstance(got, list) else [got]
+    expected = ort_outputs(model, inputs)
+    assert len(got) == len(expected)
+    for ours, theirs in zip(got, expected, strict=True):
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, theirs, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------------ step A: dynamic op groups
+def test_dynamic_shape_functions_are_no_op_groups():
+    """The non-max suppression's dynamic strided slice is left out of pricing, not a crash."""
+    model = nms_model()
+    g = graphtune.extract(model, max_candidates=1)
+    groups = probe_groups(import_model(model), g, probe_choices(g)[0], x86.host_target())
+    assert groups.unpriced == ["dynamic_strided_slice"]
+    assert groups and all(all(isinstance(d, int) for shape, _ in grp.task.workload["args"]
+                              for d in shape) for grp in groups)
+
+
+@pytest.mark.slow
+def test_model_with_dynamic_op_group_tunes_compiles_and_matches_ort(tmp_path):
+    model = nms_model()
+    with pytest.warns(UserWarning, match=r"1 function\(s\) with data-dependent shapes "
+                                         r"\(dynamic_strided_slice\).*predicted_ms leaves them out"):
+        result = graphtune.tune(model, records=tmp_path / "nms.records.jsonl", max_candidates=1,
+                                progress=False)
+    assert result.ops is not None and result.ops.unpriced == ["dynamic_strided_slice"]
+    assert "partition" not in result.config.model  # TVM takes the whole model
+    compiled = _compile(model, result.config)
+    assert not isinstance(compiled, PartitionedModel)
+    x = compiled.random_inputs(seed=3)[0]
+    np.testing.assert_array_equal(compiled(x), ort_outputs(model, [x])[0])
+
+
+# ------------------------------------------------------------------ step B: partitions
+@pytest.mark.parametrize("make, tvm_nodes, cut, reason", [
+    (loop_model, ["conv", "relu"], "loop", "not supported by the Relax ONNX frontend"),
+    (shape_model, ["conv", "flatten", "positive"], "compress", "is data-dependent"),
+    (nms_gather_model, ["box_conv", "box_mean", "boxes", "score_conv", "scores", "flat_boxes",
+                        "total_score"], "nms", "other nodes read them"),
+], ids=["loop", "shape", "nms"])
+def test_plan_cuts_at_the_first_node_relax_cannot_import(make, tvm_nodes, cut, reason):
+    part = plan(make())
+    assert part.tvm_nodes == tvm_nodes and not part.whole
+    assert [c.node for c in part.cuts] == [cut] and reason in part.cuts[0].reason
+    assert set(part.tvm_nodes).isdisjoint(part.ort_nodes)
+    tvm_part, ort_part = part.parts()
+    assert (tvm_part["runtime"], ort_part["runtime"]) == ("tvm", "onnxruntime")
+    assert set(ort_part["inputs"]) <= set(tvm_part["outputs"]) | {"input"}
+    assert f"cut at {cut!r}" in part.summary()
+
+
+@pytest.mark.parametrize("make", [loop_model, shape_model, nms_gather_model],
+                         ids=["loop", "shape", "nms"])
+def test_partitioned_model_matches_ort_running_the_whole_model(make):
+    model = make()
+    compiled = _compile(model)
+    assert isinstance(compiled, PartitionedModel)
+    assert compiled.output_names == [o.name for o in model.graph.output]
+    _assert_matches_whole_ort(model, compiled)
+    assert "onnxruntime:" in compiled.summary()
+    parts = compiled.time_parts(repeat=2)
+    assert sorted(parts) == ["onnxruntime", "total", "tvm"]
+    assert all(v.shape == (2,) and (v > 0).all() for v in parts.values())
+
+
+def test_tuned_config_records_the_partition_and_compile_refuses_another(tmp_path):
+    model = loop_model()
+    result = graphtune.tune(model, records=tmp_path / "loop.records.jsonl", max_candidates=1,
+                            progress=False)
+    assert result.config.model["partition"] == {"tvm_nodes": ["conv", "relu"],
+                                                "onnxruntime_nodes": ["loop", "head", "output"]}
+    assert set(result.config.nodes) == {"conv"}
+    path = tmp_path / "loop.graphtune.json"
+    result.config.save(path)
+    compiled = _compile(model, Config.load(path))
+    assert isinstance(compiled, PartitionedModel)
+    _assert_matches_whole_ort(model, compiled)
+    with pytest.raises(ConfigMismatchError, match=r"model\.partition: ONNX node 'head' runs in "
+                                                  r"tvm for this model but in onnxruntime"):
+        graphtune.compile(loop_model(head_first=True), Config.load(path))
+
+
+def test_a_config_with_a_partition_is_refused_for_a_whole_model():
+    config = Config({}, model={"partition": {"tvm_nodes": ["box_conv"], "onnxruntime_nodes": []}})
+    with pytest.raises(ConfigMismatchError, match=r"ONNX node 'box_mean' runs in tvm for this "
+                                                  r"model but in onnxruntime"):
+        graphtune.compile(nms_model(), config)
+
+
+def test_a_model_whose_first_node_relax_rejects_is_one_error_line():
+    g = _Graph(4)
+    trips, cond = g.const("trips", np.int64(2)), g.const("cond", np.bool_(True))
+    g.nodes.append(helper.make_node("Loop", [trips, cond, "input"], ["output"], name="first_loop",
+                                    body=_loop_body(3)))
+    model = g.model([helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 3, SIZE, SIZE])])
+    with pytest.raises(ModelError, match=r"^no node of the model imports into TVM Relax \(ONNX "
+                                         r"node 'first_loop' \(Loop\) cannot be imported.*"
+                                         r"onnxruntime alone$"):
+        plan(model)
