@@ -13,6 +13,7 @@ step of its scale (a value within an fp32 rounding error of ``k + 0.5``).
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import onnx
@@ -37,7 +38,7 @@ def conv_relu_conv() -> onnx.ModelProto:
 
 
 def residual_depthwise_head() -> onnx.ModelProto:
-    """RGB stem (3 channels: stays fp32), depthwise + pointwise branch, residual add, max pool,
+    """RGB stem (3 channels, padded to 4), depthwise + pointwise branch, residual add, max pool,
     global average pool, Gemm head."""
     b = Builder(1)
     x = b.node("Relu", [b.conv("stem", "input", 3, 16)], "relu0")
@@ -117,11 +118,12 @@ def numpy_qdq(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> np.ndarray
 
 
 def test_quantized_convs_are_int8_layout_nodes():
-    """Quantized convs become int8 nodes (their workloads carry the dtypes), the 3-channel stem
-    and the Gemm head stay fp32, and the fp32 model keeps its fp32 nodes."""
+    """Quantized convs become int8 nodes (their workloads carry the dtypes; the 3-channel stem
+    reads 4, the 4th zero), the Gemm head stays fp32, and the fp32 model keeps its fp32 nodes."""
     ops = {op.name: op for op in layout_ops(import_model(quantized("rdh")))}
     assert {name: str(op.op) for name, op in ops.items()} == {
-        "stem": "conv2d", "dw": "depthwise_conv2d_int8", "pw": "conv2d_int8", "fc": "dense"}
+        "stem": "conv2d_int8", "dw": "depthwise_conv2d_int8", "pw": "conv2d_int8", "fc": "dense"}
+    assert ops["stem"].workload["kernel"] == [16, 4, 3, 3]
     assert (ops["pw"].workload["dtype"], ops["pw"].workload["out_dtype"]) == ("uint8", "float32")
     assert ops["pw"].quant is not None and len(ops["pw"].quant["w_scale"]) == 16
     fp32 = {op.name: str(op.op) for op in layout_ops(import_model(residual_depthwise_head()))}
@@ -155,15 +157,36 @@ def test_residual_depthwise_head_matches_onnxruntime():
         assert got.argmax() == want.argmax()
 
 
+@pytest.mark.integration
+def test_tune_measures_int8_candidates(tmp_path):
+    """tune measures int8 kernels for the quantized convs (their records key the dtypes) and its
+    config compiles to the same outputs."""
+    model = quantized("crc")
+    records = tmp_path / "crc.records.jsonl"
+    result = graphtune.tune(model, records=records, max_candidates=2, min_repeat_ms=1, repeat=1,
+                            progress=False)
+    assert {name: str(node.op) for name, node in result.config.nodes.items()} == {
+        "conv1": "conv2d_int8", "conv2": "conv2d_int8"}
+    assert all("isa" in node.knobs for node in result.config.nodes.values())
+    kernels = [json.loads(line) for line in records.read_text().splitlines()]
+    measured = {(r["kind"], r["workload"]["dtype"], r["workload"]["out_dtype"])
+                for r in kernels if r["kind"] in ("conv2d", "conv2d_int8")}
+    assert measured == {("conv2d_int8", "uint8", "float32")}, measured
+    compiled = graphtune.compile(model, result.config)
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        assert np.abs(compiled(feed["input"]) - want).max() <= output_step(model) * 1.001
+
+
 @pytest.mark.slow
 def test_quantized_resnet18_matches_onnxruntime():
-    """Every quantized conv but the RGB stem on the int8 kernels; the outputs agree as
+    """Every quantized conv on the int8 kernels; the outputs agree as
     tests/test_quantized.py's fp32 path does (a step flipped early propagates)."""
     rng = np.random.default_rng(0)
     calibration = [{"input": rng.standard_normal((1, 3, 32, 32), dtype=np.float32)} for _ in range(4)]
     model = graphtune.quantize("resnet18", calibration, image_size=32)
     compiled = graphtune.compile(model, graphtune.Config.uniform(model))
-    assert compiled.schedules["conv2d_int8"] == {"kernel": 19}
+    assert compiled.schedules["conv2d_int8"] == {"kernel": 20}
     inputs = feeds(model, 8)
     rel = []
     for feed, want in zip(inputs, ort_run(model, inputs)):

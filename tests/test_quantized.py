@@ -106,7 +106,7 @@ def test_rewrite_keeps_every_rounding():
     """The rewritten graph computes bit for bit what the QDQ graph computes (both in ONNX
     Runtime, same kernels), has no quantization node left, and every conv and dense has a
     constant fp32 weight: the same layout nodes as the fp32 model, the quantized convs on the
-    int8 kernels (all but the 3-channel stem, tests/test_int8_compile.py)."""
+    int8 kernels (tests/test_int8_compile.py)."""
     model = quantized("resnet18")
     rewritten = rewrite_qdq(model)
     kinds = {n.op_type for n in rewritten.graph.node}
@@ -117,8 +117,7 @@ def test_rewrite_keeps_every_rounding():
     fp32 = import_model(graphtune.models.get("resnet18", image_size=SIZE))
     int8 = {"conv2d": "conv2d_int8"}
     assert sorted((op.name, op.op) for op in layout_ops(import_model(model))) == \
-        sorted((op.name, op.op if op.name == "conv1" else int8.get(op.op, op.op))
-               for op in layout_ops(fp32))
+        sorted((op.name, int8.get(op.op, op.op)) for op in layout_ops(fp32))
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "googlenet" else [])

@@ -49,7 +49,7 @@ from tvm.relax.frontend.onnx import from_onnx
 
 from ..errors import ModelError
 from .fold import fold_constants
-from .pad import pad_output_channels
+from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_CONVS, rewrite_qdq
 from .walk import _DEFAULT_NAME, bindings, op_name
 
@@ -136,7 +136,9 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     """The ONNX graph :func:`import_model` hands to TVM: quantization nodes rewritten into fp32
     (:func:`~graphtune.frontend.qdq.rewrite_qdq`), shape computations folded for the static
     input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), odd output channels padded
-    where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`). Its node names are
+    where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`), the input channels
+    of int8 convs padded to what the int8 kernels read
+    (:func:`~graphtune.frontend.pad.pad_int8_input_channels`). Its node names are
     those of the compiled model's calls.
 
     Examples
@@ -146,7 +148,7 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     >>> "class_predictors.0.unpad" in {n.name for n in ssd.graph.node}
     True
     """
-    return pad_output_channels(fold_constants(rewrite_qdq(proto), shapes))
+    return pad_output_channels(pad_int8_input_channels(fold_constants(rewrite_qdq(proto), shapes)))
 
 
 def _load_onnx(model) -> onnx.ModelProto:

@@ -3,8 +3,8 @@
 A QDQ model (``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ)``,
 :func:`graphtune.quantize`) keeps its weights as integers behind ``DequantizeLinear``
 (DQ) nodes and rounds its activations through ``QuantizeLinear`` (Q) -> DQ pairs.
-graphtune has no int8 kernels yet: it computes in fp32 between the pairs and keeps the
-model's rounding. :func:`rewrite_qdq` applies, in order:
+graphtune computes in fp32 between the pairs and keeps the model's rounding; its quantized
+convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
 
 1. **Operator forms become QDQ form.** ``QLinearConv`` / ``QLinearMatMul`` become
    DQ -> ``Conv`` / ``MatMul`` -> Q (``QLinearConv``'s int32 bias dequantized with
@@ -30,6 +30,14 @@ model's rounding. :func:`rewrite_qdq` applies, in order:
    scalars run in any channel layout and fuse into the producing conv's epilogue;
    per-channel scales become ``[C, 1, 1]``-shaped constants along their axis (zero points
    that differ by channel stay: ``Clip`` takes scalar bounds).
+Between 1 and 2 it records every conv the int8 kernels can run -- ``DQ(x) -> Conv(.,
+DQ(w))`` of uint8 activations (constant scalar scale and zero point) and constant symmetric
+int8 weights (one scale or one per output channel) -- with its quantization, as JSON in the
+model's ``metadata_props`` under :data:`INT8_CONVS` (read back by :func:`int8_convs`; the
+importer hands it to :func:`graphtune.frontend.walk`, which makes those convs ``conv2d_int8`` /
+``depthwise_conv2d_int8`` nodes, and :mod:`graphtune.compiler.int8` recovers the integers from
+the fp32 operands exactly).
+
 4. **What is left** -- a Q whose output is also read by something other than a DQ (an
    op on the integers, e.g. a uint8 ``MaxPool`` or ``Reshape`` between Q and DQ), a DQ of a
    tensor no Q produced, non-constant scales, blocked or float8 quantization -- stays as
@@ -75,7 +83,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from ..errors import ModelError
 from .fold import _drop_dead
 
-__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_CONVS", "int8_convs"]
+__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_CONVS", "INT8_CHANNELS", "int8_convs"]
 
 INT8_CONVS = "graphtune.int8_convs"
 """Metadata key (ONNX ``metadata_props``; Relax module attribute after import) of the JSON
@@ -90,6 +98,11 @@ _RANGES: dict[int, tuple[int, int]] = {
     TensorProto.UINT4: (0, 15), TensorProto.INT4: (-8, 7),
 }
 """Saturation range of each integer type QuantizeLinear can produce."""
+
+INT8_CHANNELS = 4
+"""Input channels of an int8 conv2d must be a multiple of this, the widest int8 instruction's
+``dot`` (``graphtune.x86.ISAS``), for every target to have candidates: fewer are padded with
+zero weights (:func:`graphtune.frontend.pad.pad_int8_input_channels`)."""
 
 _INTEGER_FORMS = frozenset({"ConvInteger", "MatMulInteger"})
 _OTHER_FORMS = frozenset({"QGemm", "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
@@ -134,7 +147,7 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     out.CopyFrom(model)
     rewriter = _Rewriter(out)
     _apply(out.graph, rewriter.operator_form)
-    convs = _Rewriter(out).quantized_convs()  # every quantized conv is DQ -> Conv now
+    convs = rewriter.quantized_convs()  # every quantized conv is DQ -> Conv now
     _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
     _drop_dead(out.graph)

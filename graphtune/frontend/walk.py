@@ -63,7 +63,7 @@ from tvm import relax
 from tvm.ir.expr import Constant
 
 from ..ops import Op, conv2d_int8_workload, conv_op
-from .qdq import int8_convs
+from .qdq import INT8_CHANNELS, int8_convs
 from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
@@ -318,14 +318,11 @@ def _padding(attrs) -> list[int]:
 
 _INT8_OPS = {Op.CONV2D: Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_INT8}
 """The int8 op a quantized conv of each kind runs as (other group convs stay fp32)."""
-_INT8_DOT = 4
-"""Input channels of a quantized conv2d must be a multiple of this (the widest int8
-instruction's ``dot``, ``graphtune.x86.ISAS``) to have int8 candidates on every target."""
 
 
 def _int8_capable(op: str, workload: dict) -> bool:
     """Whether the int8 kernels run this quantized conv (kind, input channels)."""
-    return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and workload["data"][1] % _INT8_DOT == 0)
+    return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and workload["data"][1] % INT8_CHANNELS == 0)
 
 
 def _int8_workload(workload: dict) -> dict:
