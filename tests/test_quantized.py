@@ -281,7 +281,8 @@ def test_operator_forms_qlinearconv_qlinearmatmul(tmp_path):
         rewritten = rewrite_qdq(model)
         compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     assert {n.op_type for n in rewritten.graph.node} >= {"Conv", "MatMul"}
-    assert [op.name for op in layout_ops(import_model(model))] == ["conv_quant", "fc_quant"]
+    assert [(op.name, op.op) for op in layout_ops(import_model(model))] == [
+        ("conv_quant", "conv2d_int8"), ("fc_quant", "dense")]  # QLinearConv on the int8 kernels
     feeds = inputs_of(model, 8)
     got = gt_run(compiled, feeds)
     for g, w in zip(got, ort_run(rewritten, feeds)):

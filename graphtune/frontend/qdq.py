@@ -30,20 +30,20 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    scalars run in any channel layout and fuse into the producing conv's epilogue;
    per-channel scales become ``[C, 1, 1]``-shaped constants along their axis (zero points
    that differ by channel stay: ``Clip`` takes scalar bounds).
-Between 1 and 2 it records every conv the int8 kernels can run -- ``DQ(x) -> Conv(.,
-DQ(w))`` of uint8 activations (constant scalar scale and zero point) and constant symmetric
-int8 weights (one scale or one per output channel) -- with its quantization, as JSON in the
-model's ``metadata_props`` under :data:`INT8_CONVS` (read back by :func:`int8_convs`; the
-importer hands it to :func:`graphtune.frontend.walk`, which makes those convs ``conv2d_int8`` /
-``depthwise_conv2d_int8`` nodes, and :mod:`graphtune.compiler.int8` recovers the integers from
-the fp32 operands exactly).
-
 4. **What is left** -- a Q whose output is also read by something other than a DQ (an
    op on the integers, e.g. a uint8 ``MaxPool`` or ``Reshape`` between Q and DQ), a DQ of a
    tensor no Q produced, non-constant scales, blocked or float8 quantization -- stays as
    TVM imports it (``relax.quantize`` / ``relax.dequantize``, fp32 arithmetic in plain
    ``NCHW``, a layout boundary). One warning names these nodes, once per process however
    often the model is imported (``tune`` imports it several times).
+
+Between rules 1 and 2 it records every conv the int8 kernels can run -- ``DQ(x) -> Conv(.,
+DQ(w))`` of uint8 activations (constant scalar scale and zero point) and constant symmetric
+int8 weights (one scale or one per output channel) -- with its quantization, as JSON in the
+model's ``metadata_props`` under :data:`INT8_CONVS` (read back by :func:`int8_convs`; the
+importer hands it to :func:`graphtune.frontend.walk`, which makes those convs ``conv2d_int8`` /
+``depthwise_conv2d_int8`` nodes, and :mod:`graphtune.compiler.int8` recovers the integers from
+the fp32 operands exactly).
 
 Examples
 --------
