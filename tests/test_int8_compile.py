@@ -19,13 +19,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 
 import graphtune
+from graphtune.compiler.int8 import int8_weight
+from graphtune.compiler.plan import NodePlan
+from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops
 from graphtune.measure.build import arg_specs
 from graphtune.ops import Op
-from onnx_blocks import Builder
+from onnx_blocks import Builder, onnx_model
 
 REFERENCE = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 INPUTS = 4
@@ -128,6 +131,34 @@ def test_quantized_convs_are_int8_layout_nodes():
     assert ops["pw"].quant is not None and len(ops["pw"].quant["w_scale"]) == 16
     fp32 = {op.name: str(op.op) for op in layout_ops(import_model(residual_depthwise_head()))}
     assert fp32 == {"stem": "conv2d", "dw": "depthwise_conv2d", "pw": "conv2d", "fc": "dense"}
+
+
+def _qdq_conv(activation_zero: np.ndarray) -> onnx.ModelProto:
+    """Q -> DQ -> Conv(DQ(int8 w)) of a 4-channel input, activations of ``activation_zero``'s type."""
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(activation_zero, "z"),
+             numpy_helper.from_array(np.ones((8, 4, 3, 3), np.int8), "wq"),
+             numpy_helper.from_array(np.full(8, 0.1, np.float32), "ws"),
+             numpy_helper.from_array(np.zeros(8, np.int8), "wz")]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["xq"], name="q"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dq"),
+             helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0, name="wdq"),
+             helper.make_node("Conv", ["xd", "w"], ["output"], pads=[1] * 4, name="conv")]
+    return onnx_model(nodes, inits, "qdq_conv", [1, 4, 8, 8], output_shape=[1, 8, 8, 8])
+
+
+def test_only_uint8_activations_and_int8_weights_run_int8():
+    """int8 activations (no uint8 x int8 kernel reads them) leave the conv in fp32."""
+    unsigned = layout_ops(import_model(_qdq_conv(np.array(128, np.uint8))))
+    signed = layout_ops(import_model(_qdq_conv(np.array(0, np.int8))))
+    assert [(op.name, str(op.op)) for op in unsigned] == [("conv", "conv2d_int8")]
+    assert [(op.name, str(op.op)) for op in signed] == [("conv", "conv2d")]
+
+
+def test_weights_that_are_not_their_scale_multiples_are_refused():
+    plan = NodePlan("layer1.conv", "conv2d_int8", {}, {}, "", "", {"w_scale": [0.1]})
+    with pytest.raises(ModelError, match="ONNX node 'layer1.conv': its weights are not int8 multiples"):
+        int8_weight(np.full((2, 4, 1, 1), 0.15, np.float32), plan)
 
 
 @pytest.mark.integration
