@@ -6,8 +6,8 @@
 fails), then ``quantize_static`` in QDQ format with uint8 activations and int8 weights,
 calibrated on ``calibration_data``. The result is an ``onnx.ModelProto`` that ONNX Runtime
 runs with its int8 kernels and :func:`graphtune.compile` / :func:`graphtune.tune` take like any
-model (they compute in fp32 between the quantization points with the model's rounding:
-:mod:`graphtune.frontend.qdq`).
+model (its quantized convs on graphtune's int8 kernels, the ops between them in fp32 with the
+model's rounding: :mod:`graphtune.frontend.qdq`).
 
 Examples
 --------

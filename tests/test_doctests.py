@@ -33,7 +33,8 @@ INTEGRATION = ("graphtune.baselines", "graphtune.bind", "graphtune.compiler", "g
                "graphtune.hoststate", "graphtune.latency", "graphtune.measure", "graphtune.opgroups",
                "graphtune.peers", "graphtune.pipeline", "graphtune.procs", "graphtune.profiling",
                "graphtune.quantization", "graphtune.report", "graphtune.config.Config.from_solution",
-               "graphtune.config.Config.random", "loopback")
+               "graphtune.config.Config.random", "graphtune.frontend.pad.pad_int8_input_channels",
+               "loopback")
 
 
 def _integration(name: str) -> bool:

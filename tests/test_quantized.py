@@ -1,8 +1,9 @@
 """Quantized (QDQ) models: graphtune.quantize, then import, compile and tune against ONNX Runtime.
 
-graphtune has no int8 kernels yet: it computes in fp32 between the quantization points with the
-model's own rounding (graphtune/frontend/qdq.py). The references are ONNX Runtime on the same
-QDQ file:
+graphtune computes in fp32 between the quantization points with the model's own rounding
+(graphtune/frontend/qdq.py), its quantized convs on the int8 kernels with exact int32 sums
+(graphtune/compiler/int8.py; tests/test_int8_compile.py). The references are ONNX Runtime on the
+same QDQ file:
 
 - with graph optimizations off (``REFERENCE``), ONNX Runtime runs every QuantizeLinear /
   DequantizeLinear / Conv as ONNX defines it, in fp32 between the pairs: what graphtune computes;
@@ -104,7 +105,8 @@ def quiet_compile(model: onnx.ModelProto, config) -> graphtune.CompiledModel:
 def test_rewrite_keeps_every_rounding():
     """The rewritten graph computes bit for bit what the QDQ graph computes (both in ONNX
     Runtime, same kernels), has no quantization node left, and every conv and dense has a
-    constant fp32 weight: the same layout nodes as the fp32 model."""
+    constant fp32 weight: the same layout nodes as the fp32 model, the quantized convs on the
+    int8 kernels (tests/test_int8_compile.py)."""
     model = quantized("resnet18")
     rewritten = rewrite_qdq(model)
     kinds = {n.op_type for n in rewritten.graph.node}
@@ -113,8 +115,9 @@ def test_rewrite_keeps_every_rounding():
     for got, want in zip(ort_run(rewritten, feeds), ort_run(model, feeds)):
         np.testing.assert_array_equal(got, want)
     fp32 = import_model(graphtune.models.get("resnet18", image_size=SIZE))
+    int8 = {"conv2d": "conv2d_int8"}
     assert sorted((op.name, op.op) for op in layout_ops(import_model(model))) == \
-        sorted((op.name, op.op) for op in layout_ops(fp32))
+        sorted((op.name, int8.get(op.op, op.op)) for op in layout_ops(fp32))
 
 
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "googlenet" else [])
@@ -278,7 +281,8 @@ def test_operator_forms_qlinearconv_qlinearmatmul(tmp_path):
         rewritten = rewrite_qdq(model)
         compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     assert {n.op_type for n in rewritten.graph.node} >= {"Conv", "MatMul"}
-    assert [op.name for op in layout_ops(import_model(model))] == ["conv_quant", "fc_quant"]
+    assert [(op.name, op.op) for op in layout_ops(import_model(model))] == [
+        ("conv_quant", "conv2d_int8"), ("fc_quant", "dense")]  # QLinearConv on the int8 kernels
     feeds = inputs_of(model, 8)
     got = gt_run(compiled, feeds)
     for g, w in zip(got, ort_run(rewritten, feeds)):

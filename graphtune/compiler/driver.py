@@ -79,7 +79,7 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
             in_layout, out_layout = x86.layouts_of(op.workload, knobs, op=op.op)
         else:
             knobs, in_layout, out_layout = node.knobs, node.in_layout, node.out_layout
-        plans[op.var] = NodePlan(op.name, op.op, op.workload, knobs, in_layout, out_layout)
+        plans[op.var] = NodePlan(op.name, op.op, op.workload, knobs, in_layout, out_layout, op.quant)
     if missing:
         shown = ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else "")
         warnings.warn(f"config does not mention {len(missing)} layout node(s), which get the "

@@ -49,14 +49,11 @@ from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
 from ..x86.pools import max_pool2d
 from ..x86.resize import bilinear_resize2d, supported
 from ..x86.target import vector_lanes
-from .rewrite import TRANSFORM_ATTR, NodePlan
+from .rewrite import NODE_ATTR, TRANSFORM_ATTR, NodePlan
 from .sites import call_sites, with_sites
 
 __all__ = ["NODE_ATTR", "OP_ATTR", "MEMBERS_ATTR", "TRANSFORMS_ATTR", "legalize", "node_of",
            "schedule_counts", "op_kind", "members_of", "transforms_of", "label_of"]
-
-NODE_ATTR = "graphtune.node"
-"""PrimFunc attribute naming the layout node whose kernel the function computes."""
 
 OP_ATTR = "graphtune.op"
 """PrimFunc attribute naming the op kind the function computes (its heaviest op when fused)."""

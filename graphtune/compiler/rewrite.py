@@ -32,7 +32,6 @@ False
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import tvm
@@ -46,30 +45,14 @@ from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout
 from .consts import eval_const
+from .int8 import emit_int8_conv
+from .plan import NODE_ATTR, NodePlan
 
-__all__ = ["NodePlan", "TRANSFORM_ATTR", "rewrite"]
+__all__ = ["NodePlan", "NODE_ATTR", "TRANSFORM_ATTR", "rewrite"]
 
 
 TRANSFORM_ATTR = "graphtune.transform"
 """PrimFunc attribute (``"src->dst"``) marking the layout transforms the rewrite inserts."""
-
-
-@dataclass(frozen=True)
-class NodePlan:
-    """What to do with one layout node: its name, workload, knobs and layouts.
-
-    Examples
-    --------
-    >>> NodePlan("conv1", "conv2d", {}, {"ic_bn": 3, "oc_bn": 16}, "NCHW3c", "NCHW16c").out_layout
-    'NCHW16c'
-    """
-
-    name: str
-    op: str
-    workload: dict
-    knobs: dict
-    in_layout: str
-    out_layout: str
 
 
 def _channels(expr) -> int:
@@ -239,6 +222,11 @@ class _Rewriter:
             self.bind(var, self.with_args(call, [self.get(call.args[0], 0), fresh]), 0)
             return
         in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
+        if plan.quant is not None:  # a quantized conv on the int8 kernels
+            conv, kernel = emit_int8_conv(self.bb, self.get(call.args[0], in_blk), weight, plan)
+            self.anchors[kernel] = plan
+            self.bind(var, conv, out_blk)
+            return
         if plan.op == "conv2d_transpose":  # IOHW weight kept: legalize packs it per phase
             self.transposed(var, call, plan, relax.const(weight), in_blk, out_blk)
             return

@@ -19,12 +19,13 @@ Examples
 from .extract import extract
 from .fold import fold_constants
 from .importer import import_model, prepare_onnx
-from .pad import pad_output_channels
+from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import rewrite_qdq
 from .roles import Form, Role
 from .walk import ROLES, LayoutOp, Step, layout_ops, walk
 
 __all__ = [
-    "extract", "fold_constants", "import_model", "prepare_onnx", "pad_output_channels", "layout_ops",
+    "extract", "fold_constants", "import_model", "prepare_onnx", "pad_output_channels",
+    "pad_int8_input_channels", "layout_ops",
     "walk", "LayoutOp", "Step", "ROLES", "Role", "Form", "rewrite_qdq",
 ]

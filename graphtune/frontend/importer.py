@@ -50,8 +50,8 @@ from tvm.relax.frontend.onnx import onnx_frontend
 
 from ..errors import ModelError
 from .fold import fold_constants
-from .pad import pad_output_channels
-from .qdq import rewrite_qdq
+from .pad import pad_int8_input_channels, pad_output_channels
+from .qdq import INT8_CONVS, rewrite_qdq
 from .walk import _DEFAULT_NAME, bindings, op_name
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
@@ -122,6 +122,9 @@ def import_model(
     assert mod is not None  # no failure: a module
     main = _BatchNormToAffine(mod).visit_expr(_TirClipToRelax(mod).visit_expr(mod["main"]))
     mod["main"] = _name_after_onnx(main, proto)
+    quantized = {p.key: p.value for p in proto.metadata_props}.get(INT8_CONVS)
+    if quantized:  # the convs the int8 kernels run, for frontend.walk
+        mod = mod.with_attr(INT8_CONVS, quantized)
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 
@@ -312,7 +315,9 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     """The ONNX graph :func:`import_model` hands to TVM: quantization nodes rewritten into fp32
     (:func:`~graphtune.frontend.qdq.rewrite_qdq`), shape computations folded for the static
     input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), odd output channels padded
-    where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`). Its node names are
+    where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`), the input channels
+    of int8 convs padded to what the int8 kernels read
+    (:func:`~graphtune.frontend.pad.pad_int8_input_channels`). Its node names are
     those of the compiled model's calls.
 
     Examples
@@ -322,7 +327,7 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     >>> "class_predictors.0.unpad" in {n.name for n in ssd.graph.node}
     True
     """
-    return pad_output_channels(fold_constants(rewrite_qdq(proto), shapes))
+    return pad_output_channels(pad_int8_input_channels(fold_constants(rewrite_qdq(proto), shapes)))
 
 
 def _load_onnx(model) -> onnx.ModelProto:

@@ -1,4 +1,5 @@
-"""Pad odd output-channel counts of convs whose output leaves the blocked layout anyway.
+"""Pad odd output-channel counts of convs whose output leaves the blocked layout anyway, and the
+input channels of int8 convs that no int8 instruction divides.
 
 A conv2d with ``O`` output channels runs in ``NCHW{oc_bn}c`` blocks that
 divide ``O``; when no multiple of the vector width divides it (SSD's class
@@ -11,6 +12,11 @@ after it. It does so only where the slice is free: when every consumer of the
 conv is an op that needs plain ``NCHW`` anyway (``Transpose``, ``Reshape``,
 ``Flatten``), so the layout transform the compiler inserts there meets the
 slice, and only when padding adds at most a quarter of the channels.
+
+:func:`pad_int8_input_channels` gives a quantized conv2d whose input channels are no multiple
+of :data:`~graphtune.frontend.qdq.INT8_CHANNELS` (the RGB stem's 3) zero weights for the
+missing channels and concatenates zero channels to its input, so that it runs on the int8
+kernels (a zero channel quantizes to the zero point and meets zero weights: exact).
 
 Examples
 --------
@@ -26,9 +32,11 @@ import math
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper, numpy_helper, shape_inference
 
-__all__ = ["pad_output_channels", "PAD_MULTIPLE", "MAX_PAD_FRACTION"]
+from .qdq import INT8_CHANNELS, int8_convs
+
+__all__ = ["pad_output_channels", "pad_int8_input_channels", "PAD_MULTIPLE", "MAX_PAD_FRACTION"]
 
 PAD_MULTIPLE = 16
 """Channel multiple to pad to: the fp32 lanes of AVX-512 (and two AVX2 vectors)."""
@@ -137,3 +145,62 @@ def _pad(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, target: int)
         graph.initializer.append(numpy_helper.from_array(np.array([bound], np.int64), f"{base}.unpad.{key}"))
     return helper.make_node("Slice", [conv.output[0], *(f"{base}.unpad.{k}" for k in bounds)], [real],
                             name=f"{base}.unpad")
+
+
+def pad_int8_input_channels(model: onnx.ModelProto, multiple: int = INT8_CHANNELS) -> onnx.ModelProto:
+    """``model`` with the input channels of its int8 convs (:func:`graphtune.frontend.qdq.int8_convs`)
+    padded to a multiple of ``multiple``: zero weights, and a ``Concat`` of zero channels (an
+    ONNX constant: the conv's input must have a static shape, after
+    :func:`~graphtune.frontend.fold.fold_constants`) before the conv; other convs as they are.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from graphtune import models, quantize
+    >>> from graphtune.frontend import fold_constants, rewrite_qdq
+    >>> data = [{"input": np.zeros((1, 3, 32, 32), np.float32)}]
+    >>> qdq = rewrite_qdq(quantize("resnet18", data, image_size=32))
+    >>> padded = pad_int8_input_channels(fold_constants(qdq, {"input": [1, 3, 32, 32]}))
+    >>> stem = next(n for n in padded.graph.node if n.name == "conv1")
+    >>> [n.op_type for n in padded.graph.node if n.output[0] == stem.input[0]]
+    ['Concat']
+    """
+    convs = int8_convs({p.key: p.value for p in model.metadata_props})
+    inits = {t.name: t for t in model.graph.initializer}
+    chosen = [n for n in model.graph.node if n.op_type == "Conv" and (n.name or n.output[0]) in convs
+              and len(n.input) > 1 and n.input[1] in inits and int(inits[n.input[1]].dims[1]) % multiple
+              and all(a.name != "group" or a.i == 1 for a in n.attribute)]
+    if not chosen:
+        return model
+    inferred = shape_inference.infer_shapes(model).graph
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else 0 for d in v.type.tensor_type.shape.dim]
+              for v in [*inferred.input, *inferred.value_info]}
+    padded = onnx.ModelProto()
+    padded.CopyFrom(model)
+    graph = padded.graph
+    targets = {n.output[0] for n in chosen if all(shapes.get(n.input[0], [0]))}
+    nodes = []
+    for node in graph.node:
+        if node.output[0] in targets:
+            nodes.append(_zero_channels(graph, node, inits, shapes[node.input[0]], multiple))
+        nodes.append(node)
+    del graph.node[:]
+    graph.node.extend(nodes)
+    return padded
+
+
+def _zero_channels(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, shape: list[int],
+                   multiple: int) -> onnx.NodeProto:
+    """Point ``conv`` at weights with zero input channels and an input with zero channels
+    concatenated; return that Concat."""
+    base = conv.name or conv.output[0]
+    weight = numpy_helper.to_array(inits[conv.input[1]])
+    extra = -weight.shape[1] % multiple
+    widths = [(0, 0), (0, extra)] + [(0, 0)] * (weight.ndim - 2)
+    graph.initializer.append(numpy_helper.from_array(np.pad(weight, widths), f"{base}.w.padded_in"))
+    zeros = np.zeros([shape[0], extra, *shape[2:]], np.float32)
+    graph.initializer.append(numpy_helper.from_array(zeros, f"{base}.zero_channels"))
+    concat = helper.make_node("Concat", [conv.input[0], f"{base}.zero_channels"], [f"{base}.padded_in"],
+                              axis=1, name=f"{base}.pad_in")
+    conv.input[0], conv.input[1] = concat.output[0], f"{base}.w.padded_in"
+    return concat

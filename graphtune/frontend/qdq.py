@@ -3,8 +3,8 @@
 A QDQ model (``onnxruntime.quantization.quantize_static(..., quant_format=QuantFormat.QDQ)``,
 :func:`graphtune.quantize`) keeps its weights as integers behind ``DequantizeLinear``
 (DQ) nodes and rounds its activations through ``QuantizeLinear`` (Q) -> DQ pairs.
-graphtune has no int8 kernels yet: it computes in fp32 between the pairs and keeps the
-model's rounding. :func:`rewrite_qdq` applies, in order:
+graphtune computes in fp32 between the pairs and keeps the model's rounding; its quantized
+convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
 
 1. **Operator forms become QDQ form.** ``QLinearConv`` / ``QLinearMatMul`` become
    DQ -> ``Conv`` / ``MatMul`` -> Q (``QLinearConv``'s int32 bias dequantized with
@@ -37,6 +37,14 @@ model's rounding. :func:`rewrite_qdq` applies, in order:
    ``NCHW``, a layout boundary). One warning names these nodes, once per process however
    often the model is imported (``tune`` imports it several times).
 
+Between rules 1 and 2 it records every conv the int8 kernels can run -- ``DQ(x) -> Conv(.,
+DQ(w))`` of uint8 activations (constant scalar scale and zero point) and constant symmetric
+int8 weights (one scale or one per output channel) -- with its quantization, as JSON in the
+model's ``metadata_props`` under :data:`INT8_CONVS` (read back by :func:`int8_convs`; the
+importer hands it to :func:`graphtune.frontend.walk`, which makes those convs ``conv2d_int8`` /
+``depthwise_conv2d_int8`` nodes, and :mod:`graphtune.compiler.int8` recovers the integers from
+the fp32 operands exactly).
+
 Examples
 --------
 >>> import numpy as np
@@ -63,8 +71,10 @@ array([0.1, 0.1, 0.1, 0.1], dtype=float32)
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections import defaultdict
+from collections.abc import Mapping
 
 import numpy as np
 import onnx
@@ -73,7 +83,11 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from ..errors import ModelError
 from .fold import _drop_dead
 
-__all__ = ["rewrite_qdq", "QDQ_OPS"]
+__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_CONVS", "INT8_CHANNELS", "int8_convs"]
+
+INT8_CONVS = "graphtune.int8_convs"
+"""Metadata key (ONNX ``metadata_props``; Relax module attribute after import) of the JSON
+:func:`int8_convs` reads: the quantization of every conv the int8 kernels can run."""
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 """Quantization ops that may be left in the graph (rule 4); TVM imports them."""
@@ -84,6 +98,11 @@ _RANGES: dict[int, tuple[int, int]] = {
     TensorProto.UINT4: (0, 15), TensorProto.INT4: (-8, 7),
 }
 """Saturation range of each integer type QuantizeLinear can produce."""
+
+INT8_CHANNELS = 4
+"""Input channels of an int8 conv2d must be a multiple of this, the widest int8 instruction's
+``dot`` (``graphtune.x86.ISAS``), for every target to have candidates: fewer are padded with
+zero weights (:func:`graphtune.frontend.pad.pad_int8_input_channels`)."""
 
 _INTEGER_FORMS = frozenset({"ConvInteger", "MatMulInteger"})
 _OTHER_FORMS = frozenset({"QGemm", "QAttention", "DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
@@ -127,14 +146,41 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     out = onnx.ModelProto()
     out.CopyFrom(model)
     rewriter = _Rewriter(out)
-    for rule in (rewriter.operator_form, rewriter.dequantize):
-        nodes = [new for node in out.graph.node for new in rule(node)]
-        del out.graph.node[:]
-        out.graph.node.extend(nodes)
+    _apply(out.graph, rewriter.operator_form)
+    convs = rewriter.quantized_convs()  # every quantized conv is DQ -> Conv now
+    _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
     _drop_dead(out.graph)
     _warn_left(out.graph)
+    if convs:
+        out.metadata_props.add(key=INT8_CONVS, value=json.dumps(convs, sort_keys=True))
     return out
+
+
+def _apply(graph: onnx.GraphProto, rule) -> None:
+    """Replace every node of ``graph`` by the nodes ``rule(node)`` returns, in order."""
+    nodes = [new for node in graph.node for new in rule(node)]
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
+def int8_convs(metadata: Mapping[str, str]) -> dict[str, dict]:
+    """The quantized convs :func:`rewrite_qdq` found, by ONNX node name: ``{"x_scale": float,
+    "x_zero_point": int, "w_scale": [float, ...]}`` (one scale, or one per output channel).
+
+    Their rewritten fp32 graph computes ``(x_q - x_zero_point) * x_scale`` into the conv and
+    weights ``w_q * w_scale``: the compiler recovers ``x_q`` and ``w_q`` exactly by rounding and
+    runs the conv on the int8 kernels (:mod:`graphtune.compiler.int8`).
+
+    Examples
+    --------
+    >>> int8_convs({INT8_CONVS: '{"c": {"w_scale": [0.5], "x_scale": 0.1, "x_zero_point": 3}}'})
+    {'c': {'w_scale': [0.5], 'x_scale': 0.1, 'x_zero_point': 3}}
+    >>> int8_convs({})
+    {}
+    """
+    text = metadata.get(INT8_CONVS)
+    return dict(json.loads(str(text))) if text else {}
 
 
 def _is_quantized(node: onnx.NodeProto) -> bool:
@@ -221,6 +267,28 @@ class _Rewriter:
                            for v in [*graph.input, *graph.value_info, *graph.output]
                            if v.type.tensor_type.HasField("shape")}
         return self._ranks.get(name)
+
+    def quantized_convs(self) -> dict[str, dict]:
+        """``{conv name: quantization}`` of the ``DQ(x) -> Conv(., DQ(w))`` the int8 kernels run:
+        uint8 activations with constant scalar scale and zero point, constant int8 weights with
+        zero points 0 and one scale or one per output channel (see :func:`int8_convs`)."""
+        dqs = {n.output[0]: n for n in self.model.graph.node if n.op_type == "DequantizeLinear"}
+        found = {}
+        for node in self.model.graph.node:
+            if node.op_type != "Conv" or len(node.input) < 2 or node.input[0] not in dqs \
+                    or node.input[1] not in dqs:
+                continue
+            x, w = self._params(dqs[node.input[0]]), self._params(dqs[node.input[1]])
+            w_q = self.const(dqs[node.input[1]].input[0])
+            if x is None or w is None or w_q is None or x[0].size != 1 or w_q.dtype != np.int8 \
+                    or _quantized_type(dqs[node.input[0]], self.tensors) != TensorProto.UINT8 \
+                    or np.any(w[1]) or w[0].size not in (1, w_q.shape[0]) \
+                    or (w[0].size > 1 and w[2] % w_q.ndim != 0):
+                continue
+            found[node.name or node.output[0]] = {
+                "x_scale": float(x[0].reshape(())), "x_zero_point": int(x[1].reshape(-1)[0]),
+                "w_scale": [float(v) for v in w[0].astype(np.float32).reshape(-1)]}
+        return found
 
     # ---------------------------------------------------------- rule 1: forms
     def operator_form(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:

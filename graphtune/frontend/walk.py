@@ -62,7 +62,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..ops import conv_op
+from ..ops import Op, conv2d_int8_workload, conv_op
+from .qdq import INT8_CHANNELS, int8_convs
 from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
@@ -98,6 +99,10 @@ class LayoutOp:
         The op's workload in graphtune's JSON form.
     var : tvm.relax.Var
         The variable bound to the call in ``main``.
+    quant : dict or None
+        For ``conv2d_int8`` / ``depthwise_conv2d_int8``: the quantization of the conv's fp32
+        operands (:func:`graphtune.frontend.qdq.int8_convs`), from which the compiler recovers
+        the integers.
 
     Examples
     --------
@@ -112,6 +117,7 @@ class LayoutOp:
     op: str
     workload: dict = field(hash=False)
     var: Any
+    quant: dict | None = field(default=None, hash=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -204,7 +210,7 @@ def walk(mod: tvm.IRModule) -> list[Step]:
     >>> [(s.name, s.op_name) for s in steps if s.role in ("join", "fixed")][-2:]
     [('layer4.1.add', 'relax.add'), (None, 'relax.reshape')]
     """
-    walker = _Walker()
+    walker = _Walker(int8_convs(mod.attrs or {}))
     steps = _named([walker.step(b) for b in bindings(mod["main"])])
     walker.warn()
     return steps
@@ -310,10 +316,27 @@ def _padding(attrs) -> list[int]:
     return {1: pad * 4, 2: pad * 2}.get(len(pad), pad)
 
 
+_INT8_OPS = {Op.CONV2D: Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_INT8}
+"""The int8 op a quantized conv of each kind runs as (other group convs stay fp32)."""
+
+
+def _int8_capable(op: str, workload: dict) -> bool:
+    """Whether the int8 kernels run this quantized conv (kind, input channels)."""
+    return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and workload["data"][1] % INT8_CHANNELS == 0)
+
+
+def _int8_workload(workload: dict) -> dict:
+    """The int8 workload of a quantized fp32 conv's: uint8 data, dequantized float32 output."""
+    return conv2d_int8_workload(workload["data"], workload["kernel"], workload["strides"],
+                                workload["padding"], workload["dilation"], out_dtype="float32",
+                                groups=workload["groups"])
+
+
 class _Walker:
     """Classifies bindings one by one, remembering constants and tuples."""
 
-    def __init__(self) -> None:
+    def __init__(self, quantized: dict[str, dict]) -> None:
+        self.quantized = quantized
         self.consts: set = set()
         self.tuples: dict = {}
         self.skipped: dict[str, list[str]] = {}
@@ -444,6 +467,9 @@ class _Walker:
                 self.skipped.setdefault(found, []).append(var.name)
             return None
         op, workload = found
+        quant = self.quantized.get(var.name)
+        if quant is not None and _int8_capable(op, workload):
+            return LayoutOp("", _INT8_OPS[op], _int8_workload(workload), var, quant)
         return LayoutOp("", op, workload, var)
 
     def _conv_operands(self, call, op: str, kernel_layout: str) -> tuple | str:

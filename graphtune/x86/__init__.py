@@ -32,7 +32,7 @@ from ..ops import (
 )
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, requantize
+from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, quantize, requantize
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
@@ -103,6 +103,7 @@ __all__ = [
     "pack_int8_kernel",
     "pack_int8_params",
     "pack_weight",
+    "quantize",
     "requantize",
     "schedule_elementwise",
     "schedule_fused",

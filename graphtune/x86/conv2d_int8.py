@@ -37,7 +37,7 @@ from .conv2d import check_tensor_shape
 from .int8_isa import ISAS
 from .knobs import INT8_KNOBS
 
-__all__ = ["conv2d_int8_shapes", "conv2d_int8_nchwc", "requantize", "param_shape"]
+__all__ = ["conv2d_int8_shapes", "conv2d_int8_nchwc", "requantize", "quantize", "param_shape"]
 
 
 def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
@@ -201,3 +201,27 @@ def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str
         return tirx.min(tirx.max(rounded, low), high).astype("uint8")
 
     return te.compute(acc.shape, quantized, name="requantize")
+
+
+def quantize(data: te.Tensor, scale: float, zero_point: int) -> te.Tensor:
+    """ONNX ``QuantizeLinear`` to uint8 of a float32 tensor (any layout):
+    ``clip(round_half_even(x / scale) + zero_point, 0, 255)``, what an int8 conv reads.
+
+    Examples
+    --------
+    >>> x = te.placeholder((1, 2, 4, 4, 8), "float32")
+    >>> q = quantize(x, 0.05, 128)
+    >>> str(q.dtype), q.op.name
+    ('uint8', 'quantize')
+    """
+    if not 0 <= zero_point <= 255:
+        raise KnobError(f"zero_point = {zero_point} is no uint8 value")
+    divisor = tirx.const(scale, "float32")
+    zero = tirx.const(float(zero_point), "float32")
+
+    def quantized(*index):
+        value = tirx.round(data(*index) / divisor) + zero
+        return tirx.min(tirx.max(value, tirx.const(0.0, "float32")),
+                        tirx.const(255.0, "float32")).astype("uint8")
+
+    return te.compute(data.shape, quantized, name="quantize")

@@ -1,0 +1,124 @@
+"""Emit a quantized conv of a rewritten module as graphtune's int8 kernel.
+
+A QDQ model's quantized conv reaches Relax as an fp32 ``conv2d`` of the dequantized
+activation ``(x_q - zx) * sx`` and weights ``w_q * sw`` (:mod:`graphtune.frontend.qdq`), its
+quantization recorded beside it (:func:`graphtune.frontend.qdq.int8_convs`, the node's
+``NodePlan.quant``). Both integers come back exactly by rounding (``|w_q| <= 128`` and
+``|x_q - zx| <= 255`` are far inside fp32's exact range), so the node runs as:
+
+1. ``int8_quantize``: the fp32 input, in the node's input layout, to uint8 ``x_q``
+   (:func:`graphtune.x86.quantize`);
+2. the int8 kernel with its dequantizing epilogue, one ``call_tir`` tagged with the node
+   (:data:`~graphtune.compiler.rewrite.NODE_ATTR`): ``float32(acc + bias') * sx * sw[o]``,
+   where ``acc`` is the exact int32 sum and ``bias' = -zx * sum(w_q)``
+   (:func:`graphtune.x86.pack_int8_params`).
+
+What follows the conv in the model (its fp32 bias add, ReLU, the fake quantization of the
+output) stays as it is and fuses into the kernel's epilogue: the node's output is float32
+(``out_dtype`` of its workload).
+
+Examples
+--------
+>>> import numpy as np
+>>> from tvm import relax
+>>> from graphtune.compiler.plan import NodePlan
+>>> from graphtune.ops import conv2d_int8_workload
+>>> wl = conv2d_int8_workload([1, 8, 4, 4], [8, 8, 1, 1], out_dtype="float32")
+>>> knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 4, "unroll_kw": False, "isa": "avx2"}
+>>> plan = NodePlan("c", "conv2d_int8", wl, knobs, "NCHW8c", "NCHW8c",
+...                 {"x_scale": 0.1, "x_zero_point": 3, "w_scale": [0.5]})
+>>> bb = relax.BlockBuilder()
+>>> x = relax.Var("x", relax.TensorType([1, 1, 4, 4, 8], "float32"))
+>>> with bb.function("main", [x]):
+...     out, kernel = emit_int8_conv(bb, x, np.ones((8, 8, 1, 1), "float32"), plan)
+...     _ = bb.emit_func_output(out)
+>>> kernel.value.numpy().dtype, sorted(gv.name_hint for gv in bb.get().get_global_vars())
+(dtype('int16'), ['gt_c', 'int8_quantize', 'main'])
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from tvm import relax
+from tvm.ir.expr import Constant
+
+from .. import x86
+from ..errors import ModelError
+from .plan import NODE_ATTR, NodePlan
+
+__all__ = ["emit_int8_conv", "int8_weight"]
+
+
+def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndarray]:
+    """``(w_q, w_scale)``: the int8 weights behind the node's fp32 ``OIHW`` ones and one scale per
+    output channel (channels :func:`graphtune.frontend.pad.pad_output_channels` added, zero
+    weights, get scale 1).
+
+    Raises
+    ------
+    ModelError
+        If the fp32 weights are not ``w_q * w_scale`` (names the ONNX node).
+
+    Examples
+    --------
+    >>> from graphtune.compiler.plan import NodePlan
+    >>> plan = NodePlan("c", "conv2d_int8", {}, {}, "", "", {"w_scale": [0.5, 0.25]})
+    >>> w_q, scale = int8_weight(np.array([1.0, -0.5, 0.0]).reshape(3, 1, 1, 1), plan)
+    >>> w_q.ravel().tolist(), scale.tolist()
+    ([2, -2, 0], [0.5, 0.25, 1.0])
+    """
+    assert plan.quant is not None  # int8 nodes carry their quantization
+    scale = np.asarray(plan.quant["w_scale"], np.float32)
+    channels = weight.shape[0]
+    if scale.size == 1:
+        scale = np.full(channels, scale[0], np.float32)
+    scale = np.concatenate([scale, np.ones(channels - scale.size, np.float32)])
+    steps = weight.astype(np.float32) / scale.reshape(-1, 1, 1, 1)
+    w_q = np.rint(steps)
+    if np.abs(steps - w_q).max(initial=0) > 1e-3 or np.abs(w_q).max(initial=0) > 128:
+        raise ModelError(f"ONNX node {plan.name!r}: its weights are not int8 multiples of their "
+                         "DequantizeLinear scales; re-quantize the model (graphtune.quantize)")
+    return np.clip(w_q, -128, 127).astype(np.int8), scale
+
+
+def emit_int8_conv(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
+                   plan: NodePlan) -> tuple[relax.Expr, Constant]:
+    """The node's quantize and int8 kernel calls (see the module docstring).
+
+    Parameters
+    ----------
+    bb : relax.BlockBuilder
+        Inside the function being rewritten.
+    data : relax.Expr
+        The conv's fp32 input in the node's input layout.
+    weight : np.ndarray
+        The conv's fp32 ``OIHW`` weights (dequantized).
+    plan : NodePlan
+        A ``conv2d_int8`` / ``depthwise_conv2d_int8`` plan with its ``quant``.
+
+    Returns
+    -------
+    relax.Expr
+        The kernel's call (float32, the node's output layout), not yet emitted.
+    Constant
+        The packed kernel, the node's anchor.
+    """
+    assert plan.quant is not None  # int8 nodes carry their quantization
+    w_q, w_scale = int8_weight(weight, plan)
+    spec, knobs, workload = x86.spec_of(plan.op), plan.knobs, plan.workload
+    x_scale, x_zero = float(plan.quant["x_scale"]), int(plan.quant["x_zero_point"])
+    kernel = relax.const(x86.pack_weight(w_q, workload, knobs, plan.op))
+    block = int(knobs["oc_bn"] if "oc_bn" in knobs else knobs["bn"])  # conv2d / depthwise
+    bias, scale = x86.pack_int8_params(w_q, None, x_zero, x_scale, w_scale, None, block)
+    quantized = bb.emit(bb.call_te(x86.quantize, data, x_scale, x_zero, primfunc_name_hint="int8_quantize"),
+                        name_hint=f"{plan.name}_input_q")
+
+    def conv(d, k, b, s):
+        return x86.requantize(spec.compute(d, k, workload, knobs, x_zero), b, s, "float32")
+
+    call = bb.call_te(conv, quantized, kernel, relax.const(bias), relax.const(scale),
+                      primfunc_name_hint=f"gt_{re.sub(r'[^0-9A-Za-z_]', '_', plan.name)}",
+                      primfunc_attrs={NODE_ATTR: plan.name})
+    return call, kernel
