@@ -214,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-final-check", action="store_true",
                         help="tune without the final check (gt-graph is then always the solver's "
                              "config)")
+    parser.add_argument("--feedback-rounds", type=int, default=0, metavar="N",
+                        help="tune's closed loop: at most N models profiled (default 0: off)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="tables with the samples and figures per host state (shared / split "
                              "cache); the JSON has them either way")
@@ -253,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== {tag}: tuning", flush=True)
             records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
             result = graphtune.tune(model, records=records, max_candidates=args.max_candidates,
-                                    final_check=False if args.no_final_check else None)
+                                    final_check=False if args.no_final_check else None,
+                                    feedback_rounds=args.feedback_rounds)
             result.config.save(os.path.join(args.out, f"{tag}.graphtune.json"))
             with open(os.path.join(args.out, f"{tag}.graph.json"), "w") as handle:
                 handle.write(result.graph.to_json())

@@ -54,7 +54,8 @@ def _tune(args: argparse.Namespace) -> None:
                   solver=args.solver, time_limit=args.time_limit, image_size=args.image_size,
                   runner=runner, retry_errors=args.retry_errors,
                   shape_dict=parse_shape_dict(args.shape), transforms=args.transforms,
-                  progress=not args.quiet, final_check=False if args.no_final_check else None)
+                  progress=not args.quiet, final_check=False if args.no_final_check else None,
+                  feedback_rounds=args.feedback_rounds)
     result.config.save(out)
     if args.graph:
         with open(args.graph, "w") as handle:
@@ -204,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "kernel-best configs and keeping the fastest measured (the solver's "
                         "unless another wins beyond the spread); GRAPHTUNE_FINAL_CHECK=0 makes "
                         "skipping the default")
+    p.add_argument("--feedback-rounds", type=int, default=0, metavar="N",
+                   help="close the loop: profile the solver's config compiled, replace the chosen "
+                        "candidates' costs by their in-model times and solve again, at most N "
+                        "models profiled (default 0: off; docs/timing.md, 'Closed loop')")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune)
 

@@ -95,6 +95,10 @@ class Op(str, enum.Enum):
     with its fused epilogue, a pool, a join...), as a measurement task
     (:mod:`graphtune.opgroups.pricing`). Its value is the records' task kind since op groups
     were first measured."""
+    IN_MODEL = "in_model"
+    """The time a layout node's calls (kernel, fused epilogue, the op groups placed on it) or a
+    layout transform took inside one compiled model, as a record (:mod:`graphtune.feedback`).
+    Measured by profiling the whole model, never built alone: no builder."""
 
 
 LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE,
@@ -107,8 +111,8 @@ NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
 GRAPH_OPS = NODE_OPS + (Op.BOUNDARY,)
 """Ops a layout-graph node may have."""
 
-TASK_KINDS = LAYOUT_OPS + (Op.TRANSFORM, Op.OP_GROUP)
-"""Kinds of measurement task: the kernels, layout transforms, and op groups."""
+TASK_KINDS = LAYOUT_OPS + (Op.TRANSFORM, Op.OP_GROUP, Op.IN_MODEL)
+"""Kinds of measurement task: the kernels, layout transforms, op groups, and in-model times."""
 
 DTYPES = ("float32",)
 """Data types graphtune's float kernels support."""
@@ -271,6 +275,14 @@ def _check_op_group(workload: Workload, op: Op, where: str) -> None:
         raise ModelError(f"{where}.args = {workload['args']!r}: expected a list of argument specs")
 
 
+def _check_in_model(workload: Workload, op: Op, where: str) -> None:
+    for name in ("model", "node", "in_layout", "out_layout", "protocol"):
+        if not isinstance(workload[name], str):
+            raise ModelError(f"{where}.{name} = {workload[name]!r}: expected a string")
+    if not isinstance(workload["shape"], (list, tuple)):
+        raise ModelError(f"{where}.shape = {workload['shape']!r}: expected a list of ints")
+
+
 # ---------------------------------------------------------- shapes and flops
 def _conv_shape(workload: Workload) -> list[int]:
     n, _, h, w = workload["data"]
@@ -338,6 +350,8 @@ _SCHEMAS = {
     Op.DEPTHWISE_CONV2D_INT8: _INT8,
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
+    Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
+                         _check_in_model),
 }
 
 WORKLOAD_FIELDS = {op: schema.fields for op, schema in _SCHEMAS.items()}

@@ -8,7 +8,8 @@ only, so no other candidate can be in an optimal solution), measure what
 the compiled model runs around the kernels in each layout (fused epilogues,
 pools, unfused joins, the head: :mod:`graphtune.opgroups.pricing`) and add
 it to the candidates, measure every layout transform the edges can need,
-solve, write the :class:`~graphtune.config.Config`, and (``final_check``)
+solve, (``feedback_rounds``) replace the chosen costs by in-model times and solve
+again (:mod:`graphtune.feedback`), write the :class:`~graphtune.config.Config`, and (``final_check``)
 time it compiled against the uniform and kernel-best configs, keeping the
 fastest (:mod:`graphtune.final_check`).
 
@@ -45,6 +46,8 @@ from .baselines import kernel_best_solution, uniform
 from .checks import check_choice, check_positive
 from .config import Config
 from .errors import ArgumentError, MeasureError
+from .feedback import ROUNDS as FEEDBACK_ROUNDS
+from .feedback import Feedback, close_loop, model_hash
 from .final_check import KERNEL_BEST, SOLVER, UNIFORM, FinalCheck
 from .final_check import final_check as check_final
 from .frontend.cut import record_partition, tvm_part
@@ -163,10 +166,15 @@ class TuneResult:
         Number of kernel, op-group and transform tasks in the records for this run
         (``kernels``, ``ops``, ``transforms``: with lazy transforms those the graph's
         edges use that were measured or found in the records), and ``transform_rounds``,
-        the solves of the lazy transforms (1 with ``transforms="all"``).
+        the solves of the lazy transforms (1 with ``transforms="all"``); ``feedback_rounds``,
+        the models the closed loop profiled, and ``in_model``, the in-model records the
+        graph's costs came from (0 without the loop).
     ops : OpCosts or None
         Measured costs of the ops around the kernels (per node and layout,
         and constant plain ones), already included in the graph's candidates.
+    feedback : Feedback or None
+        The closed loop (``feedback_rounds``, :mod:`graphtune.feedback`): rounds, the
+        predictions before and after, the measured latencies. None when not run.
     final : FinalCheck or None
         The final check (:mod:`graphtune.final_check`): the solver's, the uniform and
         the kernel-best configs compiled and timed end to end, interleaved; which one
@@ -184,6 +192,7 @@ class TuneResult:
     measured: dict = field(default_factory=dict)
     ops: OpCosts | None = None
     final: FinalCheck | None = None
+    feedback: Feedback | None = None
 
     @property
     def predicted_ms(self) -> float:
@@ -247,6 +256,8 @@ class TuneResult:
                  f"ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups) + "
                  f"transforms {self.transform_ms:.2f} ms ({self.solution.method}, {status})",
                  f"phases: {phases}"]
+        if self.feedback is not None:
+            lines.append(self.feedback.summary())
         if self.final is not None:
             lines.append(self.final.summary())
             if self.final.replaced:
@@ -261,7 +272,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
          transforms: str = "lazy", progress: bool = True,
-         final_check: bool | None = None) -> TuneResult:
+         final_check: bool | None = None, feedback_rounds: int = FEEDBACK_ROUNDS) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
     The objective is the whole model: bare kernels, the op groups the compiled
@@ -330,6 +341,12 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         one compile per distinct config and a few seconds of timing (ResNet-50:
         ``docs/timing.md``). Skipped when measuring on RPC servers (the model
         would run here, not there).
+    feedback_rounds : int
+        Close the loop (:mod:`graphtune.feedback`): after the first solve, compile the
+        solver's config, time its calls in the model, replace the costs of the chosen
+        candidates and transforms by their in-model times (records of kind ``in_model``,
+        reused by a re-tune), solve again; at most this many models profiled (default
+        :data:`graphtune.feedback.ROUNDS`; 0: off). Skipped when measuring on RPC servers.
 
     Returns
     -------
@@ -368,6 +385,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     check_positive(max_candidates, "max_candidates", integer=True, optional=True)
     check_positive(repeat, "repeat", integer=True)
     check_positive(min_repeat_ms, "min_repeat_ms")
+    if not isinstance(feedback_rounds, int) or isinstance(feedback_rounds, bool) or feedback_rounds < 0:
+        raise ArgumentError(f"feedback_rounds must be an int >= 0, got {feedback_rounds!r}")
     final_check = _final_check_default() if final_check is None else final_check
     onnx_model, name = resolve(model, image_size=image_size)
     own_runner = runner is None  # then its worker processes serve both measuring phases
@@ -425,13 +444,35 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                 known=_recorded_transforms(graph, store, key, runner), adjust=tie_fused_joins,
                 also=[lambda g: kernel_best_solution(g).assignment])
             lap("transforms")
+        feedback = None
+        if feedback_rounds and isinstance(runner, LocalRunner):
+            def solve_with(known: Mapping[_Pair, float]) -> tuple[Solution, Mapping[_Pair, float]]:
+                if transforms == "all":
+                    graph.fill_edge_costs(lambda shape, src, dst: known[(tuple(shape), src, dst)])
+                    tie_fused_joins(graph)
+                    return solve(graph, method=solver, time_limit=time_limit), known
+                solved, costs, _ = solve_measuring(
+                    graph, lambda pairs: measure_transforms(pairs, timing=timing,
+                                                            desc="transforms, feedback"),
+                    lambda g: solve(g, method=solver, time_limit=time_limit), known=known,
+                    adjust=tie_fused_joins, also=[lambda g: kernel_best_solution(g).assignment])
+                return solved, costs
+
+            solution, feedback = close_loop(
+                graph, solution, measured, rounds=feedback_rounds, resolve=solve_with,
+                model=onnx_model, model_key=model_hash(module), store=store, target=tgt, key=key,
+                timing=runner.timing, shape_dict=shape_dict, name=name, progress=progress)
+            lap("feedback")
     config = Config.from_solution(graph, solution, model_name=name)
     config.target = key
     lap("solve")
     result = TuneResult(graph, solution, config, key,
                         None if records is None else os.fspath(records), phases,
                         {"kernels": len(set(flat)), "ops": ops.tasks,
-                         "transforms": len(measured), "transform_rounds": transform_rounds}, ops)
+                         "transforms": len(measured), "transform_rounds": transform_rounds,
+                         "feedback_rounds": 0 if feedback is None else feedback.rounds,
+                         "in_model": 0 if feedback is None else feedback.in_model},
+                        ops, feedback=feedback)
     cast(dict[str, Any], config.solution).update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
                            ops_ms=result.ops_ms,
                            op_groups=[[g["node"], g["layout"], g["label"], g["ms"]]

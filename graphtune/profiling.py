@@ -67,7 +67,7 @@ from .hoststate import SHARED_LIMIT, HandoffGauge
 from .ops import FAMILIES, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
 __all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times", "ort_profile",
-           "ort_scale_factor"]
+           "ort_scale_factor", "CallTimes", "call_times"]
 
 KINDS = FAMILIES
 """Op kinds of the totals, in display order (:data:`graphtune.ops.FAMILIES`; a PrimFunc's
@@ -740,11 +740,10 @@ def _place_groups(labels: list[str], placed: list[list[str]], model: Any,
     return rows, moved, unmatched
 
 
-def _transform_ms(func: Any, records: Any) -> float | None:
-    """Measured cost of a ``layout_transform`` PrimFunc in ``records`` (None if not there)."""
+def _transform_pair(func: Any) -> tuple[tuple[int, ...], str, str] | None:
+    """``(logical NCHW shape, src, dst)`` of a ``layout_transform`` PrimFunc (None for another)."""
     from .compiler.rewrite import TRANSFORM_ATTR
     from .layouts import block_of
-    from .measure.task import Task
 
     attrs = func.attrs or {}
     if TRANSFORM_ATTR not in attrs or not func.params:
@@ -756,9 +755,113 @@ def _transform_ms(func: Any, records: Any) -> float | None:
     logical = shape[:4] if len(shape) == 4 else [shape[0], shape[1] * shape[4], shape[2], shape[3]]
     if len(shape) == 5 and block_of(src) != shape[4]:
         return None
-    record = records.get(Task(Op.TRANSFORM, {"shape": logical, "src": src, "dst": dst,
+    return tuple(logical), src, dst
+
+
+def _transform_ms(func: Any, records: Any) -> float | None:
+    """Measured cost of a ``layout_transform`` PrimFunc in ``records`` (None if not there)."""
+    from .measure.task import Task
+
+    pair = _transform_pair(func)
+    if pair is None:
+        return None
+    shape, src, dst = pair
+    record = records.get(Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst,
                                             "dtype": "float32"}))
     return record.median_ms if record is not None and record.ok else None
+
+
+@dataclass
+class CallTimes:
+    """In-model times of a compiled model's calls, per config node and per layout transform.
+
+    Attributes
+    ----------
+    nodes : dict of str to list of float
+        Per config node (layout node or join) that owns calls, the ms of its calls in each
+        instrumented run: its kernel with its fused epilogue and the calls placed on it (pools,
+        unfused ops: the first config node up the ONNX graph from a call's first node owns it).
+    transforms : dict of (shape, src, dst) to list of float
+        Per layout transform the model runs as a call of its own, its ms in each run (the mean
+        of its calls when it runs more than once).
+    other : list of float
+        Per run, the ms of the calls no config node owns (before the first node...).
+    vm_ms : float
+        Median latency of the uninstrumented runs, interleaved with the instrumented ones.
+    """
+
+    nodes: dict[str, list[float]]
+    transforms: dict[tuple[tuple[int, ...], str, str], list[float]]
+    other: list[float]
+    vm_ms: float
+
+
+def call_times(compiled: Any, config: Any, model: Any, repeat: int = 10) -> CallTimes:
+    """Time every call of ``compiled`` (``model`` compiled with ``config``) ``repeat`` times, per owner.
+
+    The machinery of :func:`profile` (its instrumented and plain runs, and the calls'
+    ONNX nodes), with each call given to the config node that owns it, or to its layout
+    transform: what :mod:`graphtune.feedback` replaces the predicted costs with.
+
+    Parameters
+    ----------
+    compiled : graphtune.compiler.CompiledModel
+        :func:`graphtune.compile`'s result.
+    config : Config
+        The config it was compiled with.
+    model : onnx.ModelProto
+        The model it was compiled from.
+    repeat : int
+        Instrumented runs (and as many plain ones).
+
+    Examples
+    --------
+    >>> from graphtune import compile, models
+    >>> from graphtune.config import Config
+    >>> model = models.get("resnet18", image_size=32)
+    >>> config = Config.uniform(model)
+    >>> times = call_times(compile(model, config), config, model, repeat=2)
+    >>> sorted(times.nodes)[:2], len(times.nodes["conv1"]), times.vm_ms > 0
+    (['conv1', 'fc'], 2, True)
+    """
+    from .compiler.legalize import OP_ATTR
+    from .frontend import prepare_onnx
+
+    check_positive(repeat, "repeat", integer=True)
+    runs = _vm_call_times(compiled, repeat)
+    order, per_run = runs["order"], runs["per_run"]
+    model = prepare_onnx(model, {n: shape for n, shape, _ in compiled.inputs})
+    placed, _ = _place(model, list(zip(order, _align(order, compiled.call_sites))))
+    producer = {out: node for node in model.graph.node for out in node.output}
+    by_name = {node.name: node for node in model.graph.node}
+
+    def owner(name: str) -> str | None:
+        while name not in config.nodes:  # up the first inputs of a DAG: it ends
+            inputs = [producer[i] for i in by_name[name].input if i in producer] if name in by_name else []
+            if not inputs:
+                return None
+            name = inputs[0].name
+        return name
+
+    kernels = {name for name, node in config.nodes.items() if node.op in LAYOUT_OPS}
+    nodes: dict[str, np.ndarray] = {}
+    transforms: dict[tuple[tuple[int, ...], str, str], list[np.ndarray]] = {}
+    other = np.zeros(len(per_run))
+    for i, (symbol, names) in enumerate(zip(order, placed)):
+        func = compiled.functions[symbol]
+        column = per_run[:, i]
+        pair = _transform_pair(func) if str((func.attrs or {}).get(OP_ATTR, "")) == LAYOUT_TRANSFORM else None
+        if pair is not None:
+            transforms.setdefault(pair, []).append(column)
+            continue
+        who = next((n for n in names if n in kernels), None) or (owner(names[0]) if names else None)
+        if who is None:
+            other = other + column
+        else:
+            nodes[who] = nodes.get(who, np.zeros(len(per_run))) + column
+    return CallTimes({n: v.tolist() for n, v in nodes.items()},
+                     {p: np.mean(v, axis=0).tolist() for p, v in transforms.items()},
+                     other.tolist(), float(np.median(runs["plain_ms"])))
 
 
 def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = True,

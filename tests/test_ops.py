@@ -76,7 +76,7 @@ def test_op_is_its_string():
     assert json.dumps({Op.JOIN: [Op.BOUNDARY]}) == '{"join": ["boundary"]}'
     assert f"{Op.TRANSFORM}" == str(Op.TRANSFORM) == repr(Op.TRANSFORM)[1:-1] == "transform"
     assert set(GRAPH_OPS) == set(NODE_OPS) | {Op.BOUNDARY} == set(LAYOUT_OPS) | {Op.JOIN, Op.BOUNDARY}
-    assert set(TASK_KINDS) == set(LAYOUT_OPS) | {Op.TRANSFORM, Op.OP_GROUP}
+    assert set(TASK_KINDS) == set(LAYOUT_OPS) | {Op.TRANSFORM, Op.OP_GROUP, Op.IN_MODEL}
 
 
 @pytest.mark.parametrize("workload, op", [

@@ -1,0 +1,252 @@
+"""The closed loop (issue 32): replace the predicted costs of what a solution runs by in-model times.
+
+Kernels and op groups timed alone (:mod:`graphtune.measure`) predict a model's
+latency systematically low: inside the model their inputs come from their
+producers, caches hold other data, threads hand over between calls.
+:func:`close_loop` compiles the solver's config, times every call of it in the
+model (:func:`graphtune.profiling.call_times`), replaces the cost of each chosen
+(node, layout pair) candidate by the in-model time of the calls that node owns
+(kernel, fused epilogue, the op groups placed on it) and each layout transform
+the model runs by its in-model time, solves again (new transforms measured
+lazily), and repeats until the solution runs only candidates whose costs came
+from the model, or ``rounds`` models were profiled.
+
+In-model times are records (task kind :attr:`graphtune.ops.Op.IN_MODEL`,
+:func:`node_task`, :func:`transform_task`), keyed by the model's structural
+hash, the node, its layouts and knobs, the target and the timing protocol: a
+re-tune applies them before profiling anything, and profiles only candidates no
+record covers. Records are never measured by :func:`graphtune.measure.measure`
+(they have no builder).
+
+Examples
+--------
+>>> import os, tempfile, graphtune
+>>> records = os.path.join(tempfile.mkdtemp(), "r18.records.jsonl")
+>>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records,
+...                         feedback_rounds=2, final_check=False, progress=False)
+>>> result.feedback.rounds >= 1, result.measured["in_model"] > 0
+(True, True)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import profiling
+from .graph import Candidate, LayoutGraph
+from .lazy import Pair
+from .measure import Records, Task
+from .measure.records import Record
+from .ops import LAYOUT_OPS, NODE_OPS, Op
+from .solve import Solution
+
+__all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "REPEAT", "close_loop", "node_task",
+           "transform_task", "model_hash"]
+
+IN_MODEL_PROTOCOL = "vm-instrument"
+"""How in-model times are taken (part of their records' key): every PrimFunc call of the
+Relax VM timed by an instrument, runs interleaved with uninstrumented ones
+(:func:`graphtune.profiling.call_times`), median of :data:`REPEAT` runs."""
+
+REPEAT = 10
+"""Instrumented runs per profiled model."""
+
+ROUNDS = 0
+"""Default of :func:`graphtune.tune`'s ``feedback_rounds`` (``docs/timing.md``, "Closed loop")."""
+
+
+@dataclass
+class Feedback:
+    """What :func:`close_loop` did.
+
+    Attributes
+    ----------
+    rounds : int
+        Models compiled and profiled.
+    predicted_before_ms, predicted_after_ms : float
+        The prediction of the first solution (costs measured alone) and of the last one
+        (in-model costs where recorded).
+    measured_ms : list of float
+        End-to-end latency of each profiled model (uninstrumented VM runs).
+    converged : bool
+        The last solution runs only candidates whose costs came from the model.
+    in_model : int
+        In-model records the graph's costs came from (written or found).
+    seconds : float
+        Wall time of the loop.
+
+    Examples
+    --------
+    >>> print(Feedback(2, 1.0, 1.4, [1.5, 1.45], True, 12).summary())
+    feedback: 2 rounds, predicted before 1.000 ms after 1.400 ms, measured 1.500, 1.450 ms (converged)
+    """
+
+    rounds: int
+    predicted_before_ms: float
+    predicted_after_ms: float
+    measured_ms: list[float] = field(default_factory=list)
+    converged: bool = False
+    in_model: int = 0
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        """One line: rounds, the predictions before and after, the measured latencies."""
+        measured = ", ".join(f"{ms:.3f}" for ms in self.measured_ms)
+        return (f"feedback: {self.rounds} rounds, predicted before {self.predicted_before_ms:.3f} ms "
+                f"after {self.predicted_after_ms:.3f} ms"
+                + (f", measured {measured} ms" if measured else "")
+                + (" (converged)" if self.converged else " (round limit)"))
+
+
+def model_hash(module: Any) -> str:
+    """The key of a model in in-model records: the structural hash of its imported module."""
+    import tvm_ffi
+
+    return str(tvm_ffi.structural_hash(module))
+
+
+def node_task(model: str, node: str, candidate: Candidate) -> Task:
+    """The in-model record task of ``node`` running ``candidate`` in model ``model`` (hash).
+
+    Examples
+    --------
+    >>> node_task("1", "conv1", Candidate({"oc_bn": 8}, "NCHW", "NCHW8c", 1.0)).key[:40]
+    '{"kind":"in_model","knobs":{"oc_bn":8},"'
+    """
+    return Task(Op.IN_MODEL, {"model": model, "node": node, "in_layout": candidate.in_layout,
+                              "out_layout": candidate.out_layout, "shape": [],
+                              "protocol": IN_MODEL_PROTOCOL}, dict(candidate.knobs))
+
+
+def transform_task(model: str, pair: Pair) -> Task:
+    """The in-model record task of layout transform ``pair`` ((shape, src, dst)) in model ``model``.
+
+    Examples
+    --------
+    >>> transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c")).workload["shape"]
+    [1, 8, 4, 4]
+    """
+    shape, src, dst = pair
+    return Task(Op.IN_MODEL, {"model": model, "node": "", "in_layout": src, "out_layout": dst,
+                              "shape": list(shape), "protocol": IN_MODEL_PROTOCOL})
+
+
+def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMapping[Pair, float], *,
+               rounds: int, resolve: Callable[[Mapping[Pair, float]], tuple[Solution, Mapping[Pair, float]]],
+               model: Any, model_key: str, store: Records, target: Any, key: dict, timing: str,
+               shape_dict: Mapping[str, Sequence[int]] | None = None, name: str | None = None,
+               progress: bool = True) -> tuple[Solution, Feedback]:
+    """Profile ``solution`` compiled, put the in-model costs in ``graph``, solve again; repeat.
+
+    Parameters
+    ----------
+    graph : LayoutGraph
+        The measured graph (candidates' costs are replaced in place).
+    solution : Solution
+        The first solve's.
+    transforms : dict
+        The layout transforms measured alone, to ms; extended in place by the re-solves.
+    rounds : int
+        At most this many models compiled and profiled.
+    resolve : callable
+        ``resolve(known) -> (solution, costs)``: fill the graph's edge costs (all reset)
+        from ``known`` transform costs (measuring what else solutions run) and solve.
+    model : onnx.ModelProto
+        The model to compile.
+    model_key : str
+        Its :func:`model_hash`.
+    store : Records
+        Where in-model records are read and written.
+    target, key, timing
+        The compile target, its record description, and the runner's timing protocol.
+    shape_dict, name
+        Static input shapes, and the model's name for the configs.
+    progress : bool
+        A line per round on standard error.
+
+    Returns
+    -------
+    tuple
+        The last solution, and :class:`Feedback`.
+    """
+    start = time.perf_counter()
+    before = _predicted(graph, solution)
+    in_model: dict[Pair, float] = {}
+
+    def record(task: Task) -> Record | None:
+        found = store.get(task, key, timing)
+        return found if found is not None and found.ok else None
+
+    def refresh(solution: Solution) -> Solution:
+        """Candidates' and transforms' costs from the in-model records; solve again if any changed."""
+        costs = {node: [c.cost if (found := record(node_task(model_key, node, c))) is None
+                        else float(found.median_ms or c.cost) for c in graph.candidates(node)]
+                 for node in graph.nodes if graph.op(node) in NODE_OPS}
+        changed = any(ms != c.cost for node, row in costs.items()
+                      for ms, c in zip(row, graph.candidates(node)))
+        for pair in transforms:
+            found = record(transform_task(model_key, pair))
+            if found is not None and in_model.get(pair) != found.median_ms:
+                in_model[pair], changed = float(found.median_ms or 0.0), True
+        if not changed:
+            return solution
+        for node, row in costs.items():  # every node: every edge is reset
+            graph.set_candidates(node, [Candidate(c.knobs, c.in_layout, c.out_layout, ms)
+                                        for c, ms in zip(graph.candidates(node), row)])
+        solved, known = resolve({**transforms, **in_model})
+        transforms.update({p: ms for p, ms in known.items() if p not in in_model})
+        return solved
+
+    def recorded(assignment: Mapping[str, int]) -> bool:
+        return all(record(node_task(model_key, n, graph.candidates(n)[i])) is not None
+                   for n, i in assignment.items() if graph.op(n) in LAYOUT_OPS)
+
+    solution = refresh(solution)
+    measured: list[float] = []
+    while not recorded(solution.assignment) and len(measured) < rounds:
+        began = time.perf_counter()
+        times = _profile(graph, solution, model, target, shape_dict, name)
+        measured.append(times.vm_ms)
+        threads = int(os.environ.get("TVM_NUM_THREADS") or os.cpu_count() or 1)
+        new = [(node_task(model_key, n, graph.candidates(n)[solution.assignment[n]]), ms)
+               for n, ms in times.nodes.items() if n in solution.assignment]
+        new += [(transform_task(model_key, pair), ms) for pair, ms in times.transforms.items()]
+        for task, ms in new:
+            if record(task) is None:
+                store.append(Record.success(task, key, ms, threads=threads, timing=timing))
+        solution = refresh(solution)
+        if progress:
+            print(f"feedback round {len(measured)}: measured {times.vm_ms:.3f} ms in the model "
+                  f"({time.perf_counter() - began:.1f} s); predicted now "
+                  f"{_predicted(graph, solution):.3f} ms", file=sys.stderr, flush=True)
+    used = sum(record(node_task(model_key, n, c)) is not None
+               for n in graph.nodes if graph.op(n) in NODE_OPS for c in graph.candidates(n))
+    return solution, Feedback(len(measured), before, _predicted(graph, solution), measured,
+                              recorded(solution.assignment), used + len(in_model),
+                              time.perf_counter() - start)
+
+
+def _predicted(graph: LayoutGraph, solution: Solution) -> float:
+    """The predicted latency of ``solution`` (ms): its candidates and the transforms it runs."""
+    return float(sum(graph.candidates(n)[i].cost for n, i in solution.assignment.items())
+                 + graph.transform_cost(solution.assignment))
+
+
+def _profile(graph: LayoutGraph, solution: Solution, model: Any, target: Any,
+             shape_dict: Mapping[str, Sequence[int]] | None, name: str | None) -> profiling.CallTimes:
+    """Compile ``solution``'s config of ``model`` and time its calls in the model."""
+    import warnings
+
+    from .compiler import compile as gt_compile
+    from .config import Config
+
+    config = Config.from_solution(graph, solution, model_name=name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        compiled = gt_compile(model, config, target, shape_dict=shape_dict)
+    return profiling.call_times(compiled, config, model, REPEAT)

@@ -1,0 +1,103 @@
+"""The closed loop of tune (graphtune.feedback): in-model costs replace the predicted ones."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import graphtune
+from graphtune import feedback
+from graphtune.errors import ArgumentError
+from graphtune.ops import LAYOUT_OPS
+from graphtune.profiling import CallTimes
+from onnx_blocks import squeeze_excite
+
+TUNE = {"max_candidates": 2, "final_check": False, "progress": False}
+MODEL = squeeze_excite()  # conv -> SE gate -> conv: three layout nodes, a join
+
+
+def _in_model_lines(path) -> list[dict]:
+    with open(path) as handle:
+        return [r for r in map(json.loads, handle) if r["kind"] == "in_model"]
+
+
+@pytest.fixture(scope="module")
+def looped(tmp_path_factory):
+    """The tiny model tuned with two feedback rounds; its records file."""
+    folder = tmp_path_factory.mktemp("feedback")
+    records = folder / "se.records.jsonl"
+    return graphtune.tune(MODEL, records=records, feedback_rounds=2, **TUNE), records
+
+
+def _copy(records, folder):
+    """A copy of a records file (and its probe index) in ``folder``."""
+    target = folder / "se.records.jsonl"
+    shutil.copy(records, target)
+    probes = str(records).replace(".records.jsonl", ".probes.jsonl")
+    shutil.copy(probes, str(target).replace(".records.jsonl", ".probes.jsonl"))
+    return target
+
+
+def test_chosen_costs_are_the_in_model_records(looped):
+    result, records = looped
+    assert result.feedback is not None and 1 <= result.feedback.rounds <= 2
+    assert result.measured["feedback_rounds"] == result.feedback.rounds
+    lines = _in_model_lines(records)
+    by_key = {(r["workload"]["node"], r["workload"]["in_layout"], r["workload"]["out_layout"],
+               json.dumps(r["knobs"], sort_keys=True)): r["median_ms"] for r in lines}
+    chosen = [(n, result.graph.candidates(n)[i]) for n, i in result.solution.assignment.items()
+              if result.graph.op(n) in LAYOUT_OPS]
+    matched = 0
+    for node, cand in chosen:
+        key = (node, cand.in_layout, cand.out_layout, json.dumps(cand.knobs, sort_keys=True))
+        if key in by_key:
+            assert cand.cost == pytest.approx(by_key[key])
+            matched += 1
+    assert matched == len(chosen) or not result.feedback.converged
+    assert "feedback: " in result.summary()
+
+
+def test_a_rerun_from_the_records_profiles_nothing(looped, tmp_path, monkeypatch):
+    result, records = looped
+    calls = []
+    real = feedback._profile
+    monkeypatch.setattr(feedback, "_profile", lambda *a, **k: calls.append(1) or real(*a, **k))
+    again = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
+    if result.feedback.converged:
+        assert calls == [] and again.feedback.rounds == 0
+    assert again.solution.assignment == result.solution.assignment
+
+
+def test_penalised_solution_moves_to_another_assignment(looped, tmp_path, monkeypatch):
+    _, records = looped
+    target = _copy(records, tmp_path)
+    first = graphtune.tune(MODEL, records=target, feedback_rounds=0, **TUNE)
+    before = len(_in_model_lines(target))
+
+    def slow(graph, solution, *args):  # every chosen kernel 100 ms in the model
+        return CallTimes({n: [100.0, 100.0] for n, i in solution.assignment.items()
+                          if graph.op(n) in LAYOUT_OPS}, {}, [0.0, 0.0], 1.0)
+
+    monkeypatch.setattr(feedback, "_profile", slow)
+    # a fresh model hash: the looped fixture's records would otherwise apply
+    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-penalty")
+    moved = graphtune.tune(MODEL, records=target, feedback_rounds=1, **TUNE)  # 2: all penalised
+    assert moved.feedback.rounds == 1 and not moved.feedback.converged
+    assert moved.solution.assignment != first.solution.assignment
+    assert len(_in_model_lines(target)) > before
+
+
+def test_no_feedback_rounds_leaves_tune_as_before(looped, tmp_path):
+    _, records = looped
+    target = _copy(records, tmp_path)
+    lines = len(_in_model_lines(target))
+    result = graphtune.tune(MODEL, records=target, feedback_rounds=0, **TUNE)
+    assert result.feedback is None and result.measured["feedback_rounds"] == 0
+    assert len(_in_model_lines(target)) == lines
+
+
+def test_feedback_rounds_is_checked_first():
+    with pytest.raises(ArgumentError, match="feedback_rounds"):
+        graphtune.tune(MODEL, feedback_rounds=-1)
