@@ -43,12 +43,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .errors import ModelError
+from .errors import KnobError, ModelError
 
 __all__ = [
     "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
+    "PRECISION", "runs_as",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
@@ -551,6 +552,52 @@ def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "flo
     """
     workload: Workload = {"data": [int(x) for x in data], "weight": [int(x) for x in weight], "dtype": dtype}
     return check_workload(workload, Op.DENSE)
+
+
+PRECISION = "precision"
+"""Knob of a quantized conv's candidate that runs it in another precision (:func:`runs_as`)."""
+
+
+def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op, Workload, dict[str, Any]]:
+    """The kernel a node's candidate runs: ``(op, workload, knobs)``.
+
+    A quantized conv (``conv2d_int8`` / ``depthwise_conv2d_int8``) may run in fp32 where
+    that is measured faster: its candidate's knobs then hold ``"precision": "float32"`` beside
+    the fp32 conv's knobs, and it runs the fp32 conv of the same shapes on the model's
+    dequantized operands (what ONNX Runtime's QDQ reference computes). Every other candidate
+    runs its node's own op.
+
+    Raises
+    ------
+    KnobError
+        A ``precision`` other than ``"float32"``, or on a node that is not a quantized conv.
+
+    Examples
+    --------
+    >>> wl = conv2d_int8_workload([1, 64, 8, 8], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    >>> op, fp32, knobs = runs_as(Op.CONV2D_INT8, wl, {"precision": "float32", "ic_bn": 16})
+    >>> str(op), fp32["dtype"], "out_dtype" in fp32, knobs
+    ('conv2d', 'float32', False, {'ic_bn': 16})
+    >>> try:
+    ...     runs_as(Op.CONV2D, fp32, {"precision": "float32"})
+    ... except KnobError as err:
+    ...     print(str(err).split(" (")[0])
+    conv2d knob 'precision' = 'float32': only quantized convs
+    """
+    op = as_op(op)
+    precision = knobs.get(PRECISION)
+    if precision is None:
+        return op, workload, knobs
+    if op not in (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8):
+        raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized convs "
+                        f"({Op.CONV2D_INT8}, {Op.DEPTHWISE_CONV2D_INT8}) choose a precision; "
+                        "remove the knob")
+    if precision != "float32":
+        raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
+                        "conv on the dequantized operands), or no such knob (int8)")
+    fp32 = conv2d_workload(workload["data"], workload["kernel"], workload["strides"],
+                           workload["padding"], workload["dilation"], workload["groups"])
+    return op_of(fp32), fp32, {k: v for k, v in knobs.items() if k != PRECISION}
 
 
 def conv2d_int8_workload(

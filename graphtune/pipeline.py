@@ -60,7 +60,7 @@ from .measure import LocalRunner, Records, Runner, Task, measure
 from .models.resolve import resolve
 from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .opgroups.probe_index import ProbeIndex, index_path_of
-from .ops import LAYOUT_OPS, Op
+from .ops import LAYOUT_OPS, PRECISION, Op, runs_as
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -93,8 +93,12 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None) -> Can
     tgt = x86.host_target(target)
 
     def candidates(workload: dict[str, Any], op: Op) -> list[Candidate]:
+        knobs = x86.candidates(workload, tgt, max_candidates, op=op)
+        if op in (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8):  # it may run fp32 where faster
+            kind, fp32, _ = runs_as(op, workload, {PRECISION: "float32"})
+            knobs += [{**k, PRECISION: "float32"} for k in x86.candidates(fp32, tgt, max_candidates, op=kind)]
         found = []
-        for k in x86.candidates(workload, tgt, max_candidates, op=op):
+        for k in knobs:
             in_layout, out_layout = x86.layouts_of(workload, k, op=op)
             found.append(Candidate(k, in_layout, out_layout, math.nan))
         return found
@@ -405,11 +409,11 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         timing: _Timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
                   "retry_errors": retry_errors, "progress": progress}
         # a layout node has a workload; its candidates' knobs are the dicts x86 gave
-        kernel_tasks = {node: [Task(graph.op(node), cast(dict[str, Any], graph.workload(node)),
-                                    cast(dict[str, Any], c.knobs))
+        kernel_tasks = {node: [(c, Task(*runs_as(graph.op(node), cast(dict[str, Any], graph.workload(node)),
+                                                 cast(dict[str, Any], c.knobs))))
                                for c in graph.candidates(node)]
                         for node in graph.nodes if graph.op(node) in LAYOUT_OPS}
-        flat = [t for tasks in kernel_tasks.values() for t in tasks]
+        flat = [t for tasks in kernel_tasks.values() for _, t in tasks]
         by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
         for node, tasks in kernel_tasks.items():
             graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key,
@@ -578,22 +582,23 @@ def _recorded_transforms(graph: LayoutGraph, store: Records, key: dict, runner: 
     return known
 
 
-def _fastest_per_layout_pair(node: str, tasks: list[Task], by_task: Mapping[Task, Any],
+def _fastest_per_layout_pair(node: str, tasks: list[tuple[Candidate, Task]], by_task: Mapping[Task, Any],
                              store: Records, key: dict, timing: str) -> list[Candidate]:
-    """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair."""
+    """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair
+    (whatever precision it runs in: :func:`graphtune.ops.runs_as`)."""
     best: dict[tuple[str, str], Candidate] = {}
     errors = []
-    for task in tasks:
+    for candidate, task in tasks:
         record = by_task[task]
         if not record.ok:
             errors.append(record.error)
             continue
-        layouts = x86.layouts_of(task.workload, task.knobs, op=task.kind)
-        cand = Candidate(task.knobs, layouts[0], layouts[1], float(record.median_ms))
+        layouts = (candidate.in_layout, candidate.out_layout)
+        cand = Candidate(candidate.knobs, *layouts, float(record.median_ms))
         if layouts not in best or cand.cost < best[layouts].cost:
             best[layouts] = cand
     if not best:
         raise MeasureError(f"node {node!r}: all {len(tasks)} candidates failed to build or run; "
                            f"first error: {errors[0] if errors else 'none'}; "
-                           f"{_retry_hint(store, tasks, key, timing)}")
+                           f"{_retry_hint(store, [t for _, t in tasks], key, timing)}")
     return sorted(best.values(), key=lambda c: c.cost)

@@ -190,23 +190,46 @@ def test_residual_depthwise_head_matches_onnxruntime():
 
 @pytest.mark.integration
 def test_tune_measures_int8_candidates(tmp_path):
-    """tune measures int8 kernels for the quantized convs (their records key the dtypes) and its
-    config compiles to the same outputs."""
+    """tune measures int8 kernels for the quantized convs (their records key the dtypes) and the
+    fp32 conv of the same shapes beside them (``precision``), and its config compiles to the
+    same outputs."""
     model = quantized("crc")
     records = tmp_path / "crc.records.jsonl"
     result = graphtune.tune(model, records=records, max_candidates=2, min_repeat_ms=1, repeat=1,
                             progress=False)
     assert {name: str(node.op) for name, node in result.config.nodes.items()} == {
         "conv1": "conv2d_int8", "conv2": "conv2d_int8"}
-    assert all("isa" in node.knobs for node in result.config.nodes.values())
+    for node in result.config.nodes.values():
+        assert ("isa" in node.knobs) != (node.knobs.get("precision") == "float32"), node.knobs
     kernels = [json.loads(line) for line in records.read_text().splitlines()]
-    measured = {(r["kind"], r["workload"]["dtype"], r["workload"]["out_dtype"])
+    measured = {(r["kind"], r["workload"]["dtype"], r["workload"].get("out_dtype"))
                 for r in kernels if r["kind"] in ("conv2d", "conv2d_int8")}
-    assert measured == {("conv2d_int8", "uint8", "float32")}, measured
+    assert measured == {("conv2d_int8", "uint8", "float32"), ("conv2d", "float32", None)}, measured
     compiled = graphtune.compile(model, result.config)
     inputs = feeds(model)
     for feed, want in zip(inputs, ort_run(model, inputs)):
         assert np.abs(compiled(feed["input"]) - want).max() <= output_step(model) * 1.001
+
+
+@pytest.mark.integration
+def test_a_quantized_conv_runs_fp32_when_its_config_says_so():
+    """A candidate with ``precision: float32`` runs the fp32 conv on the dequantized operands;
+    the other node stays int8; the output is still ORT's QDQ reference."""
+    model = quantized("crc")
+    config = graphtune.Config.uniform(model, block=8)
+    fp32 = graphtune.x86.default_knobs(graphtune.ops.conv2d_workload([1, 16, 12, 12], [16, 16, 3, 3],
+                                                                     padding=[1, 1, 1, 1]), block=8)
+    config.nodes["conv2"].knobs = {**fp32, "precision": "float32"}
+    compiled = graphtune.compile(model, config)
+    assert compiled.schedules["conv2d_int8"] == {"kernel": 1}
+    assert compiled.schedules["conv2d"] == {"kernel": 1}
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        assert np.abs(compiled(feed["input"]) - want).max() <= output_step(model) * 1.001
+    config.nodes["conv1"].knobs = {**config.nodes["conv1"].knobs, "precision": "bfloat16"}
+    with pytest.raises(graphtune.errors.KnobError,
+                       match="nodes.conv1.knobs: conv2d_int8 knob 'precision' = 'bfloat16'"):
+        graphtune.compile(model, config)
 
 
 @pytest.mark.slow

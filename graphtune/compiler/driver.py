@@ -35,6 +35,7 @@ from ..config import Config
 from ..errors import CompileError, ConfigError, ConfigMismatchError, GraphtuneError
 from ..frontend.cut import import_or_cut
 from ..frontend.roles import Role
+from ..ops import runs_as
 from .legalize import legalize, schedule_counts
 from .model import CompiledModel
 from .partitioned import PartitionedModel
@@ -79,7 +80,9 @@ def plan_nodes(ops: list, config: Config, target: tvm.target.Target) -> dict:
             in_layout, out_layout = x86.layouts_of(op.workload, knobs, op=op.op)
         else:
             knobs, in_layout, out_layout = node.knobs, node.in_layout, node.out_layout
-        plans[op.var] = NodePlan(op.name, op.op, op.workload, knobs, in_layout, out_layout, op.quant)
+        kind, workload, kernel_knobs = runs_as(op.op, op.workload, knobs)  # a quantized conv may run fp32
+        plans[op.var] = NodePlan(op.name, kind, workload, kernel_knobs, in_layout, out_layout,
+                                 op.quant if kind == op.op else None)
     if missing:
         shown = ", ".join(missing[:20]) + (", ..." if len(missing) > 20 else "")
         warnings.warn(f"config does not mention {len(missing)} layout node(s), which get the "

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
-from ..ops import Op, as_op, check_workload, op_of, output_shape
+from ..ops import Op, as_op, check_workload, op_of, output_shape, runs_as
 from . import tiles
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes
@@ -313,6 +313,9 @@ def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict
     graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels;
         valid values: 1, 2, 3, 4, 6, 8, 12, 24
     """
+    if knobs.get("precision") is not None:  # a quantized conv's fp32 candidate: the fp32 conv's knobs
+        kind, fp32, rest = runs_as(op or op_of(workload), workload, knobs)
+        return {**check_knobs(fp32, rest, kind), "precision": knobs["precision"]}
     spec = spec_for(workload, op)
     return spec.knobs.check(spec.op, workload, knobs)
 
@@ -320,12 +323,15 @@ def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict
 def layouts_of(workload: dict, knobs: dict, op: Op | str | None = None) -> tuple:
     """``(in_layout, out_layout)`` of the activation for a candidate (knobs validated).
 
+    A quantized conv's fp32 candidate (:func:`graphtune.ops.runs_as`) has the fp32 conv's.
+
     Examples
     --------
     >>> from graphtune.ops import dense_workload
     >>> layouts_of(dense_workload([1, 64], [10, 64]), {"oc_bn": 10, "k_bn": 8})
     ('NC', 'NC')
     """
+    op, workload, knobs = runs_as(op or op_of(workload), workload, knobs)
     spec = spec_for(workload, op)
     spec.knobs.check(spec.op, workload, knobs)
     return spec.layouts(workload, knobs)
