@@ -46,7 +46,7 @@ from .ops import LAYOUT_OPS, NODE_OPS, Op
 from .solve import Solution
 
 __all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "REPEAT", "close_loop", "node_task",
-           "transform_task", "model_hash"]
+           "transform_task", "model_hash", "in_model_costs"]
 
 IN_MODEL_PROTOCOL = "vm-instrument"
 """How in-model times are taken (part of their records' key): every PrimFunc call of the
@@ -182,11 +182,15 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         found = store.get(task, key, timing)
         return found if found is not None and found.ok else None
 
+    isolated = {node: [c.cost for c in graph.candidates(node)]
+                for node in graph.nodes if graph.op(node) in NODE_OPS}
+
     def refresh(solution: Solution) -> Solution:
-        """Candidates' and transforms' costs from the in-model records; solve again if any changed."""
-        costs = {node: [c.cost if (found := record(node_task(model_key, node, c))) is None
-                        else float(found.median_ms or c.cost) for c in graph.candidates(node)]
-                 for node in graph.nodes if graph.op(node) in NODE_OPS}
+        """Candidates' and transforms' costs from the in-model records, the others' scaled by
+        their node's in-model / isolated ratio; solve again if any changed."""
+        costs = {node: in_model_costs([record(node_task(model_key, node, c))
+                                             for c in graph.candidates(node)], row)
+                 for node, row in isolated.items()}
         changed = any(ms != c.cost for node, row in costs.items()
                       for ms, c in zip(row, graph.candidates(node)))
         for pair in transforms:
@@ -198,8 +202,10 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         for node, row in costs.items():  # every node: every edge is reset
             graph.set_candidates(node, [Candidate(c.knobs, c.in_layout, c.out_layout, ms)
                                         for c, ms in zip(graph.candidates(node), row)])
-        solved, known = resolve({**transforms, **in_model})
-        transforms.update({p: ms for p, ms in known.items() if p not in in_model})
+        ratio = _median([in_model[p] / transforms[p] for p in in_model if transforms.get(p, 0) > 0])
+        scaled = {p: ms * ratio for p, ms in transforms.items() if p not in in_model}
+        solved, known = resolve({**scaled, **in_model})
+        transforms.update({p: ms for p, ms in known.items() if p not in in_model and p not in scaled})
         return solved
 
     def recorded(assignment: Mapping[str, int]) -> bool:
@@ -229,6 +235,34 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
     return solution, Feedback(len(measured), before, _predicted(graph, solution), measured,
                               recorded(solution.assignment), used + len(in_model),
                               time.perf_counter() - start)
+
+
+def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float]) -> list[float]:
+    """A node's candidates' costs: each in-model record's time, and the isolated cost of a
+    candidate the model has not run times the median in-model / isolated ratio of those it has
+    (so that a candidate is not chosen for never having been profiled: the loop converges).
+
+    Examples
+    --------
+    >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c"))
+    >>> ran = Record.success(task, {"kind": "llvm"}, [1.5], threads=1)
+    >>> in_model_costs([ran, None], [1.0, 2.0])
+    [1.5, 3.0]
+    """
+    ratios = [r.median_ms / ms for r, ms in zip(found, isolated)
+              if r is not None and r.median_ms is not None and ms > 0]
+    ratio = _median(ratios)
+    return [ms * ratio if r is None or r.median_ms is None else float(r.median_ms)
+            for r, ms in zip(found, isolated)]
+
+
+def _median(values: Sequence[float]) -> float:
+    """The median of ``values``; 1 when there are none."""
+    ordered = sorted(values)
+    if not ordered:
+        return 1.0
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def _predicted(graph: LayoutGraph, solution: Solution) -> float:
