@@ -58,3 +58,17 @@ def in_session_tempdir(session_tempdir: pathlib.Path,
     monkeypatch.setattr(tempfile, "tempdir", str(session_tempdir))
     monkeypatch.setenv("TMPDIR", str(session_tempdir))
     yield session_tempdir
+
+
+@pytest.fixture(scope="session")
+def resnet18_records(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    """A records file of ResNet-18 at 32 px tuned once per run (2 candidates, quick timing,
+    lazy transforms): modules that tune it start from a copy (``shutil.copyfile``: a test may
+    append to its own) and measure only what their own settings add."""
+    import graphtune
+
+    path = tmp_path_factory.mktemp("resnet18") / "r18.records.jsonl"
+    graphtune.tune("resnet18", records=path, image_size=32, max_candidates=2, min_repeat_ms=1,
+                   repeat=1, progress=False, final_check=False)
+    return path
+

@@ -35,8 +35,8 @@ def check_model(name, size, kind):
     assert_matches_ort(model, compiled)
 
 
-# random layouts on the two largest small models run with -m slow (make test stays under 20 min)
-_HEAVY = {"inception_v3", "ssd_resnet50_512"}
+# random layouts on the largest small models run with -m slow (make test stays under 20 min)
+_HEAVY = {"inception_v3", "ssd_resnet50_512", "densenet121"}
 
 
 @pytest.mark.parametrize("name, size, kind", [

@@ -47,13 +47,17 @@ def test_interleaved_rejects_bad_counts(bad):
         interleaved({"a": lambda: None}, **bad)
 
 
-def _spinning_process(end: float):
-    """A process spinning until wall-clock time ``end`` (``time.time()``)."""
+def _spinning_process(seconds: float):
+    """A process spinning for ``seconds`` once started; returns it and the wall-clock time
+    (``time.time()``) it stops at, read after it started (its interpreter's start-up, slow on
+    a loaded host, is not spinning)."""
     import subprocess
     import sys
 
-    code = f"import time\nwhile time.time() < {end!r}:\n    pass\n"
-    return subprocess.Popen([sys.executable, "-c", code])
+    code = (f"import time\nend = time.time() + {seconds!r}\nprint(end, flush=True)\n"
+            "while time.time() < end:\n    pass\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    return process, float(process.stdout.readline())
 
 
 def test_wait_idle_waits_for_a_spinning_thread_of_this_process():
@@ -77,8 +81,7 @@ def test_wait_idle_waits_for_a_spinning_thread_of_this_process():
 def test_a_runtime_waits_until_the_other_runtimes_processes_are_idle():
     """TVM's workers spin ~150 ms after a parallel call, ONNX Runtime's ~40 ms: a runtime timed
     meanwhile in another process shares the CPUs with them."""
-    end = time.time() + 0.4
-    busy = _spinning_process(end)
+    busy, end = _spinning_process(0.4)
     try:
         class Peer:  # a runtime in the busy process (times nothing itself)
             pid = busy.pid

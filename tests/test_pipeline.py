@@ -1,6 +1,7 @@
 """graphtune.tune end to end on a small model: costs filled, optimum, config, resume."""
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -15,8 +16,9 @@ TINY = dict(image_size=32, max_candidates=2, min_repeat_ms=1, repeat=1, progress
 
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
+def tuned(tmp_path_factory, resnet18_records):
     records = tmp_path_factory.mktemp("tune") / "resnet18.records.jsonl"
+    shutil.copyfile(resnet18_records, records)
     return graphtune.tune("resnet18", records=records, **TINY), records
 
 

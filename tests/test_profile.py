@@ -1,6 +1,7 @@
 """graphtune.profile / ``graphtune profile``: per-call VM times mapped to ONNX nodes, vs config and ORT."""
 
 import json
+import shutil
 import statistics
 
 import pytest
@@ -169,9 +170,10 @@ def test_cli_writes_json(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def tuned18(tmp_path_factory):
+def tuned18(tmp_path_factory, resnet18_records):
     """ResNet-18 at 32 px tuned on 2 candidates with every transform measured, and its records."""
     records = tmp_path_factory.mktemp("r18") / "r18.records.jsonl"
+    shutil.copyfile(resnet18_records, records)
     return graphtune.tune("resnet18", records=records, image_size=32, max_candidates=2,
                           min_repeat_ms=1, repeat=1, transforms="all", progress=False), records
 

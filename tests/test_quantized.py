@@ -147,6 +147,7 @@ def test_random_layouts_keep_the_contract_and_match_onnxruntime():
     assert_agrees(gt_run(compiled, feeds), ort_run(model, feeds))
 
 
+@pytest.mark.slow  # tunes ResNet-18 (50 s); test_int8_compile tunes a small quantized net
 def test_tuned_config_matches_onnxruntime(tmp_path):
     model = quantized("resnet18")
     result = graphtune.tune(model, max_candidates=1, records=tmp_path / "qdq.records.jsonl",

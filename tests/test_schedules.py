@@ -129,7 +129,9 @@ def test_conv_without_kernel_is_generic():
 
 # ------------------------------------------------------------------ whole models
 # every zoo model not compiled in test_compile (which checks the same there)
-@pytest.mark.parametrize("name", [n for n in models.names() if n not in dict(SMALL)])
+# densenet201 (30+ s) runs with -m slow: densenet121 in test_compile has the same ops
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "densenet201" else [])
+                                  for n in models.names() if n not in dict(SMALL)])
 def test_zoo_model_runs_only_scheduled_functions(name):
     model = models.get(name, image_size=32)
     compiled = compile(model, Config.uniform(model))
