@@ -1,4 +1,4 @@
-"""End-to-end latency: graphtune's tuned models against ONNX Runtime and OpenVINO (batch 1, fp32).
+"""End-to-end latency: graphtune's tuned models against ONNX Runtime and OpenVINO (batch 1, fp32 or int8).
 
 For each model: ``graphtune.tune`` (measurements reused from
 ``OUT/MODEL.records.jsonl`` on reruns; ``make demo`` uses the same files), then, timed side by
@@ -17,6 +17,23 @@ side in the same interleaved rounds with the same thread count:
   prediction: none for uniform),
 - with ``--random``, ``gt-random`` (a random candidate per node: many transforms).
 
+``--int8`` does all of this for each model's int8 form instead: the model quantized by
+:func:`graphtune.quantize` (static QDQ, uint8 activations, int8 weights) on
+:data:`CALIBRATION_INPUTS` seeded random inputs of its input shapes (standard normal, like
+the timed input; the ranges fit no real data, which matters for accuracy, not for speed),
+saved as ``OUT/MODEL-int8.onnx`` and reused on reruns. graphtune tunes and compiles that QDQ
+file (its quantized convs on int8 kernels) and the peers run the same file: ``ort-int8``
+(ONNX Runtime's int8 kernels) and ``openvino-int8`` (OpenVINO runs the quantized ops in u8 /
+i8 by itself, the rest in f32). Rows are named ``MODEL-int8`` and the JSON says
+``precision: "int8"``; ``max_abs_diff`` is against ``ort-int8`` on the same file, and
+``max_rel_diff`` the same over the largest absolute ORT output (int8 runtimes differ by steps
+of the output scale; on AVX2 ONNX Runtime's optimized int8 convs saturate, ``docs/int8.md``,
+so the difference includes ONNX Runtime's own error).
+
+A peer that fails on a model (fails to start, crashes or hangs in its process,
+:class:`graphtune.peers.PeerProcess`) has ``error`` in its cell and the message in the row's
+``peer_errors``; the other runtimes are timed without it.
+
 ``--suite`` runs every zoo model at its published size (224 px; unet and SSD at
 their own) unless ``--models`` narrows it, leaves out ``gt-kernel-best``, keeps
 going when a model fails (its row then holds ``error``), and ends with the
@@ -24,9 +41,10 @@ geomean and minimum of ORT / gt-graph over the suite. ``--records FILE`` puts
 every model's measurements in one records file (default one per model in
 ``OUT``); either way a rerun resumes where the last one stopped.
 
-JSON per model: every latency, ``speedup_vs_ort`` (ort / gt-graph),
-``speedup_vs_uniform`` (gt-uniform / gt-graph, the table's ``uniform/gt-graph`` column),
-``prediction_error`` ((measured - predicted) / measured), ``max_abs_diff`` vs ORT, tuning wall
+JSON per model: ``precision`` (``fp32`` / ``int8``), every latency, ``speedup_vs_ort`` (ort /
+gt-graph), ``speedup_vs_uniform`` (gt-uniform / gt-graph, the table's ``uniform/gt-graph``
+column), ``prediction_error`` ((measured - predicted) / measured), ``max_abs_diff`` and
+``max_rel_diff`` vs the first peer (ORT), ``peer_errors``, tuning wall
 time (the final check included) and solver status, ``final_check`` (tune's final check:
 medians, spreads, samples, the config kept and why; with the solver's config replaced, also
 ``solver_predicted_ms``); with 2+
@@ -36,8 +54,8 @@ over the samples timed wholly in each state (``rounds_shared``: the fewer of ORT
 gt-graph's, ``speedup_vs_ort_shared``, ``prediction_error_shared``, and ``..._split``;
 a sample timed while the state changed counts in neither); the suite summary adds the
 geomean per state (``by_state``). The report also names the CPU (``cpu``), the thread
-count and the command that produced it, which ``benchmarks/results.py`` puts above its
-table in ``benchmarks/RESULTS.md``. The
+count, the ``precision``, the ``peers`` and the command that produced it, which
+``benchmarks/results.py`` puts above its table in ``benchmarks/RESULTS.md``. The
 measured layout graphs are saved to ``OUT/MODEL.graph.json`` for
 ``benchmarks/solvers.py --graphs OUT``. A Markdown table is printed (``--verbose``: with
 the per-state columns).
@@ -48,6 +66,7 @@ Examples
 ``python benchmarks/e2e.py --quick``  (resnet18 at 64x64, 4 candidates, few repeats: a smoke run)
 ``python benchmarks/e2e.py --suite --records out/suite.records.jsonl --json out/suite.json``
 ``python benchmarks/e2e.py --suite --models resnet18,mobilenet_v2 --max-candidates 2 --repeat 3``
+``python benchmarks/e2e.py --int8 --quick``  (the same smoke run on quantized resnet18)
 ``python benchmarks/e2e.py --suite --models out/exported/resnet50.dynamo.onnx`` (a model as
 ``torch.onnx.export`` wrote it: ``benchmarks/export_torchvision.py``)
 """
@@ -63,13 +82,23 @@ import shlex
 import sys
 import time
 
+import numpy as np
+import onnx
+
 import graphtune
 from graphtune import models, x86
-from graphtune.checks import check_positive, check_writable
+from graphtune.checks import check_choice, check_positive, check_writable
 from graphtune.config import Config
-from graphtune.errors import GraphtuneError
+from graphtune.errors import GraphtuneError, ModelError
 from graphtune.models.resolve import resolve
+from graphtune.peers import PEERS
 from graphtune.report import evaluate, markdown_table
+
+CALIBRATION_INPUTS = 4
+"""Seeded random inputs ``--int8`` calibrates each model's quantization on."""
+
+INT8_PEERS = {"ort": "ort-int8", "openvino": "openvino-int8"}
+"""``--peers`` names -> the peers ``--int8`` runs the QDQ model in (others keep their name)."""
 
 MIN_STATE_ROUNDS = 5
 """Samples (of ORT and of gt-graph) a model needs in a host state for its ratio in that state to
@@ -149,6 +178,63 @@ def _error(measured: float, predicted: float | None) -> float | None:
     return None if predicted is None else (measured - predicted) / measured
 
 
+def calibration_data(model: onnx.ModelProto, count: int = CALIBRATION_INPUTS,
+                     seed: int = 0) -> list[dict[str, np.ndarray]]:
+    """``count`` random ``{input: array}`` feeds of ``model``'s input shapes and dtypes (standard
+    normal, seeded: the same ones on every run), for :func:`graphtune.quantize`.
+
+    Examples
+    --------
+    >>> feeds = calibration_data(graphtune.models.get("resnet18", image_size=32), count=2)
+    >>> len(feeds), feeds[0]["input"].shape, feeds[0]["input"].dtype
+    (2, (1, 3, 32, 32), dtype('float32'))
+    """
+    initializers = {t.name for t in model.graph.initializer}
+    specs = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = [d.dim_value for d in tensor.shape.dim]
+        if not all(n > 0 for n in shape):
+            raise ModelError(f"input {value.name!r} has a dynamic shape {shape} (0: unknown); "
+                             "--int8 calibrates on inputs of static shapes: export the model "
+                             "with fixed input sizes")
+        specs[value.name] = (shape, onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    rng = np.random.default_rng(seed)
+    return [{name: rng.standard_normal(shape).astype(dtype) for name, (shape, dtype) in specs.items()}
+            for _ in range(count)]
+
+
+def quantized(model: onnx.ModelProto, path: str) -> onnx.ModelProto:
+    """The QDQ form of ``model`` saved at ``path``: read from there when it exists (a rerun), else
+    made by :func:`graphtune.quantize` on :func:`calibration_data` and saved there."""
+    if os.path.isfile(path):
+        return onnx.load(path)
+    qdq = graphtune.quantize(model, calibration_data(model))
+    onnx.save(qdq, path)
+    return qdq
+
+
+def diff_line(row: dict) -> str:
+    """gt-graph's largest output difference from the row's reference peer, absolute and over the
+    reference's largest absolute output (int8 runtimes differ by steps of the output scale).
+
+    Examples
+    --------
+    >>> diff_line({"model": "m-int8", "reference": "ort-int8", "max_abs_diff": {"gt-graph": 0.2},
+    ...            "max_rel_diff": {"gt-graph": 0.0625}})
+    'm-int8: gt-graph vs ort-int8: max abs diff 2.0e-01, 6.2e-02 of max |ort-int8 output|'
+    """
+    reference = row.get("reference")
+    absolute = (row.get("max_abs_diff") or {}).get("gt-graph")
+    if reference is None or absolute is None:
+        return f"{row['model']}: no reference output"
+    relative = (row.get("max_rel_diff") or {}).get("gt-graph")
+    share = "" if relative is None else f", {relative:.1e} of max |{reference} output|"
+    return f"{row['model']}: gt-graph vs {reference}: max abs diff {absolute:.1e}{share}"
+
+
 def cpu_name() -> str:
     """The CPU as Linux names it: ``/proc/cpuinfo``'s model name, with its family and model
     numbers (``AMD EPYC (family 25 model 17)``); the platform's processor string elsewhere."""
@@ -176,6 +262,7 @@ def write_report(args: argparse.Namespace, rows: list[dict]) -> None:
               "python": platform.python_version(), "machine": platform.processor() or
               platform.machine(), "cpu": cpu_name(),
               "threads": os.environ.get("TVM_NUM_THREADS"), "command": args.command,
+              "precision": args.precision, "peers": args.peer_names,
               "repeat": args.repeat, "max_candidates": args.max_candidates,
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "loadavg": os.getloadavg(), "results": rows, "suite": args.suite,
@@ -200,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="fresh processes per peer the rounds are split between (default 3: "
                              "a process's speed is a draw)")
     parser.add_argument("--bf16", action="store_true", help="also time OpenVINO in its default bf16")
+    parser.add_argument("--int8", action="store_true",
+                        help="time each model's int8 QDQ form (graphtune.quantize on "
+                             f"{CALIBRATION_INPUTS} seeded random inputs, saved as OUT/MODEL-int8.onnx) "
+                             "against ort-int8 and openvino-int8 running the same file")
     parser.add_argument("--random", action="store_true", help="also time a random per-node config")
     parser.add_argument("--out", default="out",
                         help="records, configs and graphs folder (default out/, shared with make demo)")
@@ -229,6 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         for path, what in ((args.json, "JSON file (--json)"), (args.records, "records (--records)")):
             if path:
                 check_writable(path, what)
+        for name in args.peers.split(","):
+            if name:
+                check_choice(name, PEERS, "--peers")
     except GraphtuneError as err:
         parser.error(str(err))
     names = [n for n in args.models.split(",") if n]
@@ -244,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
         args.image_size = args.image_size or 64
         args.max_candidates, args.repeat, args.peer_processes = 4, 5, 1
     peers = [p for p in args.peers.split(",") if p] + (["openvino-bf16"] if args.bf16 else [])
+    if args.int8:
+        peers = [INT8_PEERS.get(p, p) for p in peers]
+    args.precision, args.peer_names = ("int8" if args.int8 else "fp32"), peers
 
     rows = []
     for name in names:
@@ -252,6 +349,12 @@ def main(argv: list[str] | None = None) -> int:
             model, tag = resolve(name, image_size=args.image_size)  # a file keeps its own input size
             if args.image_size is not None and name in models.names():
                 tag = f"{tag}@{args.image_size}"
+            if args.int8:
+                tag = f"{tag}-int8"
+                qdq_path = os.path.join(args.out, f"{tag}.onnx")
+                print(f"== {tag}: {'reading' if os.path.isfile(qdq_path) else 'quantizing to'} "
+                      f"{qdq_path}", flush=True)
+                model = quantized(model, qdq_path)
             print(f"== {tag}: tuning", flush=True)
             records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
             result = graphtune.tune(model, records=records, max_candidates=args.max_candidates,
@@ -264,20 +367,25 @@ def main(argv: list[str] | None = None) -> int:
             extra = {"gt-random": Config.random(model, seed=0)} if args.random else {}
             row = with_final_check(evaluate(model, result, tag, peers=peers, repeat=args.repeat,
                                             extra=extra, kernel_best=not args.suite,
-                                            peer_processes=args.peer_processes), result)
+                                            peer_processes=args.peer_processes,
+                                            ort=INT8_PEERS["ort"] if args.int8 else "ort"),
+                                   result)
+            row["precision"] = args.precision
         except GraphtuneError as err:
             if not args.suite:
                 raise
             print(f"== {tag}: failed: {err}", flush=True)
-            row = {"model": tag, "error": str(err)}
+            row = {"model": tag, "precision": args.precision, "error": str(err)}
         else:
-            print(markdown_table([row], verbose=args.verbose), "\n", flush=True)
+            print(markdown_table([row], verbose=args.verbose), diff_line(row), "", sep="\n",
+                  flush=True)
         rows.append(row)
         if args.json:  # after every model: a long suite stopped half-way keeps what it timed
             write_report(args, rows)
 
     timed = [row for row in rows if "error" not in row]
     print(markdown_table(timed, verbose=args.verbose))
+    print("\n".join(diff_line(row) for row in timed))
     summary = suite_summary(rows)
     if args.suite:
         geomean = summary["geomean_ort_over_gt"]

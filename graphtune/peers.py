@@ -3,9 +3,13 @@
 Each peer runs the same ONNX model with the same thread count as graphtune,
 in its own fastest default configuration. OpenVINO defaults to bf16 on CPUs
 with AVX512-BF16, so ``openvino`` asks for fp32 explicitly and
-``openvino-bf16`` is reported under its own name. ONNX Runtime's worker
-threads keep spinning after a call (~40 ms; disabling that made it bimodal,
-8.5 or 14-16 ms on ResNet-18), as do TVM's in graphtune's process (~150 ms):
+``openvino-bf16`` is reported under its own name. ``ort-int8`` and
+``openvino-int8`` are the same runtimes given a quantized (QDQ) model, named for
+the int8 benchmarks' columns: OpenVINO runs the quantized ops of such a model in
+u8 / i8 whatever its ``INFERENCE_PRECISION_HINT``, which sets the precision of
+the other ops (f32 here, as in ONNX Runtime). ONNX Runtime's worker threads keep
+spinning after a call (~40 ms; disabling that made it bimodal, 8.5 or 14-16 ms on
+ResNet-18), as do TVM's in graphtune's process (~150 ms):
 :func:`graphtune.latency.interleaved` waits until the other runtimes'
 processes are idle before each one's turn.
 
@@ -31,7 +35,7 @@ from .errors import ArgumentError, ModelError
 from .latency import settled_call_ms
 from .procs import Child, ChildFailure, Mode
 
-__all__ = ["PEERS", "peer", "available", "PeerProcess", "PeerStage"]
+__all__ = ["PEERS", "peer", "available", "PeerProcess", "PeerStage", "PeerFailure"]
 
 Run = Callable[[Mapping[str, np.ndarray]], list[np.ndarray]]
 
@@ -72,6 +76,8 @@ PEERS: dict[str, tuple[str, Callable[[onnx.ModelProto, int], Run]]] = {
     "ort": ("onnxruntime", _ort),
     "openvino": ("openvino", _openvino("f32")),
     "openvino-bf16": ("openvino", _openvino("bf16")),
+    "ort-int8": ("onnxruntime", _ort),
+    "openvino-int8": ("openvino", _openvino("f32")),
 }
 """Peer name -> (Python package it needs, factory ``(model, threads) -> run``)."""
 
@@ -95,7 +101,8 @@ def peer(name: str, model: onnx.ModelProto, threads: int) -> Run:
     Parameters
     ----------
     name : str
-        One of :data:`PEERS` (``ort``, ``openvino``, ``openvino-bf16``).
+        One of :data:`PEERS` (``ort``, ``openvino``, ``openvino-bf16``, ``ort-int8``,
+        ``openvino-int8``).
     model : onnx.ModelProto
         The model, as given to graphtune.
     threads : int
@@ -129,6 +136,23 @@ def _entry(name: str) -> tuple[str, Callable]:
     except KeyError:
         raise ArgumentError(f"unknown peer {name!r}; valid peers are: "
                             f"{', '.join(sorted(PEERS))}") from None
+
+
+class PeerFailure(ModelError):
+    """A :class:`PeerProcess` failed to start or to run: its peer raised, crashed or hung.
+
+    Attributes
+    ----------
+    peer : str
+        The peer's name, so that a caller timing several can go on without it.
+    """
+
+    def __init__(self, peer: str, message: str) -> None:
+        super().__init__(message)
+        self.peer = peer
+
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        return type(self), (self.peer, str(self))
 
 
 class PeerStage(enum.Enum):
@@ -177,8 +201,9 @@ class PeerProcess:
 
     Raises
     ------
-    ModelError
-        If the peer fails to start (the message says why), crashes or hangs.
+    PeerFailure
+        If the peer fails to start (the message says why), crashes or hangs (a
+        :class:`graphtune.errors.ModelError`).
 
     Examples
     --------
@@ -203,7 +228,8 @@ class PeerProcess:
             return self._child.call(fn, args, self.timeout, stage=stage, mode=mode)
         except ChildFailure as err:
             self.close()
-            raise ModelError(f"peer {self.name!r} failed to {stage.value}: {err.message}") from None
+            raise PeerFailure(self.name, f"peer {self.name!r} failed to {stage.value}: "
+                                         f"{err.message}") from None
 
     @property
     def pid(self) -> int | None:

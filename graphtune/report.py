@@ -18,7 +18,7 @@ Examples
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -26,7 +26,8 @@ import numpy as np
 from .hoststate import HandoffGauge, by_state
 from .latency import gauged_rounds, median_ms
 
-__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "config_table", "GAUGE_CALLS"]
+__all__ = ["compare", "evaluate", "bench_model", "markdown_table", "runtimes", "config_table",
+           "GAUGE_CALLS"]
 
 GAUGE_CALLS = 20
 """Copy pairs of each kind per host-state gauge reading (:meth:`graphtune.hoststate.HandoffGauge.ratio`)
@@ -50,9 +51,10 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     configs : mapping of str to Config
         Build name (``gt-uniform``, ``gt-graph``...) -> config to compile with.
     peers : sequence of str
-        Peer names of :data:`graphtune.peers.PEERS`; the first one is the
-        reference for ``max_abs_diff``. Peers whose package is missing are
-        skipped (listed under ``skipped``).
+        Peer names of :data:`graphtune.peers.PEERS`; the first one (that runs) is
+        the reference for ``max_abs_diff``. Peers whose package is missing are
+        skipped (listed under ``skipped``); a peer that fails is listed under
+        ``peer_errors``.
     repeat, warmup : int
         Timed and untimed interleaved rounds (``warmup`` per peer process).
     threads : int, optional
@@ -67,13 +69,17 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     -------
     dict
         ``latency_ms`` (median per runtime), ``samples_ms``, ``max_abs_diff`` (per
-        runtime, against the reference), ``reference``, ``compile_s`` per build,
-        ``threads``, ``skipped``, ``process_ms`` (per runtime, the median of each
-        peer process's rounds); with several threads also ``handoff_ratio`` (per
-        runtime, the host-state gauge right before and after each of its timed turns,
-        ``[[before, after], ...]``, :class:`graphtune.hoststate.HandoffGauge`) and
-        ``by_state`` (medians over the samples timed wholly in each state, those
-        timed while it changed left out: :func:`graphtune.hoststate.by_state`).
+        runtime, against the reference), ``max_rel_diff`` (the same over the largest
+        absolute value of the reference's outputs: int8 runtimes differ by steps of the
+        output scale), ``reference``, ``compile_s`` per build, ``threads``, ``peers`` (as
+        given), ``skipped``, ``peer_errors`` (peer -> why it failed to start, crashed or
+        hung: it is left out of the other fields, the others are timed without it),
+        ``process_ms`` (per runtime, the median of each peer process's rounds); with
+        several threads also ``handoff_ratio`` (per runtime, the host-state gauge right
+        before and after each of its timed turns, ``[[before, after], ...]``,
+        :class:`graphtune.hoststate.HandoffGauge`) and ``by_state`` (medians over the
+        samples timed wholly in each state, those timed while it changed left out:
+        :func:`graphtune.hoststate.by_state`).
     """
     from . import peers as peer_mod
     from .compiler import compile as gt_compile
@@ -100,43 +106,73 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
     handoff = HandoffGauge() if threads > 1 else None
     gauge = (lambda: handoff.ratio(calls=GAUGE_CALLS)) if handoff is not None else None
     parts = max(1, min(peer_processes, repeat))
-    sample_lists: dict[str, list[float]] = {}
-    ratios: dict[str, list[list[float]]] = {}
-    process_ms: dict[str, list[float]] = {}
-    for part in range(parts):
-        processes = [peer_mod.PeerProcess(name, model, threads, feeds) for name in started]
-        try:
-            for name, process in zip(started, processes):
-                outputs.setdefault(name, process.outputs)
-            calls = {**dict(zip(started, processes)), **builds}
-            rounds = repeat // parts + (part < repeat % parts)
-            part_samples, part_ratios = gauged_rounds(calls, gauge, repeat=rounds, warmup=warmup)
-        finally:
-            for process in processes:
-                process.close()
-        for name, values in part_samples.items():
-            sample_lists.setdefault(name, []).extend(values.tolist())
-            process_ms.setdefault(name, []).append(float(np.median(values)))
-            ratios.setdefault(name, []).extend(part_ratios[name].tolist())
+    peer_errors: dict[str, str] = {}
+    part_results = [_timed_part(model, started, threads, feeds, builds, gauge, outputs,
+                                peer_errors, repeat=repeat // parts + (part < repeat % parts),
+                                warmup=warmup)
+                    for part in range(parts)]
 
-    order = started + list(configs)
+    order = [p for p in started if p not in peer_errors] + list(configs)
+    sample_lists: dict[str, list[float]] = {name: [] for name in order}
+    ratios: dict[str, list[list[float]]] = {name: [] for name in order}
+    process_ms: dict[str, list[float]] = {name: [] for name in order}
+    for part_samples, part_ratios in part_results:
+        for name in order:
+            sample_lists[name].extend(part_samples[name].tolist())
+            process_ms[name].append(float(np.median(part_samples[name])))
+            ratios[name].extend(part_ratios[name].tolist())
+
     reference = order[0] if order else None
     diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outputs[name], outputs[reference]))
              for name in order} if reference else {}
+    scale = max(float(np.max(np.abs(a))) for a in outputs[reference]) if reference else 0.0
     samples = {name: np.asarray(sample_lists[name]) for name in order}
     row = {"latency_ms": median_ms(samples),
            "samples_ms": {k: v.tolist() for k, v in samples.items()},
-           "max_abs_diff": diffs, "reference": reference, "compile_s": compile_s,
-           "threads": threads, "skipped": skipped, "process_ms": process_ms}
+           "max_abs_diff": diffs,
+           "max_rel_diff": {name: diff / scale for name, diff in diffs.items()} if scale else {},
+           "reference": reference, "compile_s": compile_s,
+           "threads": threads, "peers": list(peers), "skipped": skipped,
+           "peer_errors": peer_errors,
+           "process_ms": process_ms}
     if gauge is not None:
-        ratios = {name: ratios[name] for name in order}
         row.update(handoff_ratio=ratios, by_state=by_state(samples, ratios))
     return row
 
 
+def _timed_part(model: Any, peer_names: Sequence[str], threads: int,
+                feeds: Mapping[str, np.ndarray], builds: Mapping[str, Any],
+                gauge: Callable[[], float] | None, outputs: dict[str, list[np.ndarray]],
+                peer_errors: dict[str, str], repeat: int,
+                warmup: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """One part of :func:`compare`'s rounds: a fresh process of each peer not failed so far and
+    the builds, timed together (:func:`graphtune.latency.gauged_rounds`).
+
+    A peer that fails to start, crashes or hangs (:class:`graphtune.peers.PeerFailure`) gets its
+    message in ``peer_errors`` and the part is timed again without it: one peer's failure
+    never costs the others their rounds. A peer's outputs (of its first process) go to
+    ``outputs``.
+    """
+    from .peers import PeerFailure, PeerProcess
+
+    while True:
+        processes: dict[str, PeerProcess] = {}
+        try:
+            for name in peer_names:
+                if name not in peer_errors:
+                    processes[name] = PeerProcess(name, model, threads, feeds)
+                    outputs.setdefault(name, processes[name].outputs)
+            return gauged_rounds({**processes, **builds}, gauge, repeat=repeat, warmup=warmup)
+        except PeerFailure as err:
+            peer_errors[err.peer] = str(err)
+        finally:
+            for process in processes.values():
+                process.close()
+
+
 def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", "openvino"),
              repeat: int = 30, extra: Mapping[str, Any] | None = None,
-             kernel_best: bool = True, peer_processes: int = 1) -> dict:
+             kernel_best: bool = True, peer_processes: int = 1, ort: str = "ort") -> dict:
     """The e2e row of a tuned model: peers, gt-uniform, gt-kernel-best, gt-graph, predicted.
 
     Parameters
@@ -157,12 +193,14 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
         Also time ``gt-kernel-best`` (each node its fastest kernel, transforms ignored).
     peer_processes : int, default 1
         Fresh processes per peer the rounds are split between (see :func:`compare`).
+    ort : str, default "ort"
+        The peer ``speedup_vs_ort`` divides (``ort-int8`` for a quantized model).
 
     Returns
     -------
     dict
         :func:`compare`'s fields plus ``model``, ``predicted_ms``, ``speedup_vs_ort``
-        (ort / gt-graph), ``speedup_vs_uniform``, ``prediction_error``
+        (``ort`` / gt-graph), ``speedup_vs_uniform``, ``prediction_error``
         ((measured - predicted) / measured), ``tune_s``, ``phase_seconds``, ``solver``;
         per host state seen while timing (``shared`` / ``split``, :mod:`graphtune.hoststate`)
         ``rounds_STATE`` (the fewer of ORT's and gt-graph's samples timed wholly in it),
@@ -193,7 +231,7 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
     sol = result.solution
     row.update(
         predicted_ms=result.predicted_ms,
-        speedup_vs_ort=lat["ort"] / graph_ms if "ort" in lat else None,
+        speedup_vs_ort=lat[ort] / graph_ms if ort in lat else None,
         speedup_vs_uniform=lat["gt-uniform"] / graph_ms,
         prediction_error=(graph_ms - result.predicted_ms) / graph_ms,
         tune_s=result.tune_seconds,
@@ -204,12 +242,12 @@ def evaluate(model: Any, result: Any, name: str, peers: Sequence[str] = ("ort", 
     )
     for state, part in row.get("by_state", {}).items():
         state_ms = part["latency_ms"]
-        row[f"rounds_{state}"] = min(part["samples"][n] for n in ("ort", "gt-graph")
+        row[f"rounds_{state}"] = min(part["samples"][n] for n in (ort, "gt-graph")
                                      if n in part["samples"])
         if "gt-graph" not in state_ms:
             continue
-        if "ort" in state_ms:
-            row[f"speedup_vs_ort_{state}"] = state_ms["ort"] / state_ms["gt-graph"]
+        if ort in state_ms:
+            row[f"speedup_vs_ort_{state}"] = state_ms[ort] / state_ms["gt-graph"]
         row[f"prediction_error_{state}"] = (state_ms["gt-graph"] - result.predicted_ms) / state_ms["gt-graph"]
     return row
 
@@ -268,8 +306,25 @@ def _state_fields(row: Mapping[str, Any]) -> dict:
     return {**fields, **{k: v for k, v in row.items() if k in STATE_COLUMNS}}
 
 
+def runtimes(row: Mapping[str, Any]) -> list[str]:
+    """The runtimes of a :func:`compare` row in table order: its peers as asked for (``peers``),
+    the failed ones (``peer_errors``) included, then graphtune's builds.
+
+    Examples
+    --------
+    >>> runtimes({"peers": ["ort", "openvino"], "peer_errors": {"ort": "crashed"},
+    ...           "latency_ms": {"openvino": 2.0, "gt-graph": 1.0}})
+    ['ort', 'openvino', 'gt-graph']
+    """
+    failed = row.get("peer_errors") or {}
+    asked = row.get("peers") or list(failed)
+    peers = [p for p in asked if p in failed or p in row["latency_ms"]]
+    return peers + [name for name in row["latency_ms"] if name not in peers]
+
+
 def markdown_table(rows: Sequence[Mapping[str, Any]], verbose: bool = False) -> str:
-    """Markdown table of latency medians (ms), one row per model, one column per runtime.
+    """Markdown table of latency medians (ms), one row per model, one column per runtime; a
+    peer that failed on a model (its ``peer_errors``) has ``error`` there.
 
     Then, where the rows have them, the prediction (``predicted``), the speed-ups
     over ONNX Runtime and over gt-uniform, the prediction error and the tuning time
@@ -293,14 +348,15 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], verbose: bool = False) -> 
     """
     columns: list[str] = []
     for row in rows:
-        columns += [c for c in row["latency_ms"] if c not in columns]
+        columns += [c for c in runtimes(row) if c not in columns]
     values = [{**row, **(_state_fields(row) if verbose else {})} for row in rows]
     shown = {**SUMMARY_COLUMNS, **(STATE_COLUMNS if verbose else {})}
     extras = [e for e in shown if any(e in row for row in values)]
     head = ["model", *columns, *(shown[e][0] for e in extras)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in values:
-        cells = [row["model"], *(_fmt(row["latency_ms"].get(c)) for c in columns)]
+        cells = [row["model"], *("error" if c in (row.get("peer_errors") or {})
+                                 else _fmt(row["latency_ms"].get(c)) for c in columns)]
         cells += [_fmt(row.get(e), shown[e][1]) for e in extras]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""benchmarks/results.py: e2e JSON reports -> RESULTS.md, the newest run per CPU, marked generated."""
+"""benchmarks/results.py: e2e JSON reports -> RESULTS.md, the newest run per CPU and precision, marked
+generated."""
 
 import json
 import subprocess
@@ -72,3 +73,28 @@ def test_newest_per_cpu_keeps_the_later_of_two_equal_times():
     first = report("X", "2026-01-01T00:00:00Z", [ROW], "first")
     second = report("X", "2026-01-01T00:00:00Z", [ROW], "second")
     assert [r["command"] for r in results.newest_per_cpu([first, second])] == ["second"]
+
+
+def test_int8_runs_get_their_own_table_with_failed_peers_and_relative_diffs(tmp_path):
+    cpu = "AMD EPYC (family 25 model 17)"
+    int8_row = {"model": "densenet121-int8", "precision": "int8", "peers": ["ort-int8", "openvino-int8"],
+                "peer_errors": {"openvino-int8": "peer 'openvino-int8' failed to start: worker crashed"},
+                "latency_ms": {"ort-int8": 20.0, "gt-uniform": 18.0, "gt-graph": 16.0},
+                "predicted_ms": 15.0, "speedup_vs_ort": 1.25, "prediction_error": 0.0625, "tune_s": 80.0,
+                "reference": "ort-int8", "max_abs_diff": {"gt-graph": 0.05},
+                "max_rel_diff": {"gt-graph": 0.01}}
+    fp32 = report(cpu, "2026-11-26T12:00:00Z", [ROW], "benchmarks/e2e.py --models resnet18")
+    int8 = {**report(cpu, "2026-11-27T12:00:00Z", [int8_row], "benchmarks/e2e.py --int8"),
+            "precision": "int8", "summary": {"models": 2, "geomean_ort_over_gt": 1.2,
+                                             "min_ort_over_gt": 1.1, "min_model": "densenet121-int8"}}
+    text = results.render([fp32, int8])  # the newer int8 run does not hide the fp32 one
+    sections = text.split("\n## ")[1:]
+    assert [s.splitlines()[0] for s in sections] == [f"{cpu}, LLVM `znver4`",
+                                                     f"{cpu}, LLVM `znver4`, int8 (QDQ models)"]
+    assert "| resnet18 | 17.30 |" in sections[0] and "int8" not in sections[0]
+    lines = sections[1].splitlines()
+    head = lines.index("| model | ORT-int8 | OpenVINO-int8 | gt-uniform | gt-graph | predicted "
+                       "| ORT-int8/gt-graph | prediction error | max abs diff | max rel diff | tuning s |")
+    assert lines[head + 2] == ("| densenet121-int8 | 20.00 | error | 18.00 | 16.00 | 15.00 | **1.25** "
+                               "| +6.2% | 5.0e-02 | 1.0e-02 | 80 |")
+    assert "Geomean ORT-int8/gt-graph over 2 models 1.200" in sections[1]
