@@ -16,6 +16,9 @@ Examples
 ``python -m venv /tmp/tv && /tmp/tv/bin/pip install torch torchvision onnxscript``
 ``/tmp/tv/bin/python benchmarks/export_torchvision.py --out out/exported``
 ``.venv/bin/python benchmarks/e2e.py --suite --models $(ls out/exported/*.dynamo.onnx | paste -sd,)``
+``/tmp/tv/bin/python benchmarks/export_torchvision.py --exporter torchscript --models
+ssdlite320_mobilenet_v3_large`` (a detector with its post-processing, for
+``benchmarks/partition_detector.py --model FILE``)
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ MODELS = ("resnet18", "resnet50", "resnext50_32x4d", "regnet_y_800mf", "mobilene
           "mobilenet_v3_large", "efficientnet_b0", "shufflenet_v2_x1_0", "googlenet",
           "inception_v3", "densenet121", "vgg16")
 """The torchvision counterparts of graphtune's zoo (SSD and the U-Net have none)."""
+DETECTORS = ("ssdlite320_mobilenet_v3_large", "fasterrcnn_mobilenet_v3_large_320_fpn",
+             "retinanet_resnet50_fpn", "maskrcnn_resnet50_fpn")
+"""torchvision detectors with their post-processing (NMS, ...), exported for one 3x320x320 image."""
+DETECTOR_SIZE = 320
 EXPORTERS = ("dynamo", "torchscript")
 
 
@@ -57,7 +64,7 @@ def _import_torchvision():
 def _constructor(torchvision, name: str):
     """The builder of torchvision's model ``name`` (classification first, then segmentation:
     ``deeplabv3_mobilenet_v3_large``, ``lraspp_mobilenet_v3_large``, ``fcn_resnet50`` ...), or None."""
-    for module in (torchvision.models, torchvision.models.segmentation):
+    for module in (torchvision.models, torchvision.models.segmentation, torchvision.models.detection):
         builder = getattr(module, name, None)
         if callable(builder):
             return builder
@@ -68,6 +75,8 @@ def export(name: str, exporter: str, out: str) -> str:
     """Export torchvision's ``name`` with ``exporter``; the path of the ``.onnx`` file written."""
     torch, torchvision = _import_torchvision()
     torch.manual_seed(0)
+    if name in DETECTORS:
+        return _export_detector(torch, torchvision, name, exporter, out)
     size = 299 if name == "inception_v3" else 224
     kwargs = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
     builder = _constructor(torchvision, name)
@@ -86,12 +95,32 @@ def export(name: str, exporter: str, out: str) -> str:
     return path
 
 
+def _export_detector(torch, torchvision, name: str, exporter: str, out: str) -> str:
+    """A detector as torchvision's detection docs export it: the model takes a list of 3-D
+    images (one, ``DETECTOR_SIZE`` square, its transform resizing to the same size) and returns
+    boxes, labels, scores (and masks) after its post-processing."""
+    builder = getattr(torchvision.models.detection, name)
+    kwargs = {} if name.startswith("ssdlite") else {"min_size": DETECTOR_SIZE, "max_size": DETECTOR_SIZE}
+    model = builder(weights=None, weights_backbone=None, **kwargs).eval()
+    image = torch.rand(3, DETECTOR_SIZE, DETECTOR_SIZE)
+    path = os.path.join(out, f"{name}.{exporter}.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if exporter == "dynamo":
+            torch.onnx.export(model, ([image],), path, dynamo=True, external_data=False)
+        else:
+            torch.onnx.export(model, ([image],), path, dynamo=False, opset_version=17,
+                              input_names=["image"])
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (see ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated torchvision classification or segmentation models "
-                             f"(default: {','.join(MODELS)})")
+                        help="comma-separated torchvision classification, segmentation or "
+                             f"detection models (default: {','.join(MODELS)}; detectors: "
+                             f"{','.join(DETECTORS)})")
     parser.add_argument("--exporter", default="dynamo", choices=EXPORTERS + ("both",),
                         help="torch.onnx exporter (default dynamo, torch's default)")
     parser.add_argument("--out", default="out/exported", help="folder for the .onnx files")

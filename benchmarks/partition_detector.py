@@ -9,15 +9,22 @@ network and the top-k, ONNX Runtime runs the suppression and the gathers. Prints
 Runtime (whole model) vs the partitioned model and the time of each part, in ms (medians of
 interleaved rounds, ``TVM_NUM_THREADS`` threads for both runtimes).
 
+``--model FILE.onnx`` takes a detector exported with its post-processing instead, e.g.
+torchvision's (``benchmarks/export_torchvision.py --exporter torchscript --models
+ssdlite320_mobilenet_v3_large``); ``--json PATH`` writes the figures.
+
 Examples
 --------
 ``TVM_NUM_THREADS=2 .venv/bin/python benchmarks/partition_detector.py --image-size 320
 --max-candidates 8 --records out/partition.records.jsonl``
+``TVM_NUM_THREADS=2 .venv/bin/python benchmarks/partition_detector.py --model
+out/exported/ssdlite320_mobilenet_v3_large.torchscript.onnx --records out/ssdlite.records.jsonl``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 
@@ -26,6 +33,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import graphtune
+from e2e import cpu_name
 from graphtune import models
 
 
@@ -96,9 +104,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=12)
     parser.add_argument("--no-final-check", action="store_true",
                         help="keep the solver's config (a rerun from complete records)")
+    parser.add_argument("--model", metavar="FILE", help="an exported detector (.onnx) instead of the "
+                        "zoo's SSD with appended post-processing")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
     args = parser.parse_args()
     os.makedirs(os.path.dirname(args.records) or ".", exist_ok=True)
-    model = detector(args.image_size)
+    model = onnx.load(args.model) if args.model else detector(args.image_size)
     import onnxruntime
 
     threads = int(os.environ["TVM_NUM_THREADS"])
@@ -112,13 +123,15 @@ def main() -> None:
     print(f"tune: {time.perf_counter() - start:.0f} s; {result.summary()}")
     compiled = graphtune.compile(model, result.config)
     print(compiled.summary())
-    x = compiled.random_inputs(seed=0)[0]
-    ours, theirs = compiled(x), session.run(None, {"input": x})
+    inputs = compiled.random_inputs(seed=0)
+    feeds = dict(zip(compiled.input_names, inputs))
+    ours, theirs = compiled(*inputs), session.run(None, feeds)
+    ours = ours if isinstance(ours, (list, tuple)) else [ours]
     for a, b in zip(ours, theirs):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     print(f"outputs match ONNX Runtime: {[a.shape for a in ours]}")
-    run_ort = lambda: session.run(None, {"input": x})  # noqa: E731
-    run_gt = compiled.bound_call(x)
+    run_ort = lambda: session.run(None, feeds)  # noqa: E731
+    run_gt = compiled.bound_call(*inputs)
     times: dict[str, list[float]] = {"onnxruntime": [], "partitioned": []}
     for _ in range(args.rounds):
         for name, call in (("onnxruntime", run_ort), ("partitioned", run_gt)):
@@ -129,10 +142,19 @@ def main() -> None:
             times[name].append((time.perf_counter() - begin) / 5 * 1e3)
     parts = compiled.time_parts(repeat=5 * args.rounds)
     ort_ms, gt_ms = (float(np.median(times[k])) for k in ("onnxruntime", "partitioned"))
+    figures = {"model": args.model or f"ssd_resnet50_512@{args.image_size}+nms",
+               "cpu": cpu_name(),
+               "threads": threads, "onnxruntime_ms": ort_ms, "partitioned_ms": gt_ms,
+               "speedup_vs_ort": ort_ms / gt_ms, "tvm_part_ms": float(np.median(parts["tvm"])),
+               "onnxruntime_part_ms": float(np.median(parts["onnxruntime"])),
+               "predicted_tvm_part_ms": result.predicted_ms, "partition": compiled.summary()}
     print(f"ONNX Runtime {ort_ms:.2f} ms | partitioned {gt_ms:.2f} ms (ORT/partitioned "
-          f"{ort_ms / gt_ms:.2f}) | parts: tvm {np.median(parts['tvm']):.2f} ms, onnxruntime "
-          f"{np.median(parts['onnxruntime']):.3f} ms | predicted (tvm part) "
+          f"{ort_ms / gt_ms:.2f}) | parts: tvm {figures['tvm_part_ms']:.2f} ms, onnxruntime "
+          f"{figures['onnxruntime_part_ms']:.3f} ms | predicted (tvm part) "
           f"{result.predicted_ms:.2f} ms")
+    if args.json:
+        with open(args.json, "w") as handle:
+            json.dump(figures, handle, indent=1)
 
 
 if __name__ == "__main__":
