@@ -39,6 +39,7 @@ import numpy as np
 from .config import Config
 from .errors import GraphtuneError
 from .latency import interleaved
+from .numerics import max_abs_diff
 
 __all__ = ["FinalCheck", "final_check", "choose", "program_key", "SOLVER", "UNIFORM",
            "KERNEL_BEST", "ROUNDS"]
@@ -320,8 +321,8 @@ def final_check(model: Any, configs: Mapping[str, Config], *, incumbent: str | N
         median_ms={name: float(np.median(v)) for name, v in timed.items()},
         spread_ms={name: float(np.percentile(v, 75) - np.percentile(v, 25)) for name, v in timed.items()},
         samples_ms={name: v.tolist() for name, v in samples.items()},
-        max_abs_diff={name: max(float(np.max(np.abs(a - b))) if a.size else 0.0
-                                for a, b in zip(outputs[same_as.get(name, name)], reference))
+        max_abs_diff={name: max((max_abs_diff(a, b) for a, b in zip(outputs[same_as.get(name, name)],
+                                                                       reference)), default=0.0)
                       for name in timed},
         same_as=same_as, errors=errors, rounds=rounds, seconds=time.perf_counter() - start,
         compile_s={name: float(built.compile_seconds or 0.0) for name, built in compiled.items()})

@@ -25,6 +25,7 @@ import numpy as np
 
 from .hoststate import HandoffGauge, by_state
 from .latency import gauged_rounds, median_ms
+from .numerics import max_abs_diff
 
 __all__ = ["compare", "evaluate", "bench_model", "markdown_table", "runtimes", "config_table",
            "GAUGE_CALLS"]
@@ -123,9 +124,11 @@ def compare(model: Any, configs: Mapping[str, Any], peers: Sequence[str] = ("ort
             ratios[name].extend(part_ratios[name].tolist())
 
     reference = order[0] if order else None
-    diffs = {name: max(float(np.max(np.abs(a - b))) for a, b in zip(outputs[name], outputs[reference]))
+    diffs = {name: max((max_abs_diff(a, b) for a, b in zip(outputs[name], outputs[reference])),
+                       default=0.0)
              for name in order} if reference else {}
-    scale = max(float(np.max(np.abs(a))) for a in outputs[reference]) if reference else 0.0
+    scale = max((max_abs_diff(a, np.zeros_like(a)) for a in outputs[reference]), default=0.0) \
+        if reference else 0.0
     samples = {name: np.asarray(sample_lists[name]) for name in order}
     row = {"latency_ms": median_ms(samples),
            "samples_ms": {k: v.tolist() for k, v in samples.items()},
