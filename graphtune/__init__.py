@@ -6,7 +6,8 @@ import without TVM):
 - :func:`tune` -> :class:`TuneResult`: extract, measure, solve, config
 - :func:`extract` -> :class:`LayoutGraph`; :func:`solve` -> :class:`Solution`
 - :class:`Config`; :func:`compile` -> :class:`CompiledModel` (a :class:`PartitionedModel` for
-  a model TVM imports only in part: :mod:`graphtune.partition`)
+  a model TVM imports only in part: :mod:`graphtune.partition`); :func:`load` reads the
+  archive ``PartitionedModel.export_library`` writes
 - :func:`profile` -> :class:`ProfileResult`: per-op in-model time vs prediction vs ONNX Runtime
 - :func:`quantize` -> ``onnx.ModelProto``: int8 QDQ form by ONNX Runtime's static quantizer
 - :mod:`graphtune.models` (the zoo: ``models.names()``, ``models.get(name)``)
@@ -62,6 +63,7 @@ _LAZY = {
     "ProfileResult": ("graphtune.profiling", "ProfileResult"),
     "quantize": ("graphtune.quantization", "quantize"),
     "PartitionedModel": ("graphtune.partition", "PartitionedModel"),
+    "load": ("graphtune.partition", "load"),
 }
 
 
@@ -98,6 +100,7 @@ __all__ = [
     "TuneResult",
     "compile",
     "extract",
+    "load",
     "models",
     "profile",
     "quantize",

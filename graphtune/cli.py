@@ -98,6 +98,7 @@ def _solve(args: argparse.Namespace) -> None:
 
 def _compile(args: argparse.Namespace) -> None:
     from .compiler import compile
+    from .compiler.partitioned import PartitionedModel
     from .config import Config
     from .models.resolve import resolve
 
@@ -107,8 +108,13 @@ def _compile(args: argparse.Namespace) -> None:
     model, _ = resolve(args.model, image_size=args.image_size)
     compiled = compile(model, config, shape_dict=shapes)
     compiled.export_library(args.output)
-    print(f"compiled in {compiled.compile_seconds:.1f} s, library written to {args.output}")
-    print(compiled.schedule_summary())
+    if isinstance(compiled, PartitionedModel):
+        what = "archive of the partitioned model (TVM library and ONNX Runtime part; graphtune.load reads it)"
+        summary = compiled.summary()
+    else:
+        what, summary = "library", compiled.schedule_summary()
+    print(f"compiled in {compiled.compile_seconds:.1f} s, {what} written to {args.output}")
+    _echo(summary)
 
 
 def _bench(args: argparse.Namespace) -> None:
@@ -154,9 +160,12 @@ def _profile(args: argparse.Namespace) -> None:
 
 def _show(args: argparse.Namespace) -> None:
     from .config import Config
+    from .frontend.cut import recorded_summary
     from .report import config_table
 
-    _echo(config_table(Config.load(args.config)))
+    config = Config.load(args.config)
+    partition = recorded_summary(config)
+    _echo(config_table(config) + (f"\n{partition}" if partition else ""))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,7 +232,9 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(p)
     shape_arg(p)
     p.add_argument("config", help="config file from graphtune tune")
-    p.add_argument("-o", "--output", required=True, help="library to write (.so)")
+    p.add_argument("-o", "--output", required=True,
+                   help="library to write (.so); for a partitioned model an archive of both parts "
+                        "(.zip; graphtune.load reads it)")
     p.set_defaults(run=_compile)
 
     p = sub.add_parser("bench", help="latency of graphtune builds and peers, side by side")
@@ -236,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also show the samples and figures per host state (shared / split cache)")
     p.set_defaults(run=_bench)
 
-    p = sub.add_parser("profile", help="per-op in-model time vs predicted cost vs ONNX Runtime")
+    p = sub.add_parser("profile", help="per-op in-model time vs predicted cost vs ONNX Runtime "
+                                       "(a partitioned model's ONNX Runtime part: a row of its own)")
     model_args(p)
     shape_arg(p)
     p.add_argument("--config", help="config to compile with (default: uniform 16c)")
@@ -247,7 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", help="write rows and totals as JSON")
     p.set_defaults(run=_profile)
 
-    p = sub.add_parser("show", help="print a config: per-node layouts, knobs, costs, totals")
+    p = sub.add_parser("show", help="print a config: per-node layouts, knobs, costs, totals, and "
+                                    "the partition it was tuned for")
     p.add_argument("config", help="config file")
     p.set_defaults(run=_show)
     return parser

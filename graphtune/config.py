@@ -68,7 +68,7 @@ MAX_LAYOUT = 32
 MAX_INT = 2**31 - 1
 """Largest magnitude of a knob (or seed, block) in a config."""
 
-_MS_FIELDS = ("predicted_ms", "kernel_ms", "ops_ms", "transform_ms", "objective_ms")
+_MS_FIELDS = ("predicted_ms", "kernel_ms", "ops_ms", "transform_ms", "objective_ms", "onnxruntime_ms")
 """Times of ``solution`` (ms): finite, at least 0 and at most :data:`graphtune.safejson.MAX_MS`."""
 
 _SHOWN_WITH_PREDICTED = ("kernel_ms", "transform_ms", "method", "solve_s")

@@ -9,11 +9,15 @@ suppression (docs/partition.md):
   imports with static shapes (the backbone and heads of a detector) and the rest
   (post-processing); ``summary()`` and ``parts()`` say which nodes run where and why.
 - ``tune`` tunes the TVM part only and records the partition in the config
-  (``model.partition``: the node names of each runtime).
+  (``model.partition``: the node names of each runtime) with the ONNX Runtime part's
+  measured time (``solution.onnxruntime_ms``, in ``predicted_ms``); ``TuneResult.partition``
+  keeps it and ``TuneResult.summary()``, ``graphtune show`` and ``graphtune profile`` show it.
 - ``compile`` returns a :class:`PartitionedModel` (a
   :class:`~graphtune.compiler.model.CompiledModel`): the TVM part compiled, then an ONNX
   Runtime session of the rest; numpy in, the model's outputs out in its order. A config
   recording another partition is refused, naming the first node placed apart.
+- ``PartitionedModel.export_library(path)`` writes one archive; :func:`load`
+  (``graphtune.load``) reads it back as a :class:`PartitionedModel`.
 
 Examples
 --------
@@ -48,7 +52,7 @@ onnxruntime: 1 nodes (Loop 1), reading 1 tensor(s) from tvm (conv)
 
 from __future__ import annotations
 
-from .compiler.partitioned import PartitionedModel
+from .compiler.partitioned import PartitionedModel, load
 from .frontend.cut import DATA_DEPENDENT, PARTITION_KEY, Partition, plan
 
-__all__ = ["Partition", "PartitionedModel", "plan", "DATA_DEPENDENT", "PARTITION_KEY"]
+__all__ = ["Partition", "PartitionedModel", "plan", "load", "DATA_DEPENDENT", "PARTITION_KEY"]

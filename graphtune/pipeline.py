@@ -50,7 +50,7 @@ from .feedback import ROUNDS as FEEDBACK_ROUNDS
 from .feedback import Feedback, close_loop, model_hash
 from .final_check import KERNEL_BEST, SOLVER, UNIFORM, FinalCheck
 from .final_check import final_check as check_final
-from .frontend.cut import record_partition, tvm_part
+from .frontend.cut import Partition, record_partition, tvm_part
 from .frontend.extract import CandidateFn
 from .frontend.extract import extract as _frontend_extract
 from .frontend.importer import import_model
@@ -185,6 +185,10 @@ class TuneResult:
         ``config`` is and why. None when not run (``final_check=False``, or measured
         on RPC servers). ``solution``, ``predicted_ms`` and the other figures stay
         the solver's when ``config`` is another one.
+    partition : Partition or None
+        For a model TVM imports only in part (``docs/partition.md``), its partition: the
+        graph and costs are its TVM part's, and ``partition.onnxruntime_ms`` the ONNX Runtime
+        part's time measured when the config recorded it. None when TVM imports the whole model.
     """
 
     graph: LayoutGraph
@@ -197,17 +201,25 @@ class TuneResult:
     ops: OpCosts | None = None
     final: FinalCheck | None = None
     feedback: Feedback | None = None
+    partition: Partition | None = None
 
     @property
     def predicted_ms(self) -> float:
         """Predicted latency of the whole model (ms): the chosen candidates (kernels and the op
-        groups around them) plus the transforms the compiled model runs.
+        groups around them) plus the transforms the compiled model runs, plus, for a partitioned
+        model, the ONNX Runtime part's measured time (:attr:`onnxruntime_ms`).
 
-        At most the solver's objective ``solution.energy``, which charges each consumer of a
-        tensor for its own transform where the compiled model shares one
-        (:meth:`~graphtune.graph.LayoutGraph.transforms`).
+        Without the ONNX Runtime part, at most the solver's objective ``solution.energy``, which
+        charges each consumer of a tensor for its own transform where the compiled model shares
+        one (:meth:`~graphtune.graph.LayoutGraph.transforms`).
         """
-        return self._nodes_ms() + self.transform_ms
+        return self._nodes_ms() + self.transform_ms + self.onnxruntime_ms
+
+    @property
+    def onnxruntime_ms(self) -> float:
+        """The ONNX Runtime part's median time (ms) measured in tune
+        (``partition.onnxruntime_ms``, ``solution.onnxruntime_ms`` of the config); 0 without one."""
+        return 0.0 if self.partition is None else self.partition.onnxruntime_ms or 0.0
 
     def _nodes_ms(self) -> float:
         return float(sum(self.graph.candidates(n)[i].cost for n, i in self.solution.assignment.items()))
@@ -256,10 +268,13 @@ class TuneResult:
         """
         status = "optimal" if self.solution.optimal else f"gap {self.solution.relative_gap:.2%}"
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phase_seconds.items())
+        ort = f" + onnxruntime part {self.onnxruntime_ms:.2f} ms" if self.partition else ""
         lines = [f"predicted {self.predicted_ms:.2f} ms = kernels {self.kernel_ms:.2f} ms + "
                  f"ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups) + "
-                 f"transforms {self.transform_ms:.2f} ms ({self.solution.method}, {status})",
+                 f"transforms {self.transform_ms:.2f} ms{ort} ({self.solution.method}, {status})",
                  f"phases: {phases}"]
+        if self.partition is not None:
+            lines.append(self.partition.summary())
         if self.feedback is not None:
             lines.append(self.feedback.summary())
         if self.final is not None:
@@ -476,7 +491,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
                          "transforms": len(measured), "transform_rounds": transform_rounds,
                          "feedback_rounds": 0 if feedback is None else feedback.rounds,
                          "in_model": 0 if feedback is None else feedback.in_model},
-                        ops, feedback=feedback)
+                        ops, feedback=feedback, partition=partition)
     cast(dict[str, Any], config.solution).update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
                            ops_ms=result.ops_ms,
                            op_groups=[[g["node"], g["layout"], g["label"], g["ms"]]

@@ -37,6 +37,14 @@ an unprofiled run takes), so its node times are scaled down to its unprofiled
 latency when they exceed it (:func:`ort_scale_factor`), and what is left of that
 latency is its overhead.
 
+A model TVM imports only in part (``docs/partition.md``) is profiled as it runs: the calls of
+its TVM part as above, then its ONNX Runtime part as one row of kind :data:`ORT_PART`, the
+median of ``repeat`` runs of its session on the tensors the TVM part hands over
+(:meth:`~graphtune.compiler.partitioned.PartitionedModel.time_onnxruntime`), predicted by the
+config's ``solution.onnxruntime_ms`` when tune recorded it; the whole model's latency
+(:attr:`ProfileResult.total_ms`) is the VM's plus that part's. ONNX Runtime's side profiles
+the whole model, its times of the ONNX Runtime part's nodes going to that row.
+
 Examples
 --------
 >>> import graphtune
@@ -57,7 +65,7 @@ import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypedDict, cast
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
 import numpy as np
 
@@ -66,12 +74,19 @@ from .errors import ArgumentError
 from .hoststate import SHARED_LIMIT, HandoffGauge
 from .ops import FAMILIES, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
-__all__ = ["KINDS", "ProfileRow", "ProfileResult", "profile", "ort_node_times", "ort_profile",
-           "ort_scale_factor", "CallTimes", "call_times"]
+if TYPE_CHECKING:  # for annotations: imported on use (the compiler loads TVM)
+    from .compiler.partitioned import PartitionedModel
+    from .config import Config
+
+__all__ = ["KINDS", "ORT_PART", "ProfileRow", "ProfileResult", "profile", "ort_node_times",
+           "ort_profile", "ort_scale_factor", "CallTimes", "call_times"]
 
 KINDS = FAMILIES
 """Op kinds of the totals, in display order (:data:`graphtune.ops.FAMILIES`; a PrimFunc's
 is the family of its ``graphtune.op`` attribute, :func:`graphtune.ops.op_class`)."""
+
+ORT_PART = "onnxruntime part"
+"""Kind of the row of a partitioned model's ONNX Runtime part (after :data:`KINDS`)."""
 
 _ONNX_KINDS = {
     **dict.fromkeys(["ConvTranspose"], "conv_transpose"),
@@ -117,16 +132,19 @@ class KindTotals(TypedDict):
 
 @dataclass
 class ProfileRow:
-    """One PrimFunc call of the compiled model (or an ONNX Runtime node graphtune has no call for).
+    """One PrimFunc call of the compiled model, a partitioned model's ONNX Runtime part, or an
+    ONNX Runtime node graphtune has no call for.
 
     Attributes
     ----------
     index : int
-        Call order in ``main`` (-1 for an ONNX-Runtime-only row).
+        Call order in ``main`` (-1 for the other rows).
     function : str
-        The PrimFunc called ("" for ORT-only rows: ``ort:<its node name>`` in ``nodes``).
+        The PrimFunc called ("" for the other rows; ORT-only ones have ``ort:<its node name>``
+        in ``nodes``).
     kind : str
-        One of :data:`KINDS`.
+        One of :data:`KINDS`, or :data:`ORT_PART` for the ONNX Runtime part (``nodes``: its
+        nodes; ``gt_ms``: its median wall time).
     nodes : list of str
         ONNX nodes the call computes (best effort, see the module docstring).
     schedule : str
@@ -162,7 +180,8 @@ class ProfileResult:
     model : str
         Model name.
     rows : list of ProfileRow
-        One per PrimFunc call, in call order, then ORT nodes no call covers.
+        One per PrimFunc call, in call order, then the ONNX Runtime part of a partitioned model,
+        then ORT nodes no row covers.
     vm_ms : float
         Median latency of the whole model in the VM without instrumentation,
         each run interleaved with an instrumented one (graphtune's end to end).
@@ -177,7 +196,8 @@ class ProfileResult:
         (what the rows' ``ort_ms`` add up to).
 
     The totals of a run add up to its latency on both sides: graphtune's
-    ``vm_ms = gt_total_ms + spread_ms + overhead_ms``, ONNX Runtime's
+    ``total_ms = gt_total_ms + spread_ms + overhead_ms`` (``total_ms``: ``vm_ms``, plus the
+    ONNX Runtime part of a partitioned model), ONNX Runtime's
     ``ort_e2e_ms = ort_total_ms + ort_spread_ms + ort_overhead_ms``.
     unplaced : list of str
         ONNX nodes no call could be matched to.
@@ -224,18 +244,33 @@ class ProfileResult:
 
     @property
     def gt_total_ms(self) -> float:
-        """Sum of the per-call medians."""
+        """Sum of the per-call medians (and of the ONNX Runtime part's median)."""
         return float(sum(r.gt_ms for r in self.rows if r.gt_ms is not None))
 
     @property
+    def onnxruntime_part_ms(self) -> float | None:
+        """Median time of a partitioned model's ONNX Runtime part (its :data:`ORT_PART` row);
+        None for a model TVM runs whole."""
+        times = [r.gt_ms for r in self.rows if r.kind == ORT_PART and r.gt_ms is not None]
+        return float(sum(times)) if times else None
+
+    @property
+    def total_ms(self) -> float:
+        """graphtune's latency of the whole model: ``vm_ms`` plus :attr:`onnxruntime_part_ms`."""
+        return self.vm_ms + (self.onnxruntime_part_ms or 0.0)
+
+    @property
     def spread_ms(self) -> float:
-        """Median run's calls minus the per-call medians: ``median(calls_ms) - gt_total_ms``.
+        """Median run's calls minus the per-call medians: ``median(calls_ms)`` minus the VM
+        calls' share of ``gt_total_ms``.
 
         About 0 on a quiet host; on a loaded one each run loses time in a few
         calls (a worker descheduled mid parallel loop), which per-call medians
         leave out and a run's latency does not.
         """
-        return float(np.median(self.calls_ms)) - self.gt_total_ms if self.calls_ms else 0.0
+        if not self.calls_ms:
+            return 0.0
+        return float(np.median(self.calls_ms)) - (self.gt_total_ms - (self.onnxruntime_part_ms or 0.0))
 
     @property
     def overhead_ms(self) -> float:
@@ -317,6 +352,8 @@ class ProfileResult:
                     f" ({'split' if max(self.handoff_ratio) > SHARED_LIMIT else 'shared'} cache)"
                     if self.handoff_ratio else "")
                  + f"; VM {self.vm_ms:.3f} ms, sum of calls {self.gt_total_ms:.3f} ms"
+                 + (f" (onnxruntime part {self.onnxruntime_part_ms:.3f} ms)"
+                    if self.onnxruntime_part_ms is not None else "")
                  + (f"; ORT {self.ort_e2e_ms:.3f} ms ({self.ort_profiled_ms:.3f} profiled), "
                     f"node times of its median profiled run {np.median(self.ort_calls_ms):.3f} ms, "
                     f"scaled x {self.ort_scale:.3f}"
@@ -337,8 +374,8 @@ class ProfileResult:
         lines.append(f"| spread | | {cell(self.spread_ms)} | - | {cell(self.ort_spread_ms)} | - |")
         lines.append(f"| overhead | {self.builtin_calls} VM builtins | {cell(self.overhead_ms)} | - | "
                      f"{cell(self.ort_overhead_ms)} | - |")
-        lines.append(f"| total | | {self.vm_ms:.3f} | {cell(predicted)} | {cell(self.ort_e2e_ms)} | "
-                     f"{cell(self.vm_ms / self.ort_e2e_ms if self.ort_e2e_ms else None, '.2f')} |")
+        lines.append(f"| total | | {self.total_ms:.3f} | {cell(predicted)} | {cell(self.ort_e2e_ms)} | "
+                     f"{cell(self.total_ms / self.ort_e2e_ms if self.ort_e2e_ms else None, '.2f')} |")
         if top:
             calls = sorted((r for r in self.rows if r.gt_ms is not None), key=lambda r: -cast(float, r.gt_ms))
             lines += ["", f"slowest {min(top, len(calls))} calls:",
@@ -369,7 +406,8 @@ class ProfileResult:
         data["format"] = "graphtune.profile"
         data["totals"] = self.totals()
         data["gt_total_ms"] = self.gt_total_ms
-        for name in ("spread_ms", "overhead_ms", "ort_spread_ms", "ort_overhead_ms"):
+        for name in ("spread_ms", "overhead_ms", "ort_spread_ms", "ort_overhead_ms", "total_ms",
+                     "onnxruntime_part_ms"):
             data[name] = getattr(self, name)
         for row, out in zip(self.rows, data["rows"]):
             out["diff_ms"] = row.diff_ms
@@ -873,11 +911,14 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     Parameters
     ----------
     model : str, path, onnx.ModelProto
-        Zoo name, ``.onnx`` path or model.
+        Zoo name, ``.onnx`` path or model; one TVM imports only in part is profiled as
+        :func:`graphtune.compile` partitions it (the module docstring).
     config : Config or path, optional
-        The config to compile with (default :meth:`graphtune.Config.uniform`).
+        The config to compile with (default :meth:`graphtune.Config.uniform` of the model, or
+        of its TVM part).
     repeat : int, default 10
-        Instrumented runs (medians per call), uninstrumented timed runs, and ORT profiled runs.
+        Instrumented runs (medians per call), uninstrumented timed runs, ORT profiled runs,
+        and timed runs of a partitioned model's ONNX Runtime part.
     ort : bool, default True
         Also profile ONNX Runtime on the same model.
     threads : int, optional
@@ -909,6 +950,7 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     """
     from .compiler import compile as gt_compile
     from .compiler.legalize import OP_ATTR, label_of
+    from .compiler.partitioned import PartitionedModel
     from .config import Config
     from .measure.records import Records
     from .models.resolve import resolve
@@ -923,15 +965,17 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
         raise ArgumentError("profile needs an ONNX model (zoo name, .onnx path or ModelProto), "
                             f"got {type(proto).__name__}")
     if config is None:
-        from .frontend import import_model
-
-        config = Config.uniform(import_model(proto, shape_dict=shape_dict) if shape_dict else proto)
+        config = _uniform(proto, shape_dict)
     elif not isinstance(config, Config):
         config = Config.load(config)
     threads = int(threads or os.environ.get("TVM_NUM_THREADS") or cast(int, os.cpu_count()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        compiled = gt_compile(proto, config, shape_dict=shape_dict)
+        whole = gt_compile(proto, config, shape_dict=shape_dict)
+    if isinstance(whole, PartitionedModel):  # the VM runs its TVM part
+        part, compiled = whole.partition, whole.compiled
+    else:
+        part, compiled = None, whole
     load_before = os.getloadavg()[0]
     gauge = HandoffGauge() if threads > 1 else None
     before = gauge.ratio() if gauge else None
@@ -941,7 +985,8 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     names = _align(order, compiled.call_sites)
     from .frontend import prepare_onnx
 
-    folded = prepare_onnx(proto, {n: shape for n, shape, _ in compiled.inputs})
+    folded = prepare_onnx(proto if part is None else part.tvm_model,
+                          {n: shape for n, shape, _ in compiled.inputs})
     placed, unplaced = _place(folded, list(zip(order, names)))
     onnx_kinds = _onnx_kinds(folded)
     medians = np.median(per_run, axis=0) if per_run.size else np.zeros(len(order))
@@ -976,14 +1021,42 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     transform_ms = (config.solution or {}).get("transform_ms")
     if isinstance(transform_ms, (int, float)):
         predicted["transform"] = predicted.get("transform", 0.0) + float(transform_ms)
+    if isinstance(whole, PartitionedModel):  # then its ONNX Runtime part
+        rows.append(_onnxruntime_part_row(whole, config, repeat))
+        if rows[-1].predicted_ms is not None:
+            predicted[ORT_PART] = rows[-1].predicted_ms
 
     result = ProfileResult(name, rows, float(np.median(runs["plain_ms"])), runs["instrumented_ms"],
                            [float(sum(r)) for r in per_run], predicted, None, unplaced, repeat,
                            threads, [load_before, os.getloadavg()[0]], handoff,
                            runs["builtin_calls"])
-    if ort:
-        _add_ort(result, proto, onnx_kinds, dict(zip(compiled.input_names, compiled.random_inputs())))
+    if ort:  # the whole model, as partitioned (its nodes named): the ORT part's nodes find its row
+        _add_ort(result, proto if part is None else part.model, onnx_kinds,
+                 dict(zip(whole.input_names, whole.random_inputs())))
     return result
+
+
+def _uniform(proto: Any, shape_dict: Mapping[str, list[int]] | None) -> Config:
+    """:meth:`Config.uniform` of ``proto``, or of its TVM part when TVM imports it only in part."""
+    from .config import Config
+    from .frontend import import_model
+    from .frontend.cut import import_or_cut
+
+    mod, part = import_or_cut(proto, shape_dict)
+    return Config.uniform(mod if part is None else import_model(part.tvm_model,
+                                                                shape_dict=part.tvm_shapes))
+
+
+def _onnxruntime_part_row(whole: PartitionedModel, config: Config, repeat: int) -> ProfileRow:
+    """The :data:`ORT_PART` row of a partitioned model: its ONNX Runtime part's median of
+    ``repeat`` runs on the tensors the TVM part hands over, predicted by the config's
+    ``solution.onnxruntime_ms`` (None when tune recorded none)."""
+    from .frontend.cut import ORT_MS_KEY
+
+    predicted = (config.solution or {}).get(ORT_MS_KEY)
+    return ProfileRow(-1, "", ORT_PART, list(whole.partition.ort_nodes), "onnxruntime",
+                      float(np.median(whole.time_onnxruntime(repeat))),
+                      None if predicted is None else float(predicted))
 
 
 def _add_ort(result: ProfileResult, proto: Any, onnx_kinds: Mapping[str, str],

@@ -6,11 +6,16 @@ op groups are left out of pricing. Step B: a model with a ``Loop``, one whose sh
 depend on the data (``Compress`` -> ``Shape`` -> ``ReduceMin`` -> ``Slice``) and one
 reading a non-max suppression's output are split into the part TVM compiles and the part
 ONNX Runtime runs; each runs whole and matches ONNX Runtime running the whole model.
+Step C: the partition is visible (``TuneResult.summary()``, ``graphtune show``,
+``graphtune profile`` with the ONNX Runtime part's row) and a partitioned model is exported
+as one archive that ``graphtune.load`` runs as the model did.
 """
 
 from __future__ import annotations
 
+import json
 import warnings
+import zipfile
 
 import numpy as np
 import onnx
@@ -20,12 +25,14 @@ from onnx import TensorProto, helper, numpy_helper
 import graphtune
 from compile_check import ort_outputs
 from graphtune import x86
+from graphtune.cli import main
 from graphtune.config import Config
 from graphtune.errors import ConfigMismatchError, ModelError
 from graphtune.frontend import import_model
 from graphtune.frontend.cut import plan
 from graphtune.opgroups.pricing import probe_choices, probe_groups
 from graphtune.partition import PartitionedModel
+from graphtune.profiling import ORT_PART, ProfileResult
 from odd_models import nms_model
 
 pytestmark = pytest.mark.integration
@@ -212,15 +219,23 @@ def test_partitioned_model_matches_ort_running_the_whole_model(make):
     assert all(v.shape == (2,) and (v > 0).all() for v in parts.values())
 
 
-def test_tuned_config_records_the_partition_and_compile_refuses_another(tmp_path):
-    model = loop_model()
-    result = graphtune.tune(model, records=tmp_path / "loop.records.jsonl", max_candidates=1,
+@pytest.fixture(scope="module")
+def tuned_loop(tmp_path_factory):
+    """:func:`loop_model` tuned on one candidate per node, and its config saved."""
+    folder = tmp_path_factory.mktemp("loop")
+    result = graphtune.tune(loop_model(), records=folder / "loop.records.jsonl", max_candidates=1,
                             progress=False)
+    path = folder / "loop.graphtune.json"
+    result.config.save(path)
+    return result, path
+
+
+def test_tuned_config_records_the_partition_and_compile_refuses_another(tuned_loop):
+    model = loop_model()
+    result, path = tuned_loop
     assert result.config.model["partition"] == {"tvm_nodes": ["conv", "relu"],
                                                 "onnxruntime_nodes": ["loop", "head", "output"]}
     assert set(result.config.nodes) == {"conv"}
-    path = tmp_path / "loop.graphtune.json"
-    result.config.save(path)
     compiled = _compile(model, Config.load(path))
     assert isinstance(compiled, PartitionedModel)
     _assert_matches_whole_ort(model, compiled)
@@ -246,3 +261,156 @@ def test_a_model_whose_first_node_relax_rejects_is_one_error_line():
                                          r"node 'first_loop' \(Loop\) cannot be imported.*"
                                          r"onnxruntime alone$"):
         plan(model)
+
+
+# ------------------------------------------------------------------ step C: visible, exported
+def _outputs(run, inputs: list) -> list:
+    got = run(*inputs)
+    return got if isinstance(got, list) else [got]
+
+
+def test_tune_result_keeps_the_partition_and_predicts_its_onnxruntime_part(tuned_loop):
+    result, _ = tuned_loop
+    assert result.partition is not None and result.partition.tvm_nodes == ["conv", "relu"]
+    assert result.onnxruntime_ms > 0
+    solution = result.config.solution
+    assert solution["onnxruntime_ms"] == result.onnxruntime_ms  # timed once, in the config
+    assert result.predicted_ms == pytest.approx(solution["predicted_ms"])
+    assert result.predicted_ms - result.onnxruntime_ms == pytest.approx(
+        result.kernel_ms + result.ops_ms + result.transform_ms)
+    summary = result.summary()
+    assert f"+ onnxruntime part {result.onnxruntime_ms:.2f} ms (" in summary
+    assert "onnxruntime: 3 nodes (" in summary and "cut at 'loop' (Loop)" in summary
+
+
+def test_show_prints_the_recorded_partition(tuned_loop, tmp_path, capsys):
+    _, path = tuned_loop
+    assert main(["show", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "partition: tvm 2 nodes, onnxruntime 3 nodes (loop, head, output); onnxruntime part " in out
+    assert "ms measured in tune (in predicted_ms)" in out
+    bad = tmp_path / "bad.graphtune.json"
+    Config({}, model={"partition": ["conv"]}).save(bad)
+    assert main(["show", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert 'model.partition: expected {"tvm_nodes": [...], "onnxruntime_nodes": [...]}' in err
+
+
+@pytest.mark.parametrize("make", [loop_model, nms_gather_model], ids=["loop", "nms"])
+def test_profile_has_the_onnxruntime_part_row_and_the_whole_model_total(make):
+    model = make()
+    part = plan(model)
+    result = graphtune.profile(model, Config({}), repeat=2)
+    calls = [r for r in result.rows if r.index >= 0]
+    assert calls and all(set(r.nodes) <= set(part.tvm_nodes) for r in calls)
+    (row,) = [r for r in result.rows if r.kind == ORT_PART]
+    assert row.index == -1 and row.nodes == part.ort_nodes and row.predicted_ms is None
+    assert row.gt_ms > 0 and row.ort_ms > 0  # ORT's whole-model times of the same nodes
+    assert result.onnxruntime_part_ms == row.gt_ms
+    assert result.total_ms == pytest.approx(result.vm_ms + row.gt_ms)
+    assert result.gt_total_ms + result.spread_ms + result.overhead_ms == pytest.approx(result.total_ms)
+    assert sum(t["gt_ms"] for t in result.totals().values()) == pytest.approx(result.gt_total_ms)
+    table = result.table()
+    assert "| onnxruntime part | 1 |" in table and f"| total | | {result.total_ms:.3f} |" in table
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["total_ms"] == pytest.approx(result.total_ms)
+    assert ProfileResult.from_dict(data) == result
+
+
+def test_profile_predicts_the_onnxruntime_part_by_the_tuned_config(tuned_loop):
+    result, path = tuned_loop
+    profiled = graphtune.profile(loop_model(), path, repeat=2, ort=False)
+    (row,) = [r for r in profiled.rows if r.kind == ORT_PART]
+    assert row.predicted_ms == profiled.predicted[ORT_PART] == result.onnxruntime_ms
+
+
+def test_cli_profiles_a_partitioned_model_with_the_default_config(tmp_path, capsys):
+    path = tmp_path / "nms.onnx"
+    onnx.save(nms_gather_model(), path)
+    assert main(["profile", str(path), "--repeat", "2", "--no-ort", "--top", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "(onnxruntime part " in out and "| onnxruntime part | 1 |" in out
+    assert "| -1 | onnxruntime part | nms, box_index, kept_boxes |" in out
+
+
+@pytest.mark.parametrize("make", [loop_model, shape_model, nms_gather_model],
+                         ids=["loop", "shape", "nms"])
+def test_exported_archive_loads_and_runs_as_the_model(make, tmp_path):
+    model = make()
+    compiled = _compile(model)
+    path = tmp_path / "model.zip"
+    compiled.export_library(path)
+    loaded = graphtune.load(path)
+    assert isinstance(loaded, PartitionedModel)
+    assert loaded.input_names == compiled.input_names
+    assert loaded.output_names == [o.name for o in model.graph.output]
+    inputs = compiled.random_inputs(seed=2)
+    expected = _outputs(compiled, inputs)
+    for got in (_outputs(loaded, inputs), _outputs(graphtune.load(_reexported(loaded, tmp_path)),
+                                                   inputs)):
+        assert len(got) == len(expected)
+        for ours, theirs in zip(got, expected, strict=True):
+            np.testing.assert_array_equal(ours, theirs)
+    assert loaded.summary() == compiled.summary() and loaded.parts() == compiled.parts()
+
+
+def _reexported(loaded: PartitionedModel, folder) -> str:
+    """``loaded`` exported again (its library's bytes: a loaded library cannot be exported)."""
+    path = str(folder / "again.zip")
+    loaded.export_library(path)
+    return path
+
+
+def test_cli_compile_writes_an_archive_graphtune_load_runs(tuned_loop, tmp_path, capsys):
+    _, config = tuned_loop
+    model, archive = tmp_path / "loop.onnx", tmp_path / "loop.zip"
+    onnx.save(loop_model(), model)
+    assert main(["compile", str(model), str(config), "-o", str(archive)]) == 0
+    out = capsys.readouterr().out
+    assert "archive of the partitioned model" in out and "cut at 'loop'" in out
+    _assert_matches_whole_ort(loop_model(), graphtune.load(archive))
+
+
+def test_loading_a_missing_or_damaged_archive_names_the_file_and_the_fix(tmp_path):
+    with pytest.raises(ModelError, match=r"none\.zip: no such file; give the archive "
+                                         r"PartitionedModel\.export_library wrote"):
+        graphtune.load(tmp_path / "none.zip")
+    compiled = _compile(nms_gather_model())
+    good = tmp_path / "nms.zip"
+    compiled.export_library(good)
+    data = good.read_bytes()
+    truncated = tmp_path / "truncated.zip"
+    truncated.write_bytes(data[:len(data) // 2])
+    with pytest.raises(ModelError, match=r"truncated\.zip: not a graphtune model archive \(.*\); "
+                                         r"export the model again with PartitionedModel\.export_library$"):
+        graphtune.load(truncated)
+    library = tmp_path / "tvm_part.so"
+    compiled.compiled.export_library(library)
+    with pytest.raises(ModelError, match=r"tvm_part\.so: a shared library, not a graphtune model "
+                                         r"archive: load .* with tvm\.runtime\.load_module"):
+        graphtune.load(library)
+    _rewrite(good, tmp_path / "no_library.zip", drop="tvm.so")
+    with pytest.raises(ModelError, match=r"no_library\.zip: not a graphtune model archive \(no tvm\.so\)"):
+        graphtune.load(tmp_path / "no_library.zip")
+    _rewrite(good, tmp_path / "bad_library.zip", replace={"tvm.so": b"\x7fELF garbage"})
+    with pytest.raises(ModelError, match=r"bad_library\.zip: its TVM library tvm\.so does not load"):
+        graphtune.load(tmp_path / "bad_library.zip")
+    manifest = json.loads(zipfile.ZipFile(good).read("manifest.json"))
+    _rewrite(good, tmp_path / "newer.zip",
+             replace={"manifest.json": json.dumps({**manifest, "version": 99}).encode()})
+    with pytest.raises(ModelError, match=r"newer\.zip: archive version 99, this graphtune reads "
+                                         r"version 1"):
+        graphtune.load(tmp_path / "newer.zip")
+    _rewrite(good, tmp_path / "bad_part.zip", replace={"onnxruntime.onnx": b"garbage"})
+    with pytest.raises(ModelError, match=r"bad_part\.zip: a damaged graphtune model archive "
+                                         r"\(ValueError: onnxruntime\.onnx is no ONNX model"):
+        graphtune.load(tmp_path / "bad_part.zip")
+
+
+def _rewrite(source, target, drop: str = "", replace: dict | None = None) -> None:
+    """Copy the archive ``source`` to ``target`` without the member ``drop``, with members replaced."""
+    replace = replace or {}
+    with zipfile.ZipFile(source) as old, zipfile.ZipFile(target, "w") as new:
+        for name in old.namelist():
+            if name != drop:
+                new.writestr(name, replace.get(name, old.read(name)))

@@ -4,6 +4,8 @@
 imports only in part (:mod:`graphtune.frontend.cut`): the TVM part is a
 :class:`~graphtune.compiler.model.CompiledModel` of its own, the rest an ONNX Runtime
 session reading the model's inputs and the tensors the TVM part computes.
+:meth:`PartitionedModel.export_library` writes both parts as one archive, :func:`load`
+(``graphtune.load``) reads it back.
 
 Examples
 --------
@@ -18,17 +20,46 @@ Examples
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import tempfile
 import time as _time
+import zipfile
 from typing import Any, Callable, Sequence
 
 import numpy as np
+import onnx
+import tvm
 
 from ..errors import ModelError
-from ..frontend.cut import ORT, TVM, Partition
+from ..frontend.cut import (
+    ORT,
+    TVM,
+    Partition,
+    _run_session,
+    _threads,
+    _wall_ms,
+    onnxruntime_session,
+    random_inputs,
+)
+from ..frontend.importer import ImportFailure
 from .model import CompiledModel
 
-__all__ = ["PartitionedModel"]
+__all__ = ["PartitionedModel", "load", "ARCHIVE_FORMAT"]
+
+ARCHIVE_FORMAT = "graphtune.partitioned_model"
+"""``format`` of the manifest of the archive :meth:`PartitionedModel.export_library` writes."""
+
+ARCHIVE_VERSION = 1
+"""Version of that archive :func:`load` reads."""
+
+_MANIFEST, _LIBRARY, _ORT_MODEL = "manifest.json", "tvm.so", "onnxruntime.onnx"
+_GRAPH, _TVM_GRAPH, _CONSTANTS = "graph.onnx", "tvm_graph.onnx", "constants.npz"
+"""Members of the archive: the manifest, the TVM part's library, the ONNX Runtime part, the
+graphs of the model and of its TVM part without weights, the model's constant outputs."""
+
+_RETRY = "export the model again with PartitionedModel.export_library"
 
 
 class PartitionedModel(CompiledModel):
@@ -36,7 +67,8 @@ class PartitionedModel(CompiledModel):
 
     A :class:`CompiledModel` whose calls, ``bound_call`` and ``time`` run the whole model
     (numpy in, the model's outputs out in its order); its executable, schedules and
-    functions are the TVM part's. :meth:`time_parts` times each part.
+    functions are the TVM part's. :meth:`time_parts` times each part, :meth:`export_library`
+    writes the whole model as one archive that :func:`load` reads back.
 
     Parameters
     ----------
@@ -46,6 +78,9 @@ class PartitionedModel(CompiledModel):
         The partition (:func:`graphtune.frontend.cut.plan`).
     threads : int, optional
         ONNX Runtime's intra-op threads; default ``TVM_NUM_THREADS`` (the cores TVM uses).
+    library : bytes, optional
+        The TVM part's shared library as exported, for a model :func:`load` read (a loaded
+        library cannot be exported anew: :meth:`export_library` writes these bytes).
 
     Attributes
     ----------
@@ -62,12 +97,14 @@ class PartitionedModel(CompiledModel):
     (['input'], ['output'])
     """
 
-    def __init__(self, compiled: CompiledModel, partition: Partition, threads: int | None = None):
+    def __init__(self, compiled: CompiledModel, partition: Partition, threads: int | None = None,
+                 library: bytes | None = None):
         super().__init__(compiled.executable, partition.inputs, partition.outputs, compiled.target,
                          compiled.compile_seconds, compiled.schedules, compiled.functions)
         self.compiled = compiled
         self.partition = partition
-        self.threads = threads or int(os.environ.get("TVM_NUM_THREADS") or os.cpu_count() or 1)
+        self.threads = _threads(threads)
+        self._library = library
         self._session: Any = None
 
     def __repr__(self) -> str:
@@ -86,14 +123,7 @@ class PartitionedModel(CompiledModel):
     def session(self) -> Any:
         """The ONNX Runtime session of the other part (created once; None if there is none)."""
         if self._session is None and self.partition.ort_model is not None:
-            import onnxruntime
-
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = self.threads
-            options.log_severity_level = 3
-            self._session = onnxruntime.InferenceSession(
-                self.partition.ort_model.SerializeToString(), options,
-                providers=["CPUExecutionProvider"])
+            self._session = onnxruntime_session(self.partition.ort_model, self.threads)
         return self._session
 
     def _tensors(self, arrays: Sequence[np.ndarray]) -> list:
@@ -117,11 +147,7 @@ class PartitionedModel(CompiledModel):
 
     def _run_ort(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         session = self.session
-        if session is None:
-            return {}
-        names = [o.name for o in session.get_outputs()]
-        got = session.run(names, {i.name: values[i.name] for i in session.get_inputs()})
-        return dict(zip(names, got))
+        return {} if session is None else _run_session(session, values)
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         """Run the model: one numpy array per input, in :attr:`input_names` order.
@@ -152,9 +178,7 @@ class PartitionedModel(CompiledModel):
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
         """Standard-normal arrays matching the inputs (zeros for non-float ones)."""
-        rng = np.random.default_rng(seed)
-        return [rng.standard_normal(shape).astype(dtype) if np.issubdtype(np.dtype(dtype), np.floating)
-                else np.zeros(shape, dtype) for _, shape, dtype in self.inputs]
+        return random_inputs(self.inputs, seed)
 
     def time(self, repeat: int = 30, number: int = 1, min_repeat_ms: int = 0,
              warmup: int = 1, seed: int = 0) -> np.ndarray:
@@ -173,25 +197,29 @@ class PartitionedModel(CompiledModel):
         >>> run.time(repeat=2).shape
         (2,)
         """
-        if repeat < 1 or number < 1:
-            raise ValueError(f"repeat and number must be >= 1, got {repeat} and {number}")
-        call = self.bound_call(*self.random_inputs(seed))
-        for _ in range(warmup):
-            call()
-        times = []
-        for _ in range(repeat):
-            start = _time.perf_counter()
-            for _ in range(number):
-                call()
-            times.append((_time.perf_counter() - start) / number)
-        return np.asarray(times) * 1e3
+        return _wall_ms(self.bound_call(*self.random_inputs(seed)), repeat, number, warmup)
 
-    def export_library(self, path: str | os.PathLike) -> None:
-        """Refused: the ONNX Runtime part is no TVM library; export the TVM part with
-        ``self.compiled.export_library(path)`` and keep ``partition.ort_model`` beside it."""
-        raise ModelError("a partitioned model runs ONNX Runtime too: export its TVM part with "
-                         ".compiled.export_library(path) and save .partition.ort_model with "
-                         "onnx.save")
+    def _start(self, seed: int) -> dict[str, np.ndarray]:
+        """The values a run starts from: random inputs (``seed``) and the constant outputs."""
+        return {**self._feeds(self.random_inputs(seed)), **self.partition.constants}
+
+    def time_onnxruntime(self, repeat: int = 30, warmup: int = 1, seed: int = 0) -> np.ndarray:
+        """Wall-clock latency of the ONNX Runtime part in ms, ``repeat`` times, on the tensors
+        the TVM part hands over (the TVM part run once on random inputs, ``seed``).
+
+        Examples
+        --------
+        >>> import graphtune
+        >>> from graphtune.frontend.cut import plan
+        >>> model = graphtune.models.get("resnet18", image_size=32)
+        >>> run = PartitionedModel(graphtune.compile(model, graphtune.Config.uniform(model)),
+        ...                        plan(model))
+        >>> run.time_onnxruntime(repeat=2).shape  # no ONNX Runtime part: about 0 ms each
+        (2,)
+        """
+        values = self._start(seed)
+        values.update(self._run_tvm(values))
+        return _wall_ms(lambda: self._run_ort(values), repeat, warmup=warmup)
 
     def time_parts(self, repeat: int = 30, warmup: int = 1, seed: int = 0) -> dict[str, np.ndarray]:
         """Wall-clock latency of whole runs and of each part, in ms, ``repeat`` times.
@@ -214,8 +242,7 @@ class PartitionedModel(CompiledModel):
         """
         if repeat < 1:
             raise ValueError(f"repeat must be >= 1, got {repeat}")
-        values = self._feeds(self.random_inputs(seed))
-        values.update(self.partition.constants)
+        values = self._start(seed)
         for _ in range(warmup):
             values.update(self._run_tvm(values))
             self._run_ort(values)
@@ -230,3 +257,176 @@ class PartitionedModel(CompiledModel):
             times[TVM].append(middle - start)
             times[ORT].append(end - middle)
         return {key: np.asarray(value) * 1e3 for key, value in times.items()}
+
+    def export_library(self, path: str | os.PathLike) -> None:
+        """Write the whole model as one archive (zip) that :func:`graphtune.load` reads back.
+
+        The archive holds ``manifest.json`` (format, the model's inputs and outputs in order,
+        the nodes of each runtime, the cuts, the crossing tensors, the TVM part's inputs,
+        outputs, target and schedules), ``tvm.so`` (the TVM part's shared library),
+        ``onnxruntime.onnx`` (the ONNX Runtime part, with its weights), the graphs of the model
+        and of the TVM part without weights (for :meth:`summary` and :meth:`parts`) and the
+        model's constant outputs. Any file name works; ``.zip`` says what it is.
+
+        Examples
+        --------
+        >>> import os, tempfile, graphtune
+        >>> from graphtune.frontend.cut import plan
+        >>> model = graphtune.models.get("resnet18", image_size=32)
+        >>> run = PartitionedModel(graphtune.compile(model, graphtune.Config.uniform(model)),
+        ...                        plan(model))
+        >>> path = os.path.join(tempfile.mkdtemp(), "resnet18.zip")
+        >>> run.export_library(path)
+        >>> import zipfile; sorted(zipfile.ZipFile(path).namelist())[:3]
+        ['constants.npz', 'graph.onnx', 'manifest.json']
+        """
+        part = self.partition
+        library = self._library if self._library is not None else _library_bytes(self.compiled)
+        constants = io.BytesIO()
+        np.savez(constants, *part.constants.values())
+        with zipfile.ZipFile(os.fspath(path), "w") as archive:
+            archive.writestr(_MANIFEST, json.dumps(self._manifest(), indent=1))
+            archive.writestr(_LIBRARY, library)
+            archive.writestr(_GRAPH, _without_weights(part.model).SerializeToString())
+            archive.writestr(_TVM_GRAPH, _without_weights(part.tvm_model).SerializeToString())
+            if part.ort_model is not None:
+                archive.writestr(_ORT_MODEL, part.ort_model.SerializeToString())
+            archive.writestr(_CONSTANTS, constants.getvalue())
+
+    def _manifest(self) -> dict[str, Any]:
+        """What :func:`load` needs besides the members' bytes (see :meth:`export_library`)."""
+        part, tvm_part = self.partition, self.compiled
+        return {"format": ARCHIVE_FORMAT, "version": ARCHIVE_VERSION,
+                "inputs": part.inputs, "outputs": part.outputs, "tvm_nodes": part.tvm_nodes,
+                "onnxruntime_nodes": part.ort_nodes, "crossing": part.crossing,
+                "cuts": [[c.index, c.node, c.op_type, c.reason] for c in part.cuts],
+                "constants": list(part.constants), "onnxruntime_ms": part.onnxruntime_ms,
+                "tvm": {"inputs": tvm_part.inputs, "outputs": tvm_part.output_names,
+                        "target": str(tvm_part.target), "schedules": tvm_part.schedules,
+                        "compile_seconds": tvm_part.compile_seconds}}
+
+
+def _library_bytes(compiled: CompiledModel) -> bytes:
+    """The shared library ``compiled.export_library`` writes."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, _LIBRARY)
+        compiled.export_library(path)
+        with open(path, "rb") as handle:
+            return handle.read()
+
+
+def _without_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without its initializers: its graph only."""
+    graph = onnx.ModelProto()
+    graph.CopyFrom(model)
+    del graph.graph.initializer[:]
+    return graph
+
+
+def load(path: str | os.PathLike, threads: int | None = None) -> PartitionedModel:
+    """The model :meth:`PartitionedModel.export_library` wrote to ``path``, ready to run.
+
+    The rule: what is deployed is that one archive; the loaded model runs as the one exported
+    did (same library, same ONNX Runtime part: the same outputs, in the model's order), and
+    :meth:`~PartitionedModel.summary`, :meth:`~PartitionedModel.parts`, ``time`` and
+    :meth:`~PartitionedModel.time_parts` work as on it. A model TVM compiles whole is exported
+    so too when wrapped: ``PartitionedModel(compiled, graphtune.partition.plan(model))``
+    (a plain ``CompiledModel.export_library`` library loads with ``tvm.runtime.load_module``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The archive.
+    threads : int, optional
+        ONNX Runtime's intra-op threads (default ``TVM_NUM_THREADS``).
+
+    Raises
+    ------
+    ModelError
+        A missing file, a file that is no such archive (a TVM library, a damaged or
+        truncated archive) or an archive of another version: names the file and the fix.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "model.zip")
+    >>> with open(path, "wb") as handle:
+    ...     _ = handle.write(b"not an archive")
+    >>> try:
+    ...     load(path)
+    ... except ModelError as err:
+    ...     print(str(err).replace(path, "model.zip")[:72])
+    model.zip: not a graphtune model archive (File is not a zip file); expor
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ModelError(f"{path}: no such file; give the archive PartitionedModel.export_library "
+                         "wrote (graphtune compile -o for a partitioned model)")
+    with open(path, "rb") as handle:
+        if handle.read(4) == b"\x7fELF":
+            raise ModelError(f"{path}: a shared library, not a graphtune model archive: load a "
+                             "CompiledModel.export_library library with tvm.runtime.load_module "
+                             "and tvm.relax.VirtualMachine, or export a partitioned model with "
+                             "PartitionedModel.export_library")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = {name: archive.read(name) for name in archive.namelist()}
+    except (zipfile.BadZipFile, EOFError, OSError) as err:
+        raise ModelError(f"{path}: not a graphtune model archive ({err}); {_RETRY}") from None
+    missing = [name for name in (_MANIFEST, _LIBRARY, _GRAPH, _TVM_GRAPH, _CONSTANTS)
+               if name not in members]
+    if missing:
+        raise ModelError(f"{path}: not a graphtune model archive (no {', '.join(missing)}); {_RETRY}")
+    try:
+        return _loaded(path, members, threads)
+    except ModelError:
+        raise
+    except (KeyError, TypeError, ValueError, RuntimeError, zipfile.BadZipFile) as err:  # TVM: Runtime
+        raise ModelError(f"{path}: a damaged graphtune model archive ({type(err).__name__}: "
+                         f"{str(err)[:120]}); {_RETRY}") from None
+
+
+def _loaded(path: str, members: dict[str, bytes], threads: int | None) -> PartitionedModel:
+    """The model of an archive's members (KeyError, TypeError, ValueError, RuntimeError or
+    BadZipFile for a damaged one; ModelError for another version or a library that does not load)."""
+    manifest = json.loads(members[_MANIFEST])
+    if not isinstance(manifest, dict) or manifest.get("format") != ARCHIVE_FORMAT:
+        raise ValueError(f"{_MANIFEST} is no {ARCHIVE_FORMAT} manifest")
+    if manifest.get("version") != ARCHIVE_VERSION:
+        raise ModelError(f"{path}: archive version {manifest.get('version')!r}, this graphtune "
+                         f"reads version {ARCHIVE_VERSION}; {_RETRY} of this graphtune")
+    tvm_info = manifest["tvm"]
+    compiled = CompiledModel(_load_library(path, members[_LIBRARY]), tvm_info["inputs"],
+                             tvm_info["outputs"], tvm.target.Target(tvm_info["target"]),
+                             tvm_info["compile_seconds"], tvm_info["schedules"])
+    with np.load(io.BytesIO(members[_CONSTANTS]), allow_pickle=False) as arrays:
+        constants = {name: arrays[f"arr_{k}"] for k, name in enumerate(manifest["constants"])}
+    partition = Partition(
+        _onnx(members, _GRAPH), list(manifest["tvm_nodes"]), list(manifest["onnxruntime_nodes"]),
+        [ImportFailure(*cut) for cut in manifest["cuts"]], _onnx(members, _TVM_GRAPH),
+        _onnx(members, _ORT_MODEL) if _ORT_MODEL in members else None,
+        list(manifest["crossing"]), [(n, list(s), d) for n, s, d in manifest["inputs"]],
+        list(manifest["outputs"]), constants, manifest["onnxruntime_ms"])
+    return PartitionedModel(compiled, partition, threads, library=members[_LIBRARY])
+
+
+def _onnx(members: dict[str, bytes], name: str) -> onnx.ModelProto:
+    """The ONNX model of the archive member ``name`` (KeyError if missing, ValueError if damaged)."""
+    data = members[name]
+    try:
+        return onnx.load_from_string(data)
+    except Exception as err:  # protobuf's DecodeError (no type stubs to name it by)
+        raise ValueError(f"{name} is no ONNX model ({err})") from None
+
+
+def _load_library(path: str, library: bytes) -> Any:
+    """The TVM module of the library bytes (written to a temporary file: the loader reads files)."""
+    with tempfile.TemporaryDirectory() as folder:
+        file = os.path.join(folder, _LIBRARY)
+        with open(file, "wb") as handle:
+            handle.write(library)
+        try:
+            return tvm.runtime.load_module(file)
+        except RuntimeError as err:  # TVM's errors are RuntimeErrors
+            raise ModelError(f"{path}: its TVM library {_LIBRARY} does not load ({str(err)[:120]}); "
+                             f"{_RETRY}") from None

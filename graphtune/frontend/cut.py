@@ -10,7 +10,8 @@ graph it imports the candidate part strictly (:func:`~graphtune.frontend.importe
 and at the node the import stops at it moves that node and its descendants to ONNX Runtime,
 until the rest imports. The TVM part is closed under producers, so a model runs as the TVM
 part, then the ONNX Runtime part reading the model's inputs and the tensors the TVM part
-hands over (:attr:`Partition.crossing`).
+hands over (:attr:`Partition.crossing`). :meth:`Partition.time_onnxruntime` times the ONNX
+Runtime part without compiling (what tune records).
 
 Examples
 --------
@@ -23,7 +24,8 @@ Examples
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -49,8 +51,9 @@ from .walk import bindings
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["Partition", "plan", "import_or_cut", "tvm_part", "record_partition", "DATA_DEPENDENT",
-           "PARTITION_KEY"]
+__all__ = ["Partition", "plan", "import_or_cut", "tvm_part", "record_partition", "recorded_partition",
+           "recorded_summary", "onnxruntime_session", "random_inputs", "DATA_DEPENDENT",
+           "PARTITION_KEY", "ORT_MS_KEY", "ORT_REPEAT"]
 
 DATA_DEPENDENT = frozenset({"NonMaxSuppression"})
 """Op types whose output Relax types by an upper bound but whose true shape depends on the
@@ -58,6 +61,16 @@ data: TVM computes them as a graph output only; a node reading them runs in ONNX
 
 PARTITION_KEY = "partition"
 """Key of ``Config.model`` holding the partition a config was tuned for."""
+
+ORT_MS_KEY = "onnxruntime_ms"
+"""Key of ``Config.solution`` holding the ONNX Runtime part's median time (ms) measured in tune."""
+
+ORT_REPEAT = 10
+"""Runs of the ONNX Runtime part :func:`record_partition` times (their median is recorded)."""
+
+SHOWN_CUTS = 5
+"""Cuts a partition's summary names one by one (the rest are counted by op type)."""
+
 
 TVM, ORT = "tvm", "onnxruntime"
 """Names of the two runtimes in summaries and config records."""
@@ -91,6 +104,10 @@ class Partition:
         The model's outputs, in order.
     constants : dict
         Model outputs that are constants after folding (name -> array).
+    onnxruntime_ms : float or None
+        Median time (ms) of the ONNX Runtime part on this machine (:meth:`time_onnxruntime`),
+        set by :func:`record_partition` when :func:`graphtune.tune` records the partition;
+        None until measured.
     """
 
     model: onnx.ModelProto
@@ -103,6 +120,7 @@ class Partition:
     inputs: list[tuple[str, list[int], str]]
     outputs: list[str]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
+    onnxruntime_ms: float | None = None
 
     @property
     def whole(self) -> bool:
@@ -151,8 +169,41 @@ class Partition:
         shown = ", ".join(self.crossing[:4]) + (", ..." if len(self.crossing) > 4 else "")
         lines.append(f"{ORT}: {len(self.ort_nodes)} nodes ({_op_counts(self.ort_nodes, ops)}), "
                      f"reading {len(self.crossing)} tensor(s) from {TVM} ({shown})")
-        lines += [f"  cut at {cut.node!r} ({cut.op_type}): {cut.reason}" for cut in self.cuts]
+        lines += [f"  cut at {cut.node!r} ({cut.op_type}): {cut.reason}" for cut in self.cuts[:SHOWN_CUTS]]
+        if len(self.cuts) > SHOWN_CUTS:
+            lines.append(f"  ... and {len(self.cuts) - SHOWN_CUTS} more cuts "
+                         f"({_op_counts([c.node for c in self.cuts[SHOWN_CUTS:]], ops)})")
         return "\n".join(lines)
+
+    def time_onnxruntime(self, repeat: int = 10, threads: int | None = None,
+                         seed: int = 0) -> np.ndarray:
+        """Wall-clock ms of the ONNX Runtime part, ``repeat`` runs, without compiling.
+
+        The rule: the TVM part runs once in ONNX Runtime (:attr:`tvm_model` is an ONNX model)
+        on random inputs (:func:`random_inputs` ``(seed)``) to make the tensors it hands over;
+        the ONNX Runtime part's session (:func:`onnxruntime_session`) is then timed on them
+        after one untimed run. What :func:`graphtune.tune` records as ``solution.onnxruntime_ms``.
+
+        Raises
+        ------
+        ValueError
+            If TVM runs the whole model (no ONNX Runtime part).
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> plan(models.get("resnet18", image_size=32)).time_onnxruntime()
+        Traceback (most recent call last):
+        ...
+        ValueError: TVM runs the whole model: there is no ONNX Runtime part to time
+        """
+        if self.ort_model is None:
+            raise ValueError("TVM runs the whole model: there is no ONNX Runtime part to time")
+        names = [name for name, _, _ in self.inputs]
+        values = {**dict(zip(names, random_inputs(self.inputs, seed))), **self.constants}
+        values.update(_run_session(onnxruntime_session(self.tvm_model, threads), values))
+        session = onnxruntime_session(self.ort_model, threads)
+        return _wall_ms(lambda: _run_session(session, values), repeat)
 
     def record(self) -> dict[str, list[str]]:
         """What a config keeps of the partition (``Config.model["partition"]``).
@@ -185,14 +236,10 @@ class Partition:
         ...     print(str(err)[:75])
         model.partition: ONNX node 'relu' runs in tvm for this model but in onnxrun
         """
-        recorded = (config.model or {}).get(PARTITION_KEY)
+        recorded = recorded_partition(config)
         if recorded is None:
             return
-        if isinstance(recorded, Mapping) and isinstance(recorded.get("tvm_nodes"), list):
-            theirs = {str(name) for name in recorded["tvm_nodes"]}
-        else:
-            raise ConfigMismatchError(f"model.{PARTITION_KEY}: expected {{\"tvm_nodes\": [...]}}, "
-                                      f"got {str(recorded)[:60]}")
+        theirs = set(recorded["tvm_nodes"])
         ours = set(self.tvm_nodes)
         for name in [n.name for n in self.model.graph.node] + sorted(theirs - ours):
             if (name in ours) != (name in theirs):
@@ -221,8 +268,14 @@ class Partition:
 
 
 def record_partition(config: Config, partition: Partition | None) -> None:
-    """Keep ``partition`` in ``config`` (``model.partition``: the nodes of each runtime), so
-    that compiling refuses a model partitioned otherwise; nothing for a whole model.
+    """Keep ``partition`` in ``config`` so that compiling refuses a model partitioned otherwise,
+    with the time of its ONNX Runtime part; nothing for a whole model.
+
+    The rule: ``model.partition`` gets the nodes of each runtime (:meth:`Partition.record`);
+    ``solution.onnxruntime_ms`` the ONNX Runtime part's median of :data:`ORT_REPEAT` runs on this
+    machine (:meth:`Partition.time_onnxruntime`, timed here unless
+    :attr:`Partition.onnxruntime_ms` holds it), added once to ``solution.predicted_ms`` when the
+    solution has one, so that the prediction covers the whole model.
 
     Examples
     --------
@@ -233,8 +286,80 @@ def record_partition(config: Config, partition: Partition | None) -> None:
     >>> config.model
     {'name': 'm'}
     """
-    if partition is not None and not partition.whole:
-        config.model = {**(config.model or {}), PARTITION_KEY: partition.record()}
+    if partition is None or partition.whole:
+        return
+    if partition.onnxruntime_ms is None:
+        partition.onnxruntime_ms = float(np.median(partition.time_onnxruntime(ORT_REPEAT)))
+    config.model = {**(config.model or {}), PARTITION_KEY: partition.record()}
+    solution = dict(config.solution or {})
+    if ORT_MS_KEY not in solution:  # recorded once: predicted_ms counts it once
+        solution[ORT_MS_KEY] = partition.onnxruntime_ms
+        if "predicted_ms" in solution:
+            solution["predicted_ms"] += partition.onnxruntime_ms
+    config.solution = solution
+
+
+def recorded_partition(config: Config) -> dict[str, list[str]] | None:
+    """The partition ``config`` records (``model.partition``: node names per runtime), None
+    when it records none; a record without ``onnxruntime_nodes`` has none.
+
+    Raises
+    ------
+    ConfigMismatchError
+        For a record of another form, naming it.
+
+    Examples
+    --------
+    >>> from graphtune.config import Config
+    >>> recorded_partition(Config({}, model={"partition": {"tvm_nodes": ["conv"]}}))
+    {'tvm_nodes': ['conv'], 'onnxruntime_nodes': []}
+    >>> recorded_partition(Config({})) is None
+    True
+    """
+    recorded = (config.model or {}).get(PARTITION_KEY)
+    if recorded is None:
+        return None
+    found = ({key: recorded.get(key, default) for key, default in (("tvm_nodes", None),
+                                                                   ("onnxruntime_nodes", []))}
+             if isinstance(recorded, Mapping) else {})
+    if not all(isinstance(found.get(key), list) for key in ("tvm_nodes", "onnxruntime_nodes")):
+        raise ConfigMismatchError(f"model.{PARTITION_KEY}: expected {{\"tvm_nodes\": [...], "
+                                  f"\"onnxruntime_nodes\": [...]}}, got {str(recorded)[:60]}; "
+                                  "re-tune the model to record its partition")
+    return {key: [str(name) for name in names] for key, names in found.items()}
+
+
+def recorded_summary(config: Config, shown: int = 5) -> str | None:
+    """One line on the partition ``config`` records: nodes per runtime, the first ``shown``
+    ONNX Runtime nodes and the ONNX Runtime part's time measured in tune; None without a record.
+
+    Raises
+    ------
+    ConfigMismatchError
+        As :func:`recorded_partition`.
+
+    Examples
+    --------
+    >>> from graphtune.config import Config
+    >>> config = Config({}, model={"partition": {"tvm_nodes": ["conv", "relu"],
+    ...                                          "onnxruntime_nodes": ["loop", "head"]}},
+    ...                 solution={"onnxruntime_ms": 0.05})
+    >>> print(recorded_summary(config))
+    partition: tvm 2 nodes, onnxruntime 2 nodes (loop, head); onnxruntime part 0.0500 ms measured in tune
+    """
+    recorded = recorded_partition(config)
+    if recorded is None:
+        return None
+    ort_nodes = recorded["onnxruntime_nodes"]
+    names = ", ".join(ort_nodes[:shown]) + (f", ... ({len(ort_nodes) - shown} more)"
+                                            if len(ort_nodes) > shown else "")
+    line = (f"partition: {TVM} {len(recorded['tvm_nodes'])} nodes, {ORT} {len(ort_nodes)} nodes"
+            + (f" ({names})" if names else ""))
+    solution = config.solution or {}
+    if ORT_MS_KEY in solution:
+        line += (f"; {ORT} part {solution[ORT_MS_KEY]:.4f} ms measured in tune"
+                 + (" (in predicted_ms)" if "predicted_ms" in solution else ""))
+    return line
 
 
 def import_or_cut(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None,
@@ -368,6 +493,71 @@ def plan(model: onnx.ModelProto | str | os.PathLike, *,
         [o.name for o in sub.graph.output], types)), shapes, outputs)
     return Partition(working, [nodes[i].name for i in keep], [nodes[i].name for i in sorted(removed)],
                      cuts, tvm_model, ort_model, crossing, inputs, outputs, constants)
+
+
+# ------------------------------------------------------------------ running the ONNX Runtime part
+def random_inputs(inputs: Sequence[tuple[str, list[int], str]], seed: int = 0) -> list[np.ndarray]:
+    """Standard-normal arrays for the float inputs, zeros for the others (name, shape, dtype each).
+
+    Examples
+    --------
+    >>> [(a.dtype.name, a.shape) for a in random_inputs([("x", [1, 2], "float32"), ("k", [1], "int64")])]
+    [('float32', (1, 2)), ('int64', (1,))]
+    """
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(dtype) if np.issubdtype(np.dtype(dtype), np.floating)
+            else np.zeros(shape, dtype) for _, shape, dtype in inputs]
+
+
+def _threads(threads: int | None) -> int:
+    """``threads``, else ``TVM_NUM_THREADS`` (the cores TVM uses), else the CPU count."""
+    return threads or int(os.environ.get("TVM_NUM_THREADS") or os.cpu_count() or 1)
+
+
+def onnxruntime_session(model: onnx.ModelProto, threads: int | None = None) -> Any:
+    """An ONNX Runtime CPU session of ``model`` with ``threads`` intra-op threads (default
+    ``TVM_NUM_THREADS``), warnings off: how a partitioned model runs its ONNX Runtime part.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> session = onnxruntime_session(models.get("resnet18", image_size=32), threads=1)
+    >>> [i.name for i in session.get_inputs()]
+    ['input']
+    """
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = _threads(threads)
+    options.log_severity_level = 3
+    # its threads would spin after each run while the TVM part's thread pool works (and the
+    # other way round): ~40 ms of two pools on the same cores (../shared/benchmark-notes.md)
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"])
+
+
+def _run_session(session: Any, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run ``session`` on the ``values`` it reads; its outputs by name."""
+    names = [o.name for o in session.get_outputs()]
+    got = session.run(names, {i.name: values[i.name] for i in session.get_inputs()})
+    return dict(zip(names, got))
+
+
+def _wall_ms(call: Callable[[], object], repeat: int, number: int = 1, warmup: int = 1) -> np.ndarray:
+    """Wall-clock ms of ``call``, ``repeat`` measurements of ``number`` calls each (their mean),
+    after ``warmup`` untimed calls."""
+    if repeat < 1 or number < 1:
+        raise ValueError(f"repeat and number must be >= 1, got {repeat} and {number}")
+    for _ in range(warmup):
+        call()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(number):
+            call()
+        times.append((time.perf_counter() - start) / number)
+    return np.asarray(times) * 1e3
 
 
 # ------------------------------------------------------------------ helpers
