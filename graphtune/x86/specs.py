@@ -339,7 +339,7 @@ def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict
     graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels;
         valid values: 1, 2, 3, 4, 6, 8, 12, 24
     """
-    if knobs.get("precision") is not None:  # a quantized conv's fp32 candidate: the fp32 conv's knobs
+    if isinstance(knobs, dict) and knobs.get("precision") is not None:  # an int8 node's fp32 candidate
         kind, fp32, rest = runs_as(op or op_of(workload), workload, knobs)
         return {**check_knobs(fp32, rest, kind), "precision": knobs["precision"]}
     spec = spec_for(workload, op)
