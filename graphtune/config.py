@@ -179,7 +179,8 @@ class NodeConfig:
                 layouts[key] = check_layout(value)
             except LayoutError as err:
                 raise LayoutError(f"{where}.{key}: {err}") from None
-        if op == Op.DENSE and layouts not in [{"in_layout": d, "out_layout": d} for d in (DENSE, PLAIN)]:
+        unblocked = [{"in_layout": d, "out_layout": d} for d in (DENSE, PLAIN)]
+        if op in (Op.DENSE, Op.DENSE_INT8) and layouts not in unblocked:
             raise ConfigError(f"{where}: a dense node's layouts must both be {DENSE!r} "
                               f"({PLAIN!r} for rank-3/4 data)")
         knobs = data.get("knobs", {})

@@ -14,6 +14,8 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
   the leading dims are rows; weight ``[M, K]``);
+- dense_int8: dense's fields with ``"dtype": "uint8"`` plus ``"out_dtype"`` (as the int8
+  convs'), data ``[1, K]`` only (batch 1, 2-D: the conv2d_int8 kernel on a 1x1 map);
 - transform (a measurement task, not a kernel): ``{"shape", "src", "dst", "dtype"}``;
 - op group (a measurement task: one PrimFunc of a compiled model): ``{"ops", "args", "sha"}``.
 
@@ -49,7 +51,7 @@ __all__ = [
     "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
-    "PRECISION", "runs_as",
+    "dense_int8_workload", "INT8_OPS", "PRECISION", "runs_as",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
@@ -85,6 +87,8 @@ class Op(str, enum.Enum):
     """conv2d of uint8 activations and int8 weights, int32 accumulation, requantized epilogue."""
     DEPTHWISE_CONV2D_INT8 = "depthwise_conv2d_int8"
     """depthwise_conv2d of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
+    DENSE_INT8 = "dense_int8"
+    """Batch-1 dense of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
     JOIN = "join"
     """The common layout of an add / concat / gating mul's inputs (no kernel)."""
     BOUNDARY = "boundary"
@@ -102,8 +106,11 @@ class Op(str, enum.Enum):
     Measured by profiling the whole model, never built alone: no builder."""
 
 
-LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE,
-              Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8)
+INT8_OPS = (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8, Op.DENSE_INT8)
+"""The quantized ops: uint8 activations, int8 weights, an exact int32 sum; each may also run as
+its fp32 op (:func:`runs_as`)."""
+
+LAYOUT_OPS = (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.CONV2D_TRANSPOSE, Op.DENSE) + INT8_OPS
 """Ops with a tunable kernel: their layouts and knobs are chosen, their candidates measured."""
 
 NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
@@ -133,6 +140,7 @@ Workload = dict[str, Any]
 """A workload: the JSON-able fields of one kernel op instance or measurement task."""
 
 _CONV_FIELDS = ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype")
+_DENSE_FIELDS = ("data", "weight", "dtype")
 
 
 def as_op(value: Any, known: tuple[str, ...] = tuple(Op), what: str = "op") -> Op:
@@ -146,7 +154,7 @@ def as_op(value: Any, known: tuple[str, ...] = tuple(Op), what: str = "op") -> O
     Traceback (most recent call last):
     ...
     ValueError: unknown op 'conv3d'; known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense,
-        conv2d_int8, depthwise_conv2d_int8
+        conv2d_int8, depthwise_conv2d_int8, dense_int8
     """
     if isinstance(value, str) and value in known:
         return Op(value)
@@ -219,14 +227,18 @@ def _int8_kind(workload: Workload, where: str) -> Op:
     return kind
 
 
+def _check_out_dtype(workload: Workload, where: str) -> None:
+    if workload["out_dtype"] not in INT8_OUT_DTYPES:
+        raise ModelError(f"{where}.out_dtype = {workload['out_dtype']!r}: use one of {INT8_OUT_DTYPES}")
+
+
 def _check_int8(workload: Workload, op: Op, where: str) -> None:
     _check_conv(workload, None, where)
     kind = _int8_kind(workload, where)
     if kind is not op:
         raise ModelError(f"{where}: a {kind!r} workload (groups={workload['groups']}) does not match "
                          f"op {op!r}")
-    if workload["out_dtype"] not in INT8_OUT_DTYPES:
-        raise ModelError(f"{where}.out_dtype = {workload['out_dtype']!r}: use one of {INT8_OUT_DTYPES}")
+    _check_out_dtype(workload, where)
 
 
 def _check_transpose(workload: Workload, op: Op, where: str) -> None:
@@ -256,6 +268,14 @@ def _check_dense(workload: Workload, op: Op, where: str) -> None:
     if k != k2:
         raise ModelError(f"{where}.weight = {workload['weight']}: data has {k} features but weight "
                          f"expects {k2}")
+
+
+def _check_dense_int8(workload: Workload, op: Op, where: str) -> None:
+    _check_dense(workload, op, where)
+    if len(workload["data"]) != 2 or workload["data"][0] != 1:
+        raise ModelError(f"{where}.data = {workload['data']}: an int8 dense reads one row [1, K] (the "
+                         "conv2d_int8 kernel on a 1x1 map); other dense layers run in fp32 (dense)")
+    _check_out_dtype(workload, where)
 
 
 def _check_transform(workload: Workload, op: Op, where: str) -> None:
@@ -346,9 +366,11 @@ _SCHEMAS = {
     Op.CONV2D_TRANSPOSE: _Schema(
         ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
         _check_transpose, _transpose_shape, _transpose_flops),
-    Op.DENSE: _Schema(("data", "weight", "dtype"), _check_dense, _dense_shape, _dense_flops),
+    Op.DENSE: _Schema(_DENSE_FIELDS, _check_dense, _dense_shape, _dense_flops),
     Op.CONV2D_INT8: _INT8,
     Op.DEPTHWISE_CONV2D_INT8: _INT8,
+    Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
+                           INT8_DTYPES),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
@@ -387,9 +409,9 @@ def _conv_kind(workload: Workload) -> Op:
 def op_of(workload: Workload) -> Op:
     """The op of a valid kernel workload, inferred from its fields (the only place that does).
 
-    ``dense`` has a ``weight``, ``conv2d_transpose`` an ``output_padding``,
-    int8 convs an ``out_dtype``; other convs are ``depthwise_conv2d`` (``groups == C == O``),
-    ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
+    ``dense`` has a ``weight`` (``dense_int8`` a ``weight`` and an ``out_dtype``),
+    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``; other convs are
+    ``depthwise_conv2d`` (``groups == C == O``), ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
 
     Raises
     ------
@@ -400,13 +422,15 @@ def op_of(workload: Workload) -> Op:
     --------
     >>> str(op_of(conv2d_workload([1, 32, 8, 8], [32, 1, 3, 3], groups=32, padding=[1, 1, 1, 1])))
     'depthwise_conv2d'
+    >>> str(op_of({"data": [1, 64], "weight": [10, 64], "dtype": "uint8", "out_dtype": "float32"}))
+    'dense_int8'
     """
     if not isinstance(workload, dict):
         raise ModelError(f"workload must be a dict, got {type(workload).__name__}")
     if "output_padding" in workload:
         op = Op.CONV2D_TRANSPOSE
     elif "weight" in workload:
-        op = Op.DENSE
+        op = Op.DENSE_INT8 if "out_dtype" in workload else Op.DENSE
     elif "out_dtype" in workload:
         _check_fields(workload, Op.CONV2D_INT8, "workload")
         _check_conv(workload, None, "workload")
@@ -555,22 +579,22 @@ def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "flo
 
 
 PRECISION = "precision"
-"""Knob of a quantized conv's candidate that runs it in another precision (:func:`runs_as`)."""
+"""Knob of a quantized node's candidate that runs it in another precision (:func:`runs_as`)."""
 
 
 def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op, Workload, dict[str, Any]]:
     """The kernel a node's candidate runs: ``(op, workload, knobs)``.
 
-    A quantized conv (``conv2d_int8`` / ``depthwise_conv2d_int8``) may run in fp32 where
-    that is measured faster: its candidate's knobs then hold ``"precision": "float32"`` beside
-    the fp32 conv's knobs, and it runs the fp32 conv of the same shapes on the model's
-    dequantized operands (what ONNX Runtime's QDQ reference computes). Every other candidate
-    runs its node's own op.
+    A quantized node (:data:`INT8_OPS`) may run in fp32 where that is measured faster: its
+    candidate's knobs then hold ``"precision": "float32"`` beside the fp32 op's knobs, and it
+    runs the fp32 op of the same shapes (the workload without ``out_dtype``, ``dtype``
+    float32: ``conv2d``, ``depthwise_conv2d`` or ``dense``) on the model's dequantized operands
+    (what ONNX Runtime's QDQ reference computes). Every other candidate runs its node's own op.
 
     Raises
     ------
     KnobError
-        A ``precision`` other than ``"float32"``, or on a node that is not a quantized conv.
+        A ``precision`` other than ``"float32"``, or on a node that is not a quantized one.
 
     Examples
     --------
@@ -578,25 +602,25 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     >>> op, fp32, knobs = runs_as(Op.CONV2D_INT8, wl, {"precision": "float32", "ic_bn": 16})
     >>> str(op), fp32["dtype"], "out_dtype" in fp32, knobs
     ('conv2d', 'float32', False, {'ic_bn': 16})
+    >>> runs_as(Op.DENSE_INT8, dense_int8_workload([1, 64], [10, 64]), {"precision": "float32"})[:2]
+    ('dense', {'data': [1, 64], 'weight': [10, 64], 'dtype': 'float32'})
     >>> try:
     ...     runs_as(Op.CONV2D, fp32, {"precision": "float32"})
     ... except KnobError as err:
     ...     print(str(err).split(" (")[0])
-    conv2d knob 'precision' = 'float32': only quantized convs
+    conv2d knob 'precision' = 'float32': only quantized ops
     """
     op = as_op(op)
     precision = knobs.get(PRECISION)
     if precision is None:
         return op, workload, knobs
-    if op not in (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8):
-        raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized convs "
-                        f"({Op.CONV2D_INT8}, {Op.DEPTHWISE_CONV2D_INT8}) choose a precision; "
-                        "remove the knob")
+    if op not in INT8_OPS:
+        raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized ops "
+                        f"({', '.join(INT8_OPS)}) choose a precision; remove the knob")
     if precision != "float32":
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
-                        "conv on the dequantized operands), or no such knob (int8)")
-    fp32 = conv2d_workload(workload["data"], workload["kernel"], workload["strides"],
-                           workload["padding"], workload["dilation"], workload["groups"])
+                        "op on the dequantized operands), or no such knob (int8)")
+    fp32 = {**{k: v for k, v in workload.items() if k != "out_dtype"}, "dtype": "float32"}
     return op_of(fp32), fp32, {k: v for k, v in knobs.items() if k != PRECISION}
 
 
@@ -622,6 +646,20 @@ def conv2d_int8_workload(
                           "dtype": "uint8", "out_dtype": out_dtype}
     op_of(workload)
     return workload
+
+
+def dense_int8_workload(data: Sequence[int], weight: Sequence[int], out_dtype: str = "uint8") -> Workload:
+    """Build a dense_int8 workload: one uint8 row ``[1, K]`` by int8 weights ``[M, K]``,
+    ``out_dtype`` output.
+
+    Examples
+    --------
+    >>> wl = dense_int8_workload([1, 2048], [1000, 2048], out_dtype="float32")
+    >>> str(op_of(wl)), output_shape(wl), flops(wl) == flops(dense_workload([1, 2048], [1000, 2048]))
+    ('dense_int8', [1, 1000], True)
+    """
+    workload: Workload = {**dense_workload(data, weight), "dtype": "uint8", "out_dtype": out_dtype}
+    return check_workload(workload, Op.DENSE_INT8)
 
 
 # ------------------------------------------------------------ classes of ops
@@ -674,6 +712,7 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.DENSE: OpClass("dense", compute_bound=True),
     Op.CONV2D_INT8: OpClass("conv2d", compute_bound=True),
     Op.DEPTHWISE_CONV2D_INT8: OpClass("depthwise"),
+    Op.DENSE_INT8: OpClass("dense", compute_bound=True),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),

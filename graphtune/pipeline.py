@@ -60,7 +60,7 @@ from .measure import LocalRunner, Records, Runner, Task, measure
 from .models.resolve import resolve
 from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .opgroups.probe_index import ProbeIndex, index_path_of
-from .ops import LAYOUT_OPS, PRECISION, Op, runs_as
+from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, Op, runs_as
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -94,7 +94,7 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None) -> Can
 
     def candidates(workload: dict[str, Any], op: Op) -> list[Candidate]:
         knobs = x86.candidates(workload, tgt, max_candidates, op=op)
-        if op in (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8):  # it may run fp32 where faster
+        if op in INT8_OPS:  # it may run fp32 where faster
             kind, fp32, _ = runs_as(op, workload, {PRECISION: "float32"})
             knobs += [{**k, PRECISION: "float32"} for k in x86.candidates(fp32, tgt, max_candidates, op=kind)]
         found = []

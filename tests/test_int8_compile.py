@@ -1,9 +1,10 @@
-"""Quantized (QDQ) convs compiled on graphtune's int8 kernels, against ONNX Runtime and NumPy.
+"""Quantized (QDQ) convs and heads compiled on graphtune's int8 kernels, against ONNX Runtime and NumPy.
 
 Small conv nets (tests/onnx_blocks.py) quantized by :func:`graphtune.quantize` (uint8
 activations, int8 per-channel weights, seeded random calibration). Their quantized convs become
-``conv2d_int8`` / ``depthwise_conv2d_int8`` layout nodes (graphtune/frontend/qdq.py,
-graphtune/compiler/int8.py): exact int32 sums, dequantized in the kernel's epilogue. The
+``conv2d_int8`` / ``depthwise_conv2d_int8`` layout nodes, their Gemm / MatMul heads ``dense_int8``
+ones (graphtune/frontend/qdq.py, graphtune/compiler/int8.py): exact int32 sums, dequantized in
+the kernel's epilogue. The
 reference is ONNX Runtime with graph optimizations off (the QDQ semantics in fp32: its default
 int8 path on this AVX2-only host saturates in ``vpmaddubsw``) and, for the conv-relu-conv net,
 a NumPy evaluation of the QDQ graph in float64. An output a Q -> DQ pair ends may differ by one
@@ -27,8 +28,9 @@ from graphtune.compiler.plan import NodePlan
 from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops
 from graphtune.measure.build import arg_specs
-from graphtune.ops import Op
+from graphtune.ops import INT8_OPS
 from onnx_blocks import Builder, onnx_model
+from schedule_check import assert_scheduled
 
 REFERENCE = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 INPUTS = 4
@@ -54,10 +56,24 @@ def residual_depthwise_head() -> onnx.ModelProto:
     return b.model("rdh", [1, 3, 16, 16], b.node("Gemm", [x, "fc.w", "fc.b"], "fc", transB=1))
 
 
+def conv_head(form: str, batch: int = 1, features: int = 16) -> onnx.ModelProto:
+    """conv, global average pool, flatten, and a head of ``form``: ``gemm`` (``transB`` 0, weight
+    ``[K, M]``) or ``matmul`` (weight ``[K, M]``, no bias: ONNX Runtime's quantizer would fuse a
+    MatMul and its bias Add into a Gemm)."""
+    b = Builder(2)
+    x = b.node("Relu", [b.conv("conv", "input", 8, features)], "relu")
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x], "gap")], "flat")
+    b.const("fc.w", (features, 12))
+    inputs = [x, "fc.w", b.const("fc.b", (12,))] if form == "gemm" else [x, "fc.w"]
+    head = b.node("Gemm" if form == "gemm" else "MatMul", inputs, "fc")
+    return b.model(f"{form}_head", [batch, 8, 8, 8], head)
+
+
 @functools.cache
-def quantized(name: str) -> onnx.ModelProto:
-    model = {"crc": conv_relu_conv, "rdh": residual_depthwise_head}[name]()
-    return graphtune.quantize(model, feeds(model, 4, seed=0))
+def quantized(name: str, per_channel: bool = True) -> onnx.ModelProto:
+    model = {"crc": conv_relu_conv, "rdh": residual_depthwise_head, "gemm": lambda: conv_head("gemm"),
+             "matmul": lambda: conv_head("matmul")}[name]()
+    return graphtune.quantize(model, feeds(model, 4, seed=0), per_channel=per_channel)
 
 
 def feeds(model: onnx.ModelProto, count: int = INPUTS, seed: int = 1) -> list[dict[str, np.ndarray]]:
@@ -86,7 +102,7 @@ def int8_functions(compiled: graphtune.CompiledModel) -> dict[str, set[str]]:
     found: dict[str, set[str]] = {}
     for func in compiled.functions.values():
         op = str(func.attrs["graphtune.op"])
-        if op in (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8):
+        if op in INT8_OPS:
             found.setdefault(op, set()).update(dtype for _, dtype in arg_specs(func))
     return found
 
@@ -120,17 +136,31 @@ def numpy_qdq(model: onnx.ModelProto, feed: dict[str, np.ndarray]) -> np.ndarray
     return values[model.graph.output[0].name]
 
 
-def test_quantized_convs_are_int8_layout_nodes():
-    """Quantized convs become int8 nodes (their workloads carry the dtypes; the 3-channel stem
-    reads 4, the 4th zero), the Gemm head stays fp32, and the fp32 model keeps its fp32 nodes."""
+def test_quantized_convs_and_head_are_int8_layout_nodes():
+    """Quantized convs and the Gemm head (transB 1) become int8 nodes (their workloads carry the
+    dtypes; the 3-channel stem reads 4, the 4th zero), and the fp32 model keeps its fp32 nodes."""
     ops = {op.name: op for op in layout_ops(import_model(quantized("rdh")))}
     assert {name: str(op.op) for name, op in ops.items()} == {
-        "stem": "conv2d_int8", "dw": "depthwise_conv2d_int8", "pw": "conv2d_int8", "fc": "dense"}
+        "stem": "conv2d_int8", "dw": "depthwise_conv2d_int8", "pw": "conv2d_int8", "fc": "dense_int8"}
     assert ops["stem"].workload["kernel"] == [16, 4, 3, 3]
     assert (ops["pw"].workload["dtype"], ops["pw"].workload["out_dtype"]) == ("uint8", "float32")
     assert ops["pw"].quant is not None and len(ops["pw"].quant["w_scale"]) == 16
+    assert ops["fc"].workload == graphtune.ops.dense_int8_workload([1, 16], [10, 16], out_dtype="float32")
+    assert ops["fc"].quant is not None and len(ops["fc"].quant["w_scale"]) == 10
     fp32 = {op.name: str(op.op) for op in layout_ops(import_model(residual_depthwise_head()))}
     assert fp32 == {"stem": "conv2d", "dw": "depthwise_conv2d", "pw": "conv2d", "fc": "dense"}
+
+
+@pytest.mark.parametrize("form, per_channel", [("gemm", True), ("matmul", True), ("matmul", False)])
+def test_quantized_heads_of_weight_k_by_m_are_dense_int8(form, per_channel):
+    """A Gemm with transB 0 and a MatMul hold their weights [K, M] (per-column scales, or one):
+    recorded per output feature; a batch of 2 or features no dot divides stay fp32 dense."""
+    (fc,) = [op for op in layout_ops(import_model(quantized(form, per_channel))) if op.name == "fc"]
+    assert (str(fc.op), fc.workload["weight"]) == ("dense_int8", [12, 16])
+    assert fc.quant is not None and len(fc.quant["w_scale"]) == (12 if per_channel else 1)
+    for model in (conv_head(form, batch=2), conv_head(form, features=18)):
+        quantized_model = graphtune.quantize(model, feeds(model, 2, seed=0))
+        assert {op.name: str(op.op) for op in layout_ops(import_model(quantized_model))}["fc"] == "dense"
 
 
 def _qdq_conv(activation_zero: np.ndarray) -> onnx.ModelProto:
@@ -180,12 +210,46 @@ def test_conv_relu_conv_matches_onnxruntime_and_numpy():
 def test_residual_depthwise_head_matches_onnxruntime():
     model = quantized("rdh")
     compiled = graphtune.compile(model, graphtune.Config.uniform(model))
-    assert set(int8_functions(compiled)) == {"conv2d_int8", "depthwise_conv2d_int8"}
+    kernels = int8_functions(compiled)
+    assert set(kernels) == {"conv2d_int8", "depthwise_conv2d_int8", "dense_int8"}
+    assert {"uint8", "int16", "float32"} <= kernels["dense_int8"], kernels  # [1, K] uint8 -> [1, M] float32
+    assert compiled.schedules["dense_int8"] == {"kernel": 1} and "dense" not in compiled.schedules
+    assert_scheduled(compiled)
     inputs = feeds(model)
     for feed, want in zip(inputs, ort_run(model, inputs)):
         got = compiled(feed["input"])
         assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
         assert got.argmax() == want.argmax()
+
+
+@pytest.mark.integration
+def test_a_quantized_head_runs_fp32_when_its_config_says_so():
+    """The head's candidate with ``precision: float32`` is the fp32 dense on the dequantized
+    operands; the convs stay int8; the output is still ORT's QDQ reference."""
+    model = quantized("rdh")
+    config = graphtune.Config.uniform(model)
+    fp32 = graphtune.x86.default_knobs(graphtune.ops.dense_workload([1, 16], [10, 16]))
+    config.nodes["fc"].knobs = {**fp32, "precision": "float32"}
+    compiled = graphtune.compile(model, config)
+    assert compiled.schedules["dense"] == {"kernel": 1} and "dense_int8" not in compiled.schedules
+    assert set(int8_functions(compiled)) == {"conv2d_int8", "depthwise_conv2d_int8"}
+    assert_scheduled(compiled)
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        assert np.abs(compiled(feed["input"]) - want).max() <= output_step(model) * 1.001
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("form, per_channel", [("gemm", True), ("matmul", True), ("matmul", False)])
+def test_heads_of_weight_k_by_m_match_onnxruntime(form, per_channel):
+    """Gemm (transB 0) and MatMul heads, weights [K, M] per column or per tensor, on dense_int8."""
+    model = quantized(form, per_channel)
+    compiled = graphtune.compile(model, graphtune.Config.uniform(model))
+    assert compiled.schedules["dense_int8"] == {"kernel": 1}
+    assert_scheduled(compiled)
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        assert np.abs(compiled(feed["input"]) - want).max() <= output_step(model) * 1.001
 
 
 @pytest.mark.integration
@@ -241,6 +305,7 @@ def test_quantized_resnet18_matches_onnxruntime():
     model = graphtune.quantize("resnet18", calibration, image_size=32)
     compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     assert compiled.schedules["conv2d_int8"] == {"kernel": 20}
+    assert compiled.schedules["dense_int8"] == {"kernel": 1}
     inputs = feeds(model, 8)
     rel = []
     for feed, want in zip(inputs, ort_run(model, inputs)):

@@ -85,6 +85,8 @@ def test_op_is_its_string():
     (conv2d_workload([1, 8, 6, 6], [16, 4, 3, 3], groups=2), Op.GROUP_CONV2D),
     (x86.conv2d_transpose_workload([1, 8, 6, 6], [8, 4, 2, 2], [2, 2]), Op.CONV2D_TRANSPOSE),
     (x86.dense_workload([1, 3, 8], [4, 8]), Op.DENSE),
+    (x86.conv2d_int8_workload([1, 8, 6, 6], [8, 8, 3, 3]), Op.CONV2D_INT8),
+    (x86.dense_int8_workload([1, 8], [4, 8]), Op.DENSE_INT8),
 ])
 def test_op_of_and_explicit_op_agree(workload, op):
     assert op_of(workload) is op

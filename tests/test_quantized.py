@@ -105,8 +105,8 @@ def quiet_compile(model: onnx.ModelProto, config) -> graphtune.CompiledModel:
 def test_rewrite_keeps_every_rounding():
     """The rewritten graph computes bit for bit what the QDQ graph computes (both in ONNX
     Runtime, same kernels), has no quantization node left, and every conv and dense has a
-    constant fp32 weight: the same layout nodes as the fp32 model, the quantized convs on the
-    int8 kernels (tests/test_int8_compile.py)."""
+    constant fp32 weight: the same layout nodes as the fp32 model, the quantized convs and head
+    on the int8 kernels (tests/test_int8_compile.py)."""
     model = quantized("resnet18")
     rewritten = rewrite_qdq(model)
     kinds = {n.op_type for n in rewritten.graph.node}
@@ -115,7 +115,7 @@ def test_rewrite_keeps_every_rounding():
     for got, want in zip(ort_run(rewritten, feeds), ort_run(model, feeds)):
         np.testing.assert_array_equal(got, want)
     fp32 = import_model(graphtune.models.get("resnet18", image_size=SIZE))
-    int8 = {"conv2d": "conv2d_int8"}
+    int8 = {"conv2d": "conv2d_int8", "dense": "dense_int8"}
     assert sorted((op.name, op.op) for op in layout_ops(import_model(model))) == \
         sorted((op.name, int8.get(op.op, op.op)) for op in layout_ops(fp32))
 
@@ -283,7 +283,7 @@ def test_operator_forms_qlinearconv_qlinearmatmul(tmp_path):
         compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     assert {n.op_type for n in rewritten.graph.node} >= {"Conv", "MatMul"}
     assert [(op.name, op.op) for op in layout_ops(import_model(model))] == [
-        ("conv_quant", "conv2d_int8"), ("fc_quant", "dense")]  # QLinearConv on the int8 kernels
+        ("conv_quant", "conv2d_int8"), ("fc_quant", "dense_int8")]  # both on the int8 kernels
     feeds = inputs_of(model, 8)
     got = gt_run(compiled, feeds)
     for g, w in zip(got, ort_run(rewritten, feeds)):

@@ -1,9 +1,10 @@
-"""graphtune.x86's int8 conv2d: bit-exact against the integer math of ONNX QLinearConv.
+"""graphtune.x86's int8 conv2d (and dense): bit-exact against the integer math of ONNX QLinearConv.
 
 Every kernel here is compared element for element with
 :func:`graphtune.x86.conv2d_int8_reference` (NumPy, int64) on random uint8 activations, int8
-weights, int32 biases, zero points and per-channel scales; the instruction of the host
-(``isa_of``) runs, the AVX-512 ones are compiled and their assembly checked only.
+weights, int32 biases, zero points and per-channel scales (an int8 dense against the reference of
+its 1x1 map); the instruction of the host (``isa_of``) runs, the AVX-512 ones are compiled and
+their assembly checked only.
 """
 
 import numpy as np
@@ -14,7 +15,7 @@ import graphtune.x86 as x86
 from graphtune.errors import KnobError, ModelError
 from graphtune.measure.build import prim_func_of
 from graphtune.measure.task import Task
-from graphtune.ops import Op, check_workload, flops, op_of
+from graphtune.ops import Op, check_workload, flops, op_of, runs_as
 from graphtune.x86.packing import pack_data, unpack_data
 
 pytestmark = pytest.mark.unit
@@ -26,11 +27,14 @@ ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX-512 VNNI: com
 
 def _run(wl: dict, knobs: dict, *, seed: int = 0, relu: bool = False, scale: float | None = None,
          x_zero_point: int = 131, y_zero_point: int = 7) -> tuple:
-    """Run the kernel on random data; return (kernel output in NCHW, reference)."""
+    """Run the kernel on random data; return (kernel output in NCHW, reference) (a dense's: of its
+    1x1 map, ``[1, M, 1, 1]``)."""
     rng = np.random.default_rng(seed)
-    x = rng.integers(0, 256, wl["data"]).astype("uint8")
-    w = rng.integers(-127, 128, wl["kernel"]).astype("int8")
-    o = wl["kernel"][0]
+    dense = op_of(wl) is Op.DENSE_INT8
+    conv = x86.as_conv2d_int8(wl)[0] if dense else wl
+    x = rng.integers(0, 256, conv["data"]).astype("uint8")
+    w = rng.integers(-127, 128, conv["kernel"]).astype("int8")
+    o = conv["kernel"][0]
     bias = rng.integers(-20000, 20000, o).astype("int32")
     w_scale = np.full(o, scale, "float32") if scale else rng.uniform(1e-3, 1e-2, o).astype("float32")
     y_scale = 0.5 if wl["out_dtype"] == "uint8" else None
@@ -40,11 +44,12 @@ def _run(wl: dict, knobs: dict, *, seed: int = 0, relu: bool = False, scale: flo
     func = x86.conv2d_int8_func(wl, knobs, HOST, x_zero_point, y_zero_point, relu)
     lib = tvm.compile(func, target=HOST)
     dev = tvm.cpu()
-    args = [tvm.runtime.tensor(a, dev) for a in (pack_data(x, in_bn), x86.pack_weight(w, wl, knobs), b, s)]
+    data, weight = (x.reshape(wl["data"]), w.reshape(wl["weight"])) if dense else (pack_data(x, in_bn), w)
+    args = [tvm.runtime.tensor(a, dev) for a in (data, x86.pack_weight(weight, wl, knobs), b, s)]
     out = tvm.runtime.empty(x86.kernel_shapes(wl, knobs)[2], wl["out_dtype"], dev)
     lib["main"](*args, out)
-    ref = x86.conv2d_int8_reference(x, w, bias, x_zero_point, s.reshape(-1), wl, y_zero_point, relu)
-    return unpack_data(out.numpy()), ref
+    ref = x86.conv2d_int8_reference(x, w, bias, x_zero_point, s.reshape(-1), conv, y_zero_point, relu)
+    return out.numpy().reshape(ref.shape) if dense else unpack_data(out.numpy()), ref
 
 
 CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
@@ -76,6 +81,54 @@ def test_int8_conv_is_bit_exact(case, out_dtype):
         pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {ISA}")
     got, ref = _run(wl, knobs, relu=case == "1x1")
     np.testing.assert_array_equal(got, ref)
+
+
+DENSE = {  # name: (K, M, knobs without isa)
+    "widened, two vectors of outputs": (96, 32, {"ic_bn": 32, "oc_bn": 16, "widen": True}),
+    "one input block, five vectors": (64, 40, {"ic_bn": 64, "oc_bn": 40}),
+    "10 outputs, blocks of no whole vector": (16, 10, {"ic_bn": 8, "oc_bn": 5, "widen": True}),
+}
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("case", list(DENSE))
+def test_int8_dense_is_bit_exact(case, out_dtype):
+    """A batch-1 dense runs the conv2d_int8 kernel on a 1x1 map, reading [1, K] and writing [1, M]."""
+    k, m, knobs = DENSE[case]
+    wl = x86.dense_int8_workload([1, k], [m, k], out_dtype=out_dtype)
+    knobs = {**knobs, "isa": ISA}
+    if ISA == "avx512vnni":
+        knobs.pop("widen", None)
+    if knobs["ic_bn"] % x86.ISAS[ISA].dot:
+        pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {ISA}")
+    got, ref = _run(wl, knobs, relu=out_dtype == "uint8", seed=2)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_dense_int8_workload_knobs_and_candidates():
+    wl = x86.dense_int8_workload([1, 256], [40, 256], out_dtype="float32")
+    fp32 = x86.dense_workload([1, 256], [40, 256])
+    assert op_of(wl) is Op.DENSE_INT8 and flops(wl) == flops(fp32) and x86.output_shape(wl) == [1, 40]
+    assert runs_as(Op.DENSE_INT8, wl, {"precision": "float32", "oc_bn": 8, "k_bn": 8}) == (
+        Op.DENSE, fp32, {"oc_bn": 8, "k_bn": 8})
+    with pytest.raises(ModelError, match=r"data = \[2, 256\]: an int8 dense reads one row \[1, K\]"):
+        check_workload({**wl, "data": [2, 256]}, Op.DENSE_INT8)
+    found = x86.candidates(wl, HOST)
+    assert found and all(x86.layouts_of(wl, k) == ("NC", "NC") for k in found)
+    assert all(set(k) <= {"ic_bn", "oc_bn", "isa", "widen"} and k["isa"] == ISA for k in found)
+    assert x86.default_knobs(wl, block=16, target=HOST) == found[0]
+    good = {"ic_bn": 16, "oc_bn": 8, "isa": "avx2"}
+    for knobs, message in [({"ic_bn": 3}, "dense_int8 knob 'ic_bn' = 3 must divide the 256 input channels"),
+                           ({"ic_bn": 2, "isa": "avx512vnni"}, "'ic_bn' = 2 must be a multiple of 4"),
+                           ({"oc_bn": 16}, "'oc_bn' = 16 must divide the 40 output channels"),
+                           ({"reg_n": 1}, r"unknown \['reg_n'\]")]:
+        with pytest.raises(KnobError, match=message):
+            x86.check_knobs(wl, {**good, **knobs})
+    dense = Task(Op.DENSE, fp32, {"oc_bn": 8, "k_bn": 8})
+    int8 = Task(Op.DENSE_INT8, wl, good)
+    assert int8.key != dense.key and '"dtype":"uint8"' in int8.key and '"out_dtype":"float32"' in int8.key
+    func = prim_func_of(int8, HOST if ISA != "avx512vnni" else {**ZNVER4, "mattr": ["-avx512f"]})
+    assert [p.name for p in func.params][:4] == ["data", "kernel", "bias", "scale"]
 
 
 DEPTHWISE = {  # name: (data, strides, padding, knobs)

@@ -1,19 +1,20 @@
-"""Emit a quantized conv of a rewritten module as graphtune's int8 kernel.
+"""Emit a quantized conv or dense of a rewritten module as graphtune's int8 kernel.
 
-A QDQ model's quantized conv reaches Relax as an fp32 ``conv2d`` of the dequantized
-activation ``(x_q - zx) * sx`` and weights ``w_q * sw`` (:mod:`graphtune.frontend.qdq`), its
-quantization recorded beside it (:func:`graphtune.frontend.qdq.int8_convs`, the node's
-``NodePlan.quant``). Both integers come back exactly by rounding (``|w_q| <= 128`` and
-``|x_q - zx| <= 255`` are far inside fp32's exact range), so the node runs as:
+A QDQ model's quantized conv (or Gemm / MatMul head) reaches Relax as an fp32 ``conv2d``
+(``matmul``) of the dequantized activation ``(x_q - zx) * sx`` and weights ``w_q * sw``
+(:mod:`graphtune.frontend.qdq`), its quantization recorded beside it
+(:func:`graphtune.frontend.qdq.int8_nodes`, the node's ``NodePlan.quant``). Both integers come
+back exactly by rounding (``|w_q| <= 128`` and ``|x_q - zx| <= 255`` are far inside fp32's exact
+range), so the node runs as:
 
 1. ``int8_quantize``: the fp32 input, in the node's input layout, to uint8 ``x_q``
    (:func:`graphtune.x86.quantize`);
 2. the int8 kernel with its dequantizing epilogue, one ``call_tir`` tagged with the node
-   (:data:`~graphtune.compiler.rewrite.NODE_ATTR`): ``float32(acc + bias') * sx * sw[o]``,
-   where ``acc`` is the exact int32 sum and ``bias' = -zx * sum(w_q)``
-   (:func:`graphtune.x86.pack_int8_params`).
+   (:data:`~graphtune.compiler.rewrite.NODE_ATTR`, :func:`graphtune.x86.int8_compute`):
+   ``float32(acc + bias') * sx * sw[o]``, where ``acc`` is the exact int32 sum and
+   ``bias' = -zx * sum(w_q)`` (:func:`graphtune.x86.pack_int8_params`).
 
-What follows the conv in the model (its fp32 bias add, ReLU, the fake quantization of the
+What follows the node in the model (its fp32 bias add, ReLU, the fake quantization of the
 output) stays as it is and fuses into the kernel's epilogue: the node's output is float32
 (``out_dtype`` of its workload).
 
@@ -30,7 +31,7 @@ Examples
 >>> bb = relax.BlockBuilder()
 >>> x = relax.Var("x", relax.TensorType([1, 1, 4, 4, 8], "float32"))
 >>> with bb.function("main", [x]):
-...     out, kernel = emit_int8_conv(bb, x, np.ones((8, 8, 1, 1), "float32"), plan)
+...     out, kernel = emit_int8(bb, x, np.ones((8, 8, 1, 1), "float32"), plan)
 ...     _ = bb.emit_func_output(out)
 >>> kernel.value.numpy().dtype, sorted(gv.name_hint for gv in bb.get().get_global_vars())
 (dtype('int16'), ['gt_c', 'int8_quantize', 'main'])
@@ -48,13 +49,13 @@ from .. import x86
 from ..errors import ModelError
 from .plan import NODE_ATTR, NodePlan
 
-__all__ = ["emit_int8_conv", "int8_weight"]
+__all__ = ["emit_int8", "int8_weight"]
 
 
 def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndarray]:
-    """``(w_q, w_scale)``: the int8 weights behind the node's fp32 ``OIHW`` ones and one scale per
-    output channel (channels :func:`graphtune.frontend.pad.pad_output_channels` added, zero
-    weights, get scale 1).
+    """``(w_q, w_scale)``: the int8 weights behind the node's fp32 ones (``OIHW``, a dense's
+    ``[M, K]``) and one scale per output channel (channels
+    :func:`graphtune.frontend.pad.pad_output_channels` added, zero weights, get scale 1).
 
     Raises
     ------
@@ -75,7 +76,7 @@ def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndar
     if scale.size == 1:
         scale = np.full(channels, scale[0], np.float32)
     scale = np.concatenate([scale, np.ones(channels - scale.size, np.float32)])
-    steps = weight.astype(np.float32) / scale.reshape(-1, 1, 1, 1)
+    steps = weight.astype(np.float32) / scale.reshape([-1] + [1] * (weight.ndim - 1))
     w_q = np.rint(steps)
     if np.abs(steps - w_q).max(initial=0) > 1e-3 or np.abs(w_q).max(initial=0) > 128:
         raise ModelError(f"ONNX node {plan.name!r}: its weights are not int8 multiples of their "
@@ -83,8 +84,8 @@ def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndar
     return np.clip(w_q, -128, 127).astype(np.int8), scale
 
 
-def emit_int8_conv(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
-                   plan: NodePlan) -> tuple[relax.Expr, Constant]:
+def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
+              plan: NodePlan) -> tuple[relax.Expr, Constant]:
     """The node's quantize and int8 kernel calls (see the module docstring).
 
     Parameters
@@ -92,11 +93,11 @@ def emit_int8_conv(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     bb : relax.BlockBuilder
         Inside the function being rewritten.
     data : relax.Expr
-        The conv's fp32 input in the node's input layout.
+        The node's fp32 input in its input layout.
     weight : np.ndarray
-        The conv's fp32 ``OIHW`` weights (dequantized).
+        The node's fp32 weights (dequantized): a conv's ``OIHW``, a dense's ``[M, K]``.
     plan : NodePlan
-        A ``conv2d_int8`` / ``depthwise_conv2d_int8`` plan with its ``quant``.
+        A plan of an int8 op (:data:`graphtune.ops.INT8_OPS`) with its ``quant``.
 
     Returns
     -------
@@ -107,18 +108,18 @@ def emit_int8_conv(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     """
     assert plan.quant is not None  # int8 nodes carry their quantization
     w_q, w_scale = int8_weight(weight, plan)
-    spec, knobs, workload = x86.spec_of(plan.op), plan.knobs, plan.workload
+    op, knobs, workload = plan.op, plan.knobs, plan.workload
     x_scale, x_zero = float(plan.quant["x_scale"]), int(plan.quant["x_zero_point"])
-    kernel = relax.const(x86.pack_weight(w_q, workload, knobs, plan.op))
-    block = int(knobs["oc_bn"] if "oc_bn" in knobs else knobs["bn"])  # conv2d / depthwise
+    kernel = relax.const(x86.pack_weight(w_q, workload, knobs, op))
+    block = x86.param_shape(workload, knobs, op)[1]
     bias, scale = x86.pack_int8_params(w_q, None, x_zero, x_scale, w_scale, None, block)
     quantized = bb.emit(bb.call_te(x86.quantize, data, x_scale, x_zero, primfunc_name_hint="int8_quantize"),
                         name_hint=f"{plan.name}_input_q")
 
-    def conv(d, k, b, s):
-        return x86.requantize(spec.compute(d, k, workload, knobs, x_zero), b, s, "float32")
+    def compute(d, k, b, s):
+        return x86.int8_compute(d, k, b, s, workload, knobs, op, x_zero)
 
-    call = bb.call_te(conv, quantized, kernel, relax.const(bias), relax.const(scale),
+    call = bb.call_te(compute, quantized, kernel, relax.const(bias), relax.const(scale),
                       primfunc_name_hint=f"gt_{re.sub(r'[^0-9A-Za-z_]', '_', plan.name)}",
                       primfunc_attrs={NODE_ATTR: plan.name})
     return call, kernel

@@ -45,7 +45,7 @@ from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout
 from .consts import eval_const
-from .int8 import emit_int8_conv
+from .int8 import emit_int8
 from .plan import NODE_ATTR, NodePlan
 
 __all__ = ["NodePlan", "NODE_ATTR", "TRANSFORM_ATTR", "rewrite"]
@@ -211,7 +211,8 @@ class _Rewriter:
         return relax.Call(call.op, args, call.attrs, call.ty_args)
 
     def layout_node(self, var: relax.Var, call: relax.Call, plan: NodePlan) -> None:
-        """Rewrite a configured conv2d (blocked) or dense (plain, anchored for legalization)."""
+        """Rewrite a configured conv2d (blocked) or dense (plain, anchored for legalization); a quantized
+        one (``plan.quant``) on the int8 kernels (:func:`~graphtune.compiler.int8.emit_int8`)."""
         weight = self.array(call.args[1])
         if weight is None:
             raise LayoutError(f"node {plan.name}: its weight is not a constant; import the model "
@@ -222,10 +223,12 @@ class _Rewriter:
             self.bind(var, self.with_args(call, [self.get(call.args[0], 0), fresh]), 0)
             return
         in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
-        if plan.quant is not None:  # a quantized conv on the int8 kernels
-            conv, kernel = emit_int8_conv(self.bb, self.get(call.args[0], in_blk), weight, plan)
+        if plan.quant is not None:  # a quantized conv or dense on the int8 kernels
+            if op_name(call) == "relax.matmul":  # its weight [K, M]: the dense's [M, K]
+                weight = weight.T
+            out, kernel = emit_int8(self.bb, self.get(call.args[0], in_blk), weight, plan)
             self.anchors[kernel] = plan
-            self.bind(var, conv, out_blk)
+            self.bind(var, out, out_blk)
             return
         if plan.op == "conv2d_transpose":  # IOHW weight kept: legalize packs it per phase
             self.transposed(var, call, plan, relax.const(weight), in_blk, out_blk)

@@ -51,7 +51,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 from ..errors import ModelError
 from .fold import fold_constants
 from .pad import pad_int8_input_channels, pad_output_channels
-from .qdq import INT8_CONVS, rewrite_qdq
+from .qdq import INT8_NODES, rewrite_qdq
 from .walk import _DEFAULT_NAME, bindings, op_name
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
@@ -122,9 +122,9 @@ def import_model(
     assert mod is not None  # no failure: a module
     main = _BatchNormToAffine(mod).visit_expr(_TirClipToRelax(mod).visit_expr(mod["main"]))
     mod["main"] = _name_after_onnx(main, proto)
-    quantized = {p.key: p.value for p in proto.metadata_props}.get(INT8_CONVS)
-    if quantized:  # the convs the int8 kernels run, for frontend.walk
-        mod = mod.with_attr(INT8_CONVS, quantized)
+    quantized = {p.key: p.value for p in proto.metadata_props}.get(INT8_NODES)
+    if quantized:  # the convs and dense layers the int8 kernels run, for frontend.walk
+        mod = mod.with_attr(INT8_NODES, quantized)
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from .qdq import INT8_CHANNELS, int8_convs
+from .qdq import INT8_CHANNELS, int8_nodes
 
 __all__ = ["pad_output_channels", "pad_int8_input_channels", "PAD_MULTIPLE", "MAX_PAD_FRACTION"]
 
@@ -148,7 +148,7 @@ def _pad(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, target: int)
 
 
 def pad_int8_input_channels(model: onnx.ModelProto, multiple: int = INT8_CHANNELS) -> onnx.ModelProto:
-    """``model`` with the input channels of its int8 convs (:func:`graphtune.frontend.qdq.int8_convs`)
+    """``model`` with the input channels of its int8 convs (:func:`graphtune.frontend.qdq.int8_nodes`)
     padded to a multiple of ``multiple``: zero weights, and a ``Concat`` of zero channels (an
     ONNX constant: the conv's input must have a static shape, after
     :func:`~graphtune.frontend.fold.fold_constants`) before the conv; other convs as they are.
@@ -165,7 +165,7 @@ def pad_int8_input_channels(model: onnx.ModelProto, multiple: int = INT8_CHANNEL
     >>> [n.op_type for n in padded.graph.node if n.output[0] == stem.input[0]]
     ['Concat']
     """
-    convs = int8_convs({p.key: p.value for p in model.metadata_props})
+    convs = int8_nodes({p.key: p.value for p in model.metadata_props})
     inits = {t.name: t for t in model.graph.initializer}
     chosen = [n for n in model.graph.node if n.op_type == "Conv" and (n.name or n.output[0]) in convs
               and len(n.input) > 1 and n.input[1] in inits and int(inits[n.input[1]].dims[1]) % multiple

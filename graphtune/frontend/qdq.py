@@ -37,13 +37,14 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    ``NCHW``, a layout boundary). One warning names these nodes, once per process however
    often the model is imported (``tune`` imports it several times).
 
-Between rules 1 and 2 it records every conv the int8 kernels can run -- ``DQ(x) -> Conv(.,
-DQ(w))`` of uint8 activations (constant scalar scale and zero point) and constant symmetric
-int8 weights (one scale or one per output channel) -- with its quantization, as JSON in the
-model's ``metadata_props`` under :data:`INT8_CONVS` (read back by :func:`int8_convs`; the
-importer hands it to :func:`graphtune.frontend.walk`, which makes those convs ``conv2d_int8`` /
-``depthwise_conv2d_int8`` nodes, and :mod:`graphtune.compiler.int8` recovers the integers from
-the fp32 operands exactly).
+Between rules 1 and 2 it records every conv and dense layer the int8 kernels can run --
+``DQ(x) -> Conv(., DQ(w))``, ``DQ(x) -> Gemm(., DQ(w))`` or ``DQ(x) -> MatMul(., DQ(w))`` of
+uint8 activations (constant scalar scale and zero point) and constant symmetric int8 weights
+(one scale or one per output channel) -- with its quantization, as JSON in the model's
+``metadata_props`` under :data:`INT8_NODES` (read back by :func:`int8_nodes`; the importer
+hands it to :func:`graphtune.frontend.walk`, which makes those convs ``conv2d_int8`` /
+``depthwise_conv2d_int8`` nodes and the batch-1 dense layers ``dense_int8`` ones, and
+:mod:`graphtune.compiler.int8` recovers the integers from the fp32 operands exactly).
 
 Examples
 --------
@@ -83,11 +84,11 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from ..errors import ModelError
 from .fold import _drop_dead
 
-__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_CONVS", "INT8_CHANNELS", "int8_convs"]
+__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_NODES", "INT8_CHANNELS", "int8_nodes"]
 
-INT8_CONVS = "graphtune.int8_convs"
+INT8_NODES = "graphtune.int8_nodes"
 """Metadata key (ONNX ``metadata_props``; Relax module attribute after import) of the JSON
-:func:`int8_convs` reads: the quantization of every conv the int8 kernels can run."""
+:func:`int8_nodes` reads: the quantization of every conv and dense the int8 kernels can run."""
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 """Quantization ops that may be left in the graph (rule 4); TVM imports them."""
@@ -147,13 +148,13 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     out.CopyFrom(model)
     rewriter = _Rewriter(out)
     _apply(out.graph, rewriter.operator_form)
-    convs = rewriter.quantized_convs()  # every quantized conv is DQ -> Conv now
+    quantized = rewriter.quantized_nodes()  # every quantized conv / dense is DQ -> Conv / Gemm / MatMul now
     _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
     _drop_dead(out.graph)
     _warn_left(out.graph)
-    if convs:
-        out.metadata_props.add(key=INT8_CONVS, value=json.dumps(convs, sort_keys=True))
+    if quantized:
+        out.metadata_props.add(key=INT8_NODES, value=json.dumps(quantized, sort_keys=True))
     return out
 
 
@@ -164,22 +165,23 @@ def _apply(graph: onnx.GraphProto, rule) -> None:
     graph.node.extend(nodes)
 
 
-def int8_convs(metadata: Mapping[str, str]) -> dict[str, dict]:
-    """The quantized convs :func:`rewrite_qdq` found, by ONNX node name: ``{"x_scale": float,
-    "x_zero_point": int, "w_scale": [float, ...]}`` (one scale, or one per output channel).
+def int8_nodes(metadata: Mapping[str, str]) -> dict[str, dict]:
+    """The quantized convs and dense layers :func:`rewrite_qdq` found, by ONNX node name:
+    ``{"x_scale": float, "x_zero_point": int, "w_scale": [float, ...]}`` (one scale, or one per
+    output channel).
 
-    Their rewritten fp32 graph computes ``(x_q - x_zero_point) * x_scale`` into the conv and
-    weights ``w_q * w_scale``: the compiler recovers ``x_q`` and ``w_q`` exactly by rounding and
-    runs the conv on the int8 kernels (:mod:`graphtune.compiler.int8`).
+    Their rewritten fp32 graph computes ``(x_q - x_zero_point) * x_scale`` into the conv (dense)
+    and weights ``w_q * w_scale``: the compiler recovers ``x_q`` and ``w_q`` exactly by rounding
+    and runs the node on the int8 kernels (:mod:`graphtune.compiler.int8`).
 
     Examples
     --------
-    >>> int8_convs({INT8_CONVS: '{"c": {"w_scale": [0.5], "x_scale": 0.1, "x_zero_point": 3}}'})
+    >>> int8_nodes({INT8_NODES: '{"c": {"w_scale": [0.5], "x_scale": 0.1, "x_zero_point": 3}}'})
     {'c': {'w_scale': [0.5], 'x_scale': 0.1, 'x_zero_point': 3}}
-    >>> int8_convs({})
+    >>> int8_nodes({})
     {}
     """
-    text = metadata.get(INT8_CONVS)
+    text = metadata.get(INT8_NODES)
     return dict(json.loads(str(text))) if text else {}
 
 
@@ -268,27 +270,36 @@ class _Rewriter:
                            if v.type.tensor_type.HasField("shape")}
         return self._ranks.get(name)
 
-    def quantized_convs(self) -> dict[str, dict]:
-        """``{conv name: quantization}`` of the ``DQ(x) -> Conv(., DQ(w))`` the int8 kernels run:
-        uint8 activations with constant scalar scale and zero point, constant int8 weights with
-        zero points 0 and one scale or one per output channel (see :func:`int8_convs`)."""
+    def quantized_nodes(self) -> dict[str, dict]:
+        """``{node name: quantization}`` of the ``DQ(x) -> Conv / Gemm / MatMul(., DQ(w))`` the int8
+        kernels run (:func:`_output_axis`): uint8 activations with constant scalar scale and zero
+        point, constant int8 weights with zero points 0 and one scale or one per output channel
+        (see :func:`int8_nodes`)."""
         dqs = {n.output[0]: n for n in self.model.graph.node if n.op_type == "DequantizeLinear"}
         found = {}
         for node in self.model.graph.node:
-            if node.op_type != "Conv" or len(node.input) < 2 or node.input[0] not in dqs \
-                    or node.input[1] not in dqs:
+            if len(node.input) < 2 or node.input[0] not in dqs or node.input[1] not in dqs:
                 continue
-            x, w = self._params(dqs[node.input[0]]), self._params(dqs[node.input[1]])
-            w_q = self.const(dqs[node.input[1]].input[0])
-            if x is None or w is None or w_q is None or x[0].size != 1 or w_q.dtype != np.int8 \
-                    or _quantized_type(dqs[node.input[0]], self.tensors) != TensorProto.UINT8 \
-                    or np.any(w[1]) or w[0].size not in (1, w_q.shape[0]) \
-                    or (w[0].size > 1 and w[2] % w_q.ndim != 0):
-                continue
-            found[node.name or node.output[0]] = {
-                "x_scale": float(x[0].reshape(())), "x_zero_point": int(x[1].reshape(-1)[0]),
-                "w_scale": [float(v) for v in w[0].astype(np.float32).reshape(-1)]}
+            quantization = self._quantization(node, dqs[node.input[0]], dqs[node.input[1]])
+            if quantization is not None:
+                found[node.name or node.output[0]] = quantization
         return found
+
+    def _quantization(self, node: onnx.NodeProto, x_dq: onnx.NodeProto,
+                      w_dq: onnx.NodeProto) -> dict | None:
+        """The quantization of ``node`` reading ``x_dq`` and ``w_dq``'s outputs if the int8 kernels
+        run it, else None."""
+        x, w = self._params(x_dq), self._params(w_dq)
+        w_q = self.const(w_dq.input[0])
+        if x is None or w is None or w_q is None or x[0].size != 1 or w_q.dtype != np.int8 \
+                or _quantized_type(x_dq, self.tensors) != TensorProto.UINT8 or np.any(w[1]):
+            return None
+        axis = _output_axis(node, w_q)
+        if axis is None or w[0].size not in (1, w_q.shape[axis]) \
+                or (w[0].size > 1 and w[2] % w_q.ndim != axis):
+            return None
+        return {"x_scale": float(x[0].reshape(())), "x_zero_point": int(x[1].reshape(-1)[0]),
+                "w_scale": [float(v) for v in w[0].astype(np.float32).reshape(-1)]}
 
     # ---------------------------------------------------------- rule 1: forms
     def operator_form(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
@@ -454,6 +465,26 @@ def _quantized_type(node: onnx.NodeProto, tensors: dict[str, TensorProto]) -> in
     zero_name = node.input[2] if len(node.input) > 2 else ""
     return _attr(node, "output_dtype", 0) or (
         tensors[zero_name].data_type if zero_name else TensorProto.UINT8)
+
+
+def _output_axis(node: onnx.NodeProto, weight: np.ndarray) -> int | None:
+    """The axis of ``weight`` holding ``node``'s output channels if the int8 kernels may run it:
+    a Conv's 0; a Gemm's (``transA`` 0, ``alpha`` 1) 0 with ``transB`` (``[M, K]``), else 1
+    (``[K, M]``); a MatMul's of a 2-D weight ``[K, M]`` 1 (ONNX Runtime quantizes it per tensor or
+    per column). None for other nodes.
+
+    Examples
+    --------
+    >>> gemm = helper.make_node("Gemm", ["x", "w"], ["y"], transB=1)
+    >>> _output_axis(gemm, np.zeros((10, 16))), _output_axis(helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ...                                                      np.zeros((2, 16, 10)))
+    (0, None)
+    """
+    if node.op_type == "Conv":
+        return 0
+    if node.op_type == "Gemm" and not _attr(node, "transA", 0) and _attr(node, "alpha", 1) == 1:
+        return 0 if _attr(node, "transB", 0) else 1
+    return 1 if node.op_type == "MatMul" and weight.ndim == 2 else None
 
 
 def _attr(node: onnx.NodeProto, name: str, default: int) -> int:

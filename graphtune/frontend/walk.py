@@ -62,8 +62,8 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..ops import Op, conv2d_int8_workload, conv_op
-from .qdq import INT8_CHANNELS, int8_convs
+from ..ops import Op, conv_op, op_of
+from .qdq import INT8_CHANNELS, int8_nodes
 from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
@@ -94,14 +94,15 @@ class LayoutOp:
         non-default variable name, or ``{op}_{k}`` (k-th op of that kind).
     op : str
         ``"conv2d"``, ``"depthwise_conv2d"`` (``groups == C == O``),
-        ``"group_conv2d"`` (other grouped convs), ``"conv2d_transpose"`` or ``"dense"``.
+        ``"group_conv2d"`` (other grouped convs), ``"conv2d_transpose"`` or ``"dense"``; a
+        quantized one ``"conv2d_int8"``, ``"depthwise_conv2d_int8"`` or ``"dense_int8"``.
     workload : dict
         The op's workload in graphtune's JSON form.
     var : tvm.relax.Var
         The variable bound to the call in ``main``.
     quant : dict or None
-        For ``conv2d_int8`` / ``depthwise_conv2d_int8``: the quantization of the conv's fp32
-        operands (:func:`graphtune.frontend.qdq.int8_convs`), from which the compiler recovers
+        For the int8 ops (:data:`graphtune.ops.INT8_OPS`): the quantization of the node's fp32
+        operands (:func:`graphtune.frontend.qdq.int8_nodes`), from which the compiler recovers
         the integers.
 
     Examples
@@ -210,7 +211,7 @@ def walk(mod: tvm.IRModule) -> list[Step]:
     >>> [(s.name, s.op_name) for s in steps if s.role in ("join", "fixed")][-2:]
     [('layer4.1.add', 'relax.add'), (None, 'relax.reshape')]
     """
-    walker = _Walker(int8_convs(mod.attrs or {}))
+    walker = _Walker(int8_nodes(mod.attrs or {}))
     steps = _named([walker.step(b) for b in bindings(mod["main"])])
     walker.warn()
     return steps
@@ -316,20 +317,19 @@ def _padding(attrs) -> list[int]:
     return {1: pad * 4, 2: pad * 2}.get(len(pad), pad)
 
 
-_INT8_OPS = {Op.CONV2D: Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_INT8}
-"""The int8 op a quantized conv of each kind runs as (other group convs stay fp32)."""
-
-
 def _int8_capable(op: str, workload: dict) -> bool:
-    """Whether the int8 kernels run this quantized conv (kind, input channels)."""
-    return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and workload["data"][1] % INT8_CHANNELS == 0)
+    """Whether the int8 kernels run this quantized node: a depthwise conv, a conv2d or a batch-1
+    2-D dense whose input channels are a multiple of :data:`INT8_CHANNELS` (other group convs and
+    dense layers stay fp32)."""
+    data = workload["data"]
+    if op == Op.DENSE:
+        return len(data) == 2 and data[0] == 1 and data[1] % INT8_CHANNELS == 0
+    return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and data[1] % INT8_CHANNELS == 0)
 
 
 def _int8_workload(workload: dict) -> dict:
-    """The int8 workload of a quantized fp32 conv's: uint8 data, dequantized float32 output."""
-    return conv2d_int8_workload(workload["data"], workload["kernel"], workload["strides"],
-                                workload["padding"], workload["dilation"], out_dtype="float32",
-                                groups=workload["groups"])
+    """The int8 workload of a quantized fp32 node's: uint8 data, dequantized float32 output."""
+    return {**workload, "dtype": "uint8", "out_dtype": "float32"}
 
 
 class _Walker:
@@ -469,7 +469,8 @@ class _Walker:
         op, workload = found
         quant = self.quantized.get(var.name)
         if quant is not None and _int8_capable(op, workload):
-            return LayoutOp("", _INT8_OPS[op], _int8_workload(workload), var, quant)
+            int8 = _int8_workload(workload)
+            return LayoutOp("", op_of(int8), int8, var, quant)
         return LayoutOp("", op, workload, var)
 
     def _conv_operands(self, call, op: str, kernel_layout: str) -> tuple | str:

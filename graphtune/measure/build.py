@@ -21,7 +21,7 @@ import os
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import MeasureError, ModelError
-from ..ops import Op
+from ..ops import INT8_OPS, Op
 from .task import Task
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def payload_func(task: Task, target=None) -> "tvm.tirx.PrimFunc":
 
 
 def _int8_func(task: Task, target) -> "tvm.tirx.PrimFunc":
-    """An int8 conv candidate: its accumulation and requantization (zero points 0, no ReLU: the
+    """An int8 candidate: its accumulation and requantization (zero points 0, no ReLU: the
     constants of the epilogue do not change its time), :func:`graphtune.x86.conv2d_int8_func`."""
     from .. import x86
 
@@ -74,7 +74,7 @@ def _int8_func(task: Task, target) -> "tvm.tirx.PrimFunc":
 
 
 _BUILDERS: dict[str, Callable] = {Op.TRANSFORM: _transform_func, Op.OP_GROUP: payload_func,
-                                  Op.CONV2D_INT8: _int8_func, Op.DEPTHWISE_CONV2D_INT8: _int8_func}
+                                  **dict.fromkeys(INT8_OPS, _int8_func)}
 
 
 def register_builder(kind: str, func_of: Callable) -> None:
@@ -94,7 +94,7 @@ def prim_func_of(task: Task, target) -> "tvm.tirx.PrimFunc":
     """The scheduled PrimFunc of ``task`` on ``target``.
 
     Transforms come from :func:`graphtune.x86.transform_func`, op groups from
-    their payload (:func:`payload_func`), int8 convs from :func:`graphtune.x86.conv2d_int8_func`
+    their payload (:func:`payload_func`), int8 ops from :func:`graphtune.x86.conv2d_int8_func`
     (with their epilogue's bias and scale parameters), other registered kinds from their
     builder (:func:`register_builder`), and every other kind is a kernel of
     :func:`graphtune.x86.kernel_func` (whose op must match ``task.kind``).

@@ -25,6 +25,7 @@ from ..ops import (
     conv2d_int8_workload,
     conv2d_transpose_workload,
     conv2d_workload,
+    dense_int8_workload,
     dense_workload,
     flops,
     op_of,
@@ -32,19 +33,20 @@ from ..ops import (
 )
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, quantize, requantize
+from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, param_shape, quantize, requantize
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
     pack_conv2d_transpose_kernel,
 )
 from .dense import dense_packed, dense_packed_shapes
+from .dense_int8 import as_conv2d_int8, dense_int8_nc, dense_int8_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .fused import anchor_domain, schedule_fused
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
 from .int8_isa import ISAS, isa_of
-from .int8_kernels import conv2d_int8_func
+from .int8_kernels import conv2d_int8_func, int8_compute
 from .int8_packing import conv2d_int8_reference, pack_int8_kernel, pack_int8_params
 from .kernels import kernel_func, kernel_shapes
 from .packing import pack_conv_kernel, pack_data, pack_dense_weight, pack_depthwise_kernel, unpack_data
@@ -60,6 +62,7 @@ __all__ = [
     "OpSpec",
     "SPECS",
     "anchor_domain",
+    "as_conv2d_int8",
     "candidates",
     "check_knobs",
     "check_workload",
@@ -75,6 +78,9 @@ __all__ = [
     "conv2d_transpose_workload",
     "conv2d_workload",
     "default_knobs",
+    "dense_int8_nc",
+    "dense_int8_shapes",
+    "dense_int8_workload",
     "dense_packed",
     "dense_packed_shapes",
     "dense_workload",
@@ -86,6 +92,7 @@ __all__ = [
     "group_conv2d_nchwc",
     "group_conv_nchwc_shapes",
     "host_target",
+    "int8_compute",
     "isa_of",
     "kernel_func",
     "kernel_shapes",
@@ -103,6 +110,7 @@ __all__ = [
     "pack_int8_kernel",
     "pack_int8_params",
     "pack_weight",
+    "param_shape",
     "quantize",
     "requantize",
     "schedule_elementwise",

@@ -63,16 +63,18 @@ def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
             [n, o // ob, oh, ow, ob])
 
 
-def param_shape(out_shape: list) -> list:
-    """Shape ``[O/ob, ob]`` of the per-output-channel ``bias`` and ``scale`` of the epilogue of a
-    kernel whose output is ``out_shape`` (``[N, O/ob, OH, OW, ob]``).
+def param_shape(workload: dict, knobs: dict, op: Op | str | None = None) -> list:
+    """Shape ``[O/block, block]`` of the per-output-channel ``bias`` and ``scale`` of an int8
+    node's epilogue (``block``: the knob ``oc_bn``, or a depthwise conv's ``bn``).
 
     Examples
     --------
-    >>> param_shape([1, 2, 8, 8, 16])
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> param_shape(conv2d_int8_workload([1, 8, 4, 4], [32, 8, 1, 1]), {"oc_bn": 16})
     [2, 16]
     """
-    return [out_shape[1], out_shape[4]]
+    block = knobs["oc_bn"] if "oc_bn" in knobs else knobs["bn"]
+    return [output_shape(workload, op)[1] // block, block]
 
 
 def _pad(data: te.Tensor, padding: list, value: int, widen: bool) -> te.Tensor:

@@ -22,9 +22,9 @@ True
 from tvm import s_tir
 
 from .int8_isa import ISAS, tensor_intrin
-from .schedule import _domain, _vectorize_init, _write_back, schedule_elementwise
+from .schedule import _domain, _fold_epilogue, _try, _vectorize_init, _write_back, schedule_elementwise
 
-__all__ = ["schedule_conv2d_int8"]
+__all__ = ["schedule_conv2d_int8", "fold_nc"]
 
 _BYTES_PER_VECTOR = 32
 """uint8 lanes of the padding pass's vectors."""
@@ -62,3 +62,29 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
     if tensorized:
         sch.tensorize(lanes, tensor_intrin(isa.name, data_dtype))
+
+
+def fold_nc(sch: s_tir.Schedule, anchor, knobs: dict):
+    """Fold an int8 dense's epilogue: its 1x1 map's (:func:`graphtune.x86.schedule._fold_epilogue`),
+    then, reverse-inlined into it one after the other, the reshape to ``NC`` and the elementwise
+    ops after it (while each is its producer's only reader), so that the register tile is written
+    out as the ``NC`` output; return the block writing it.
+
+    Examples
+    --------
+    >>> import graphtune.x86 as x86
+    >>> from graphtune.ops import dense_int8_workload
+    >>> wl = dense_int8_workload([1, 16], [8, 16], out_dtype="float32")
+    >>> haswell = {"kind": "llvm", "mcpu": "haswell"}
+    >>> f = x86.conv2d_int8_func(wl, {"ic_bn": 16, "oc_bn": 8, "isa": "avx2"}, haswell)
+    >>> from graphtune.measure.build import arg_specs
+    >>> 'T.sblock("T_reshape")' in f.script(), arg_specs(f)[-1]  # the NC output, written by the epilogue
+    (False, [[1, 8], 'float32'])
+    """
+    epilogue = _fold_epilogue(sch, anchor)
+    if epilogue is None:
+        return None
+    while True:
+        consumers = sch.get_consumers(epilogue)
+        if len(consumers) != 1 or not _try(sch.reverse_compute_inline, consumers[0]):
+            return epilogue

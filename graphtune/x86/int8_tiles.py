@@ -16,12 +16,14 @@ Examples
 """
 
 from ..ops import Op, output_shape
+from .dense_int8 import as_conv2d_int8
 from .int8_isa import isa_of
-from .knobs import divisors
+from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
-from .tiles import _block_penalty, _depthwise_register_tiles, _ordered_blocks, _register_tiles
+from .tiles import MAX_BLOCK, _block_penalty, _depthwise_register_tiles, _ordered_blocks, _register_tiles
 
-__all__ = ["int8_blocks", "int8_tiles", "int8_default", "depthwise_int8_tiles"]
+__all__ = ["int8_blocks", "int8_tiles", "int8_default", "depthwise_int8_tiles", "dense_int8_blocks",
+           "dense_int8_tiles", "dense_int8_default"]
 
 
 def _input_blocks(channels: int, max_block: int, lanes: int, dot: int) -> list:
@@ -76,3 +78,57 @@ def depthwise_int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> li
     {'bn': 8, 'reg_n': 7}
     """
     return [{**blocks, **tile} for tile in _depthwise_register_tiles(workload, blocks["bn"], target)]
+
+
+def dense_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    """``(tier, {"ic_bn", "oc_bn"})`` of an int8 dense. Its output block is its whole register tile
+    (one pixel: each ``isa`` broadcast of the input feeds ``oc_bn / lanes`` instructions), so whole
+    vectors come first, the most of them first (up to the register budget), then the vector fit
+    of other blocks; its layout is ``NC`` whatever the blocks, so an input block is no layout
+    choice: each after the best ranks one tier lower.
+
+    Examples
+    --------
+    >>> from graphtune.ops import dense_int8_workload
+    >>> wl = dense_int8_workload([1, 512], [1000, 512], out_dtype="float32")
+    >>> haswell = {"kind": "llvm", "mcpu": "haswell"}
+    >>> [(tier, b["oc_bn"], b["ic_bn"]) for tier, b in dense_int8_blocks(wl, 64, haswell)][:3]
+    [(0, 40, 8), (1, 40, 16), (2, 40, 32)]
+    """
+    conv = as_conv2d_int8(workload)[0]
+    isa = isa_of(target)
+    ics = _input_blocks(conv["data"][1], max_block, isa.lanes, isa.dot)
+    cap = min(max_block, register_budget(target) * isa.lanes)
+
+    def tier(block: int) -> int:
+        return 0 if block % isa.lanes == 0 else _block_penalty(block, isa.lanes)
+
+    ocs = sorted(divisors(workload["weight"][0], cap), key=lambda o: (tier(o), -o))
+    return [(tier(o) + rank, {"ic_bn": i, "oc_bn": o}) for o in ocs for rank, i in enumerate(ics)]
+
+
+def dense_int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of an int8 dense with ``blocks``: its 1x1-map conv2d_int8's (:func:`int8_tiles`: one
+    pixel) without the tile knobs a 1x1 map fixes, unwidened first (``widen`` is a parallel pass
+    of its own over an input each output block reads once).
+
+    Examples
+    --------
+    >>> from graphtune.ops import dense_int8_workload
+    >>> wl = dense_int8_workload([1, 2048], [1000, 2048], out_dtype="float32")
+    >>> dense_int8_tiles(wl, {"ic_bn": 16, "oc_bn": 40}, {"kind": "llvm", "mcpu": "haswell"})
+    [{'ic_bn': 16, 'oc_bn': 40, 'isa': 'avx2'}, {'ic_bn': 16, 'oc_bn': 40, 'isa': 'avx2', 'widen': True}]
+    """
+    names = DENSE_INT8_KNOBS.required + DENSE_INT8_KNOBS.optional
+    found = [{k: v for k, v in knobs.items() if k in names}
+             for knobs in int8_tiles(as_conv2d_int8(workload)[0], blocks, target)]
+    return sorted(found, key=lambda knobs: knobs.get("widen", False))
+
+
+def dense_int8_default(workload: dict, block: int, target: TargetLike) -> dict:
+    """An int8 dense ignores ``block`` (its layout is always ``NC``): the best-ranked blocks
+    (channels no ``dot`` divides get the nearest ones, which the knob check refuses by name)."""
+    ranked = dense_int8_blocks(workload, MAX_BLOCK, target)
+    if not ranked:
+        return int8_default(as_conv2d_int8(workload)[0], block, target)
+    return min(ranked, key=lambda pair: pair[0])[1]

@@ -11,7 +11,7 @@ Examples
 
 from tvm import te, tirx
 
-from ..ops import Op
+from ..ops import INT8_OPS, Op
 from .fused import schedule_fused
 from .int8_kernels import conv2d_int8_func
 from .specs import spec_for
@@ -39,7 +39,7 @@ def kernel_func(workload: dict, knobs: dict, target: TargetLike = None,
     Blocked layouts as in :func:`kernel_shapes`; the compute and schedule are
     the op's :class:`~graphtune.x86.specs.OpSpec` ones, applied by
     :func:`~graphtune.x86.schedule_fused` on the bare compute (one code path
-    with the fused kernels of a compiled model). An int8 conv's is
+    with the fused kernels of a compiled model). An int8 op's is
     :func:`~graphtune.x86.conv2d_int8_func` (``main(data, kernel, bias, scale, out)``).
 
     Raises
@@ -57,7 +57,7 @@ def kernel_func(workload: dict, knobs: dict, target: TargetLike = None,
     ['data', 'kernel', 'depthwise_conv2d_NCHWc']
     """
     spec = spec_for(workload, op)
-    if spec.op in (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8):
+    if spec.op in INT8_OPS:
         return conv2d_int8_func(workload, knobs, target)
     data_shape, weight_shape, _ = spec.shapes(workload, knobs)
     dtype = workload["dtype"]

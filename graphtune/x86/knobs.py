@@ -52,6 +52,10 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   NCHW{oc_bn}c`` (uint8), kernel ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``.
 - depthwise_conv2d_int8: depthwise_conv2d's ``bn`` and ``reg_n`` (no ``c_tile``); layouts
   ``NCHW{bn}c`` (uint8), kernel ``OIHW1i{bn}o`` (int8).
+- dense_int8: conv2d_int8's ``ic_bn`` (a multiple of the ``isa``'s ``dot`` dividing K), ``oc_bn``
+  (divides M), ``isa`` and optional ``widen``: the conv2d_int8 kernel on a 1x1 map
+  (:mod:`graphtune.x86.dense_int8`; ``reg_n`` 1). Layouts ``NC -> NC`` whatever the blocks
+  (``NC`` is ``NCHW{ic_bn}c`` of a 1x1 map in the same bytes).
 - dense: ``oc_bn`` (output-feature block, divides M; vectorised, the weight is
   packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
   inside, divides K), optional ``n_bn`` (rows per register tile along the
@@ -79,7 +83,7 @@ from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "INT8_KNOBS",
-           "DEPTHWISE_INT8_KNOBS", "divisors", "register_budget"]
+           "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors", "register_budget"]
 
 
 def divisors(n: int, cap: int | None = None) -> list:
@@ -246,25 +250,35 @@ def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
     _whole_width_rule(op, knobs, "c_tile", ow)
 
 
-def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
+def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
+    """``isa``, ``ic_bn`` (a multiple of its ``dot`` dividing the ``c`` input channels), ``oc_bn``
+    (divides the ``o`` output channels) and ``widen`` of an int8 conv2d or dense."""
     isa = knobs["isa"]
     if not isinstance(isa, str) or isa not in ISAS:
         _fail(op, "isa", isa, "names the int8 dot-product instruction", list(ISAS))
     dot = ISAS[isa].dot
-    c = workload["data"][1]
     _check_divides(op, knobs, "ic_bn", c, "input channels")
     if knobs["ic_bn"] % dot:
         _fail(op, "ic_bn", knobs["ic_bn"], f"must be a multiple of {dot} (isa {isa} sums {dot} channels "
               "per lane; pad the input channels)", [d for d in divisors(c) if d % dot == 0] or "none")
-    _, o, oh, ow = output_shape(workload, op)
     _check_divides(op, knobs, "oc_bn", o, "output channels")
-    _tile_rules(op, workload, knobs)
     if knobs.get("widen", False) not in (True, False) or (knobs.get("widen") and dot != 2):
         _fail(op, "widen", knobs["widen"], f"is a bool, True only for a 2-channel dot (isa {isa})",
               [True, False] if dot == 2 else [False])
+
+
+def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
+    _, o, oh, ow = output_shape(workload, op)
+    _int8_block_rules(op, workload["data"][1], o, knobs)
+    _tile_rules(op, workload, knobs)
     _check_divides(op, knobs, "reg_n", ow, "output columns (a tensorized tile has no tail)")
     if "oh_bn" in knobs:
         _check_divides(op, knobs, "oh_bn", oh, "output rows (a tensorized tile has no tail)")
+
+
+def _dense_int8_rules(op: Op, workload: dict, knobs: dict) -> None:
+    m, k = workload["weight"]
+    _int8_block_rules(op, k, m, knobs)
 
 
 def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -325,8 +339,10 @@ GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rules)
 """depthwise_conv2d knobs."""
 DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
+"""dense knobs."""
 INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "widen"), _int8_rules)
 """conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
 DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
 """depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
-"""dense knobs."""
+DENSE_INT8_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), ("widen",), _dense_int8_rules)
+"""dense_int8 knobs (conv2d_int8's blocks and instruction; its 1x1 map has one register tile)."""

@@ -23,7 +23,8 @@ Examples
 Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
-    known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8, depthwise_conv2d_int8
+    known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8,
+    depthwise_conv2d_int8, dense_int8
 """
 
 from __future__ import annotations
@@ -46,15 +47,25 @@ from .conv2d_transpose import (
     taps,
 )
 from .dense import dense_packed, dense_packed_shapes
+from .dense_int8 import as_conv2d_int8, conv_knobs, dense_int8_nc, dense_int8_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
 from .groups import span
 from .int8_packing import pack_int8_kernel
-from .int8_schedule import schedule_conv2d_int8
-from .int8_tiles import depthwise_int8_tiles, int8_blocks, int8_default, int8_tiles
+from .int8_schedule import fold_nc, schedule_conv2d_int8
+from .int8_tiles import (
+    dense_int8_blocks,
+    dense_int8_default,
+    dense_int8_tiles,
+    depthwise_int8_tiles,
+    int8_blocks,
+    int8_default,
+    int8_tiles,
+)
 from .knobs import (
     CONV_KNOBS,
+    DENSE_INT8_KNOBS,
     DENSE_KNOBS,
     DEPTHWISE_INT8_KNOBS,
     DEPTHWISE_KNOBS,
@@ -170,6 +181,11 @@ def _pack_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     return pack_int8_kernel(weight, knobs["ic_bn"], knobs["oc_bn"], knobs["isa"]), None
 
 
+def _pack_dense_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:  # [M, K]: [M, K, 1, 1]
+    conv, conv_knobs = as_conv2d_int8(workload, knobs)
+    return _pack_int8(weight.reshape(conv["kernel"]), conv, conv_knobs)
+
+
 def _pack_depthwise_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     return pack_depthwise_kernel(weight.astype(np.int8), knobs["bn"]), kernel_layout(1, knobs["bn"])
 
@@ -194,6 +210,10 @@ def _int8_anchor(workload: dict, knobs: dict) -> tuple:  # the input block as (o
     spatial, (chunks, kh, kw, ib) = _conv_anchor(workload, {"ic_bn": knobs["ic_bn"], "oc_bn": knobs["oc_bn"]})
     dot = conv2d_int8_shapes(workload, knobs)[1][6]
     return spatial, [chunks, kh, kw, ib // dot, dot]
+
+
+def _dense_int8_anchor(workload: dict, knobs: dict) -> tuple:
+    return _int8_anchor(*as_conv2d_int8(workload, knobs))
 
 
 def _group_anchor(workload: dict, knobs: dict) -> tuple:  # an output block reads its groups' inputs
@@ -246,6 +266,12 @@ SPECS = {
         Op.DEPTHWISE_CONV2D_INT8, DEPTHWISE_INT8_KNOBS, _depthwise_layouts, depthwise_int8_shapes,
         depthwise_conv2d_int8_nchwc, ("data", "kernel"), _pack_depthwise_int8, _depthwise_anchor,
         schedule_depthwise, tiles.depthwise_blocks, depthwise_int8_tiles, tiles.depthwise_default),
+    Op.DENSE_INT8: OpSpec(  # the conv2d_int8 kernel on a 1x1 map (NC data: its bytes)
+        Op.DENSE_INT8, DENSE_INT8_KNOBS, _dense_layouts, dense_int8_shapes, dense_int8_nc, ("data", "kernel"),
+        _pack_dense_int8, _dense_int8_anchor,
+        lambda sch, anchor, epilogue, knobs: schedule_conv2d_int8(sch, anchor, epilogue, conv_knobs(knobs)),
+        dense_int8_blocks, dense_int8_tiles, dense_int8_default,
+        keeps_padding=lambda knobs: bool(knobs.get("widen")), fold=fold_nc),
 }
 """The spec of every op kind graphtune.x86 runs."""
 
@@ -313,7 +339,7 @@ def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict
     graphtune.errors.KnobError: conv2d knob 'ic_bn' = 16 must divide the 24 input channels;
         valid values: 1, 2, 3, 4, 6, 8, 12, 24
     """
-    if isinstance(knobs, dict) and knobs.get("precision") is not None:  # a quantized conv's fp32 candidate
+    if isinstance(knobs, dict) and knobs.get("precision") is not None:  # an int8 node's fp32 candidate
         kind, fp32, rest = runs_as(op or op_of(workload), workload, knobs)
         return {**check_knobs(fp32, rest, kind), "precision": knobs["precision"]}
     spec = spec_for(workload, op)
@@ -323,7 +349,7 @@ def check_knobs(workload: dict, knobs: dict, op: Op | str | None = None) -> dict
 def layouts_of(workload: dict, knobs: dict, op: Op | str | None = None) -> tuple:
     """``(in_layout, out_layout)`` of the activation for a candidate (knobs validated).
 
-    A quantized conv's fp32 candidate (:func:`graphtune.ops.runs_as`) has the fp32 conv's.
+    An int8 node's fp32 candidate (:func:`graphtune.ops.runs_as`) has the fp32 op's.
 
     Examples
     --------
