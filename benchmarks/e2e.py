@@ -90,6 +90,7 @@ from graphtune import models, x86
 from graphtune.checks import check_choice, check_positive, check_writable
 from graphtune.config import Config
 from graphtune.errors import GraphtuneError, ModelError
+from graphtune.feedback import Feedback
 from graphtune.models.resolve import resolve
 from graphtune.peers import PEERS
 from graphtune.report import evaluate, markdown_table
@@ -235,6 +236,25 @@ def diff_line(row: dict) -> str:
     return f"{row['model']}: gt-graph vs {reference}: max abs diff {absolute:.1e}{share}"
 
 
+def feedback_fields(feedback: Feedback, row: dict) -> dict:
+    """The closed loop's record in a row (``--feedback-rounds``): its rounds, the prediction
+    of the first solution (isolated costs) and of the last (in-model costs), and the error
+    of the first against gt-graph's measured latency (``prediction_error`` is the last's).
+
+    >>> loop = Feedback(2, 8.0, 9.5, [10.2, 10.0], True, 30)
+    >>> fields = feedback_fields(loop, {"latency_ms": {"gt-graph": 10.0}})
+    >>> fields["prediction_error_before"], fields["converged"]
+    (0.2, True)
+    """
+    measured = row["latency_ms"].get("gt-graph")
+    before = feedback.predicted_before_ms
+    return {"rounds": feedback.rounds, "converged": feedback.converged,
+            "predicted_before_ms": before, "predicted_after_ms": feedback.predicted_after_ms,
+            "profiled_ms": list(feedback.measured_ms), "in_model_records": feedback.in_model,
+            "seconds": feedback.seconds,
+            "prediction_error_before": (measured - before) / measured if measured else None}
+
+
 def cpu_name() -> str:
     """The CPU as Linux names it: ``/proc/cpuinfo``'s model name, with its family and model
     numbers (``AMD EPYC (family 25 model 17)``); the platform's processor string elsewhere."""
@@ -371,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                                             ort=INT8_PEERS["ort"] if args.int8 else "ort"),
                                    result)
             row["precision"] = args.precision
+            if result.feedback is not None:
+                row["feedback"] = feedback_fields(result.feedback, row)
         except GraphtuneError as err:
             if not args.suite:
                 raise
@@ -379,6 +401,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(markdown_table([row], verbose=args.verbose), diff_line(row), "", sep="\n",
                   flush=True)
+            if "feedback" in row:
+                loop = row["feedback"]
+                print(f"closed loop: {loop['rounds']} rounds, predicted {loop['predicted_before_ms']:.2f} "
+                      f"-> {loop['predicted_after_ms']:.2f} ms (error before "
+                      f"{loop['prediction_error_before']:+.1%}, after {row['prediction_error']:+.1%})",
+                      flush=True)
         rows.append(row)
         if args.json:  # after every model: a long suite stopped half-way keeps what it timed
             write_report(args, rows)
