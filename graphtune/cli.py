@@ -240,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="latency of graphtune builds and peers, side by side")
     model_args(p)
     p.add_argument("--config", help="config to compile with (default: also gt-uniform only)")
-    p.add_argument("--vs", default="ort", help="comma-separated peers: ort, openvino, openvino-bf16")
+    p.add_argument("--vs", default="ort", help="comma-separated peers: ort, openvino, openvino-bf16, "
+                   "ort-int8, openvino-int8 (the int8 ones for QDQ models: same file, their int8 paths)")
     p.add_argument("--repeat", type=int, default=30, help="timed rounds (median reported)")
     p.add_argument("--json", help="write the result row as JSON")
     p.add_argument("-v", "--verbose", action="store_true",
