@@ -325,8 +325,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-final-check", action="store_true",
                         help="tune without the final check (gt-graph is then always the solver's "
                              "config)")
-    parser.add_argument("--feedback-rounds", type=int, default=0, metavar="N",
-                        help="tune's closed loop: at most N models profiled (default 0: off)")
+    parser.add_argument("--feedback-rounds", type=int, default=None, metavar="N",
+                        help="tune's closed loop: at most N models profiled (default: tune's, 2; "
+                             "0: off)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="tables with the samples and figures per host state (shared / split "
                              "cache); the JSON has them either way")

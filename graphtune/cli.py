@@ -214,10 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "kernel-best configs and keeping the fastest measured (the solver's "
                         "unless another wins beyond the spread); GRAPHTUNE_FINAL_CHECK=0 makes "
                         "skipping the default")
-    p.add_argument("--feedback-rounds", type=int, default=0, metavar="N",
+    p.add_argument("--feedback-rounds", type=int, default=None, metavar="N",
                    help="close the loop: profile the solver's config compiled, replace the chosen "
                         "candidates' costs by their in-model times and solve again, at most N "
-                        "models profiled (default 0: off; docs/timing.md, 'Closed loop')")
+                        "models profiled (default 2, or $GRAPHTUNE_FEEDBACK_ROUNDS; 0: off; "
+                        "docs/timing.md, 'Closed loop')")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune)
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import profiling
+from .errors import ArgumentError
 from .graph import Candidate, LayoutGraph
 from .lazy import Pair
 from .measure import Records, Task
@@ -45,8 +46,8 @@ from .measure.records import Record
 from .ops import LAYOUT_OPS, NODE_OPS, Op
 from .solve import Solution
 
-__all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "REPEAT", "close_loop", "node_task",
-           "transform_task", "model_hash", "in_model_costs"]
+__all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "ROUNDS_ENV", "REPEAT", "close_loop",
+           "default_rounds", "node_task", "transform_task", "model_hash", "in_model_costs"]
 
 IN_MODEL_PROTOCOL = "vm-instrument"
 """How in-model times are taken (part of their records' key): every PrimFunc call of the
@@ -56,8 +57,36 @@ Relax VM timed by an instrument, runs interleaved with uninstrumented ones
 REPEAT = 10
 """Instrumented runs per profiled model."""
 
-ROUNDS = 0
-"""Default of :func:`graphtune.tune`'s ``feedback_rounds`` (``docs/timing.md``, "Closed loop")."""
+ROUNDS = 2
+"""Default of :func:`graphtune.tune`'s ``feedback_rounds`` (``docs/timing.md``, "Closed loop"),
+unless :data:`ROUNDS_ENV` says otherwise."""
+
+ROUNDS_ENV = "GRAPHTUNE_FEEDBACK_ROUNDS"
+"""Environment variable overriding :data:`ROUNDS` (a count >= 0; the test suite sets 0)."""
+
+
+def default_rounds() -> int:
+    """``feedback_rounds`` of a :func:`graphtune.tune` not told: :data:`ROUNDS_ENV` if set, else
+    :data:`ROUNDS`.
+
+    Raises
+    ------
+    ArgumentError
+        For a value of the variable that is not a count.
+
+    Examples
+    --------
+    >>> import os
+    >>> default_rounds() == int(os.environ.get(ROUNDS_ENV) or ROUNDS)
+    True
+    """
+    value = os.environ.get(ROUNDS_ENV, "").strip()
+    if not value:
+        return ROUNDS
+    if not value.isdigit():
+        raise ArgumentError(f"environment variable {ROUNDS_ENV}={value!r}: expected a count >= 0 "
+                            f"(the closed loop's default rounds; 0: off)")
+    return int(value)
 
 
 @dataclass

@@ -46,8 +46,7 @@ from .baselines import kernel_best_solution, uniform
 from .checks import check_choice, check_positive
 from .config import Config
 from .errors import ArgumentError, MeasureError
-from .feedback import ROUNDS as FEEDBACK_ROUNDS
-from .feedback import Feedback, close_loop, model_hash
+from .feedback import Feedback, close_loop, default_rounds, model_hash
 from .final_check import KERNEL_BEST, SOLVER, UNIFORM, FinalCheck
 from .final_check import final_check as check_final
 from .frontend.cut import Partition, record_partition, tvm_part
@@ -291,7 +290,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
          transforms: str = "lazy", progress: bool = True,
-         final_check: bool | None = None, feedback_rounds: int = FEEDBACK_ROUNDS) -> TuneResult:
+         final_check: bool | None = None, feedback_rounds: int | None = None) -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
     The objective is the whole model: bare kernels, the op groups the compiled
@@ -360,12 +359,13 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         one compile per distinct config and a few seconds of timing (ResNet-50:
         ``docs/timing.md``). Skipped when measuring on RPC servers (the model
         would run here, not there).
-    feedback_rounds : int
+    feedback_rounds : int, optional
         Close the loop (:mod:`graphtune.feedback`): after the first solve, compile the
         solver's config, time its calls in the model, replace the costs of the chosen
         candidates and transforms by their in-model times (records of kind ``in_model``,
         reused by a re-tune), solve again; at most this many models profiled (default
-        :data:`graphtune.feedback.ROUNDS`; 0: off). Skipped when measuring on RPC servers.
+        :data:`graphtune.feedback.ROUNDS`, 2, or ``$GRAPHTUNE_FEEDBACK_ROUNDS``; 0: off; the
+        test suite sets 0). Skipped when measuring on RPC servers.
 
     Returns
     -------
@@ -404,6 +404,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     check_positive(max_candidates, "max_candidates", integer=True, optional=True)
     check_positive(repeat, "repeat", integer=True)
     check_positive(min_repeat_ms, "min_repeat_ms")
+    feedback_rounds = default_rounds() if feedback_rounds is None else feedback_rounds
     if not isinstance(feedback_rounds, int) or isinstance(feedback_rounds, bool) or feedback_rounds < 0:
         raise ArgumentError(f"feedback_rounds must be an int >= 0, got {feedback_rounds!r}")
     final_check = _final_check_default() if final_check is None else final_check

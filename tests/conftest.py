@@ -38,6 +38,8 @@ def pytest_configure(config: pytest.Config) -> None:
     # it (tests/test_final_check.py): most tests tune to test something else, and it would add
     # compiles to each. GRAPHTUNE_FINAL_CHECK=1 runs the suite with it.
     os.environ.setdefault("GRAPHTUNE_FINAL_CHECK", "0")
+    # likewise the closed loop (a compile and a profile per round): tests/test_feedback.py asks
+    os.environ.setdefault("GRAPHTUNE_FEEDBACK_ROUNDS", "0")
 
 
 @pytest.fixture(scope="session")
