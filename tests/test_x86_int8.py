@@ -209,10 +209,15 @@ def test_pmaddubsw_is_offered_only_where_exact():
     assert {k["isa"] for k in x86.candidates(wide, haswell)} == {"avx2"}
     assert {k["isa"] for k in x86.candidates(check_workload(narrow), haswell)} == {"avx2ubs"}
     knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 4, "unroll_kw": True, "isa": "avx2ubs"}
-    for workload in (wide, {k: v for k, v in wide.items() if k != "weight_pair_max"}):
+    unknown = check_workload({k: v for k, v in wide.items() if k != "weight_pair_max"})  # still valid
+    assert {k["isa"] for k in x86.candidates(unknown, haswell)} == {"avx2"}
+    for workload in (wide, unknown):
         with pytest.raises(KnobError, match=r"'avx2ubs' .* weight_pair_max <= 128; .*reduce_range=True"):
             x86.check_knobs(workload, knobs)
     x86.check_knobs(narrow, knobs)
+    for bad in (300, True, "128"):
+        with pytest.raises(ModelError, match="weight_pair_max = .*: expected an int in 0..256"):
+            check_workload({**wide, "weight_pair_max": bad})
     dense = x86.dense_int8_workload([1, 64], [16, 64], weight_pair_max=100)
     assert {k["isa"] for k in x86.candidates(dense, haswell)} == {"avx2ubs"}
     with pytest.raises(ModelError, match="unknown fields \\['weight_pair_max'\\]"):
