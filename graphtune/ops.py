@@ -9,13 +9,15 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
 - conv2d_int8 / depthwise_conv2d_int8: conv2d's fields (groups 1, or ``C == O == groups``) with
   ``"dtype": "uint8"`` (the activation; weights are
   symmetric int8) plus ``"out_dtype"``: ``"uint8"`` (requantized) or ``"float32"`` (dequantized)
-  — precision is part of a node's format, so records and configs key it;
+  — precision is part of a node's format, so records and configs key it; a conv2d_int8 may
+  carry ``"weight_pair_max"`` (:data:`WEIGHT_PAIR_MAX`), which decides the instructions it may run;
 - conv2d_transpose: the same plus ``"output_padding"`` (kernel ``[C, O, KH,
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
   the leading dims are rows; weight ``[M, K]``);
 - dense_int8: dense's fields with ``"dtype": "uint8"`` plus ``"out_dtype"`` (as the int8
-  convs'), data ``[1, K]`` only (batch 1, 2-D: the conv2d_int8 kernel on a 1x1 map);
+  convs'), data ``[1, K]`` only (batch 1, 2-D: the conv2d_int8 kernel on a 1x1 map), and
+  optionally ``"weight_pair_max"`` as conv2d_int8;
 - transform (a measurement task, not a kernel): ``{"shape", "src", "dst", "dtype"}``;
 - op group (a measurement task: one PrimFunc of a compiled model): ``{"ops", "args", "sha"}``.
 
@@ -42,7 +44,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from .errors import KnobError, ModelError
@@ -51,7 +53,7 @@ __all__ = [
     "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
-    "dense_int8_workload", "INT8_OPS", "PRECISION", "runs_as",
+    "dense_int8_workload", "INT8_OPS", "PRECISION", "WEIGHT_PAIR_MAX", "runs_as",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
@@ -139,6 +141,12 @@ against (:meth:`graphtune.config.Config.check_nodes`)."""
 Workload = dict[str, Any]
 """A workload: the JSON-able fields of one kernel op instance or measurement task."""
 
+WEIGHT_PAIR_MAX = "weight_pair_max"
+"""Optional field of a conv2d_int8 / dense_int8 workload: the largest ``|w[o, 2j]| + |w[o, 2j + 1]|``
+over output channels ``o``, taps and input-channel pairs ``(2j, 2j + 1)`` of its int8 weights
+(an int in 0..256; absent: unknown). The ``vpmaddubsw`` kernels are exact, and offered, only
+where ``255 * weight_pair_max <= 32767`` (``graphtune.x86.ISAS``)."""
+
 _CONV_FIELDS = ("data", "kernel", "strides", "padding", "dilation", "groups", "dtype")
 _DENSE_FIELDS = ("data", "weight", "dtype")
 
@@ -174,14 +182,15 @@ def _ints(workload: Workload, field: str, length: int, minimum: int, where: str)
 
 
 def _check_fields(workload: Workload, op: Op, where: str) -> None:
-    keys = WORKLOAD_FIELDS[op]
+    keys, optional = WORKLOAD_FIELDS[op], _SCHEMAS[op].optional
     missing = [k for k in keys if k not in workload]
-    extra = [k for k in workload if k not in keys]
+    extra = [k for k in workload if k not in keys + optional]
     if missing or extra:
         field = f".{missing[0]}" if missing else ""
+        also = f" (optionally also {list(optional)})" if optional else ""
         raise ModelError(
             f"{where}{field}: missing fields {missing}, unknown fields {extra}; "
-            f"a {op} workload has exactly {list(keys)}"
+            f"a {op} workload has exactly {list(keys)}{also}"
         )
     dtypes = _SCHEMAS[op].dtypes
     if "dtype" in keys and workload["dtype"] not in dtypes:
@@ -230,6 +239,10 @@ def _int8_kind(workload: Workload, where: str) -> Op:
 def _check_out_dtype(workload: Workload, where: str) -> None:
     if workload["out_dtype"] not in INT8_OUT_DTYPES:
         raise ModelError(f"{where}.out_dtype = {workload['out_dtype']!r}: use one of {INT8_OUT_DTYPES}")
+    bound = workload.get(WEIGHT_PAIR_MAX, 0)
+    if not isinstance(bound, int) or isinstance(bound, bool) or not 0 <= bound <= 256:
+        raise ModelError(f"{where}.{WEIGHT_PAIR_MAX} = {bound!r}: expected an int in 0..256 (the largest "
+                         "|w0| + |w1| of an input-channel pair of the int8 weights), or no such field")
 
 
 def _check_int8(workload: Workload, op: Op, where: str) -> None:
@@ -355,6 +368,7 @@ class _Schema:
     output_shape: Callable[[Workload], list[int]] | None = None
     flops: Callable[[Workload], int] | None = None
     dtypes: tuple[str, ...] = DTYPES
+    optional: tuple[str, ...] = ()
 
 
 _CONV = _Schema(_CONV_FIELDS, _check_conv, _conv_shape, _conv_flops)
@@ -367,10 +381,10 @@ _SCHEMAS = {
         ("data", "kernel", "strides", "padding", "output_padding", "dilation", "groups", "dtype"),
         _check_transpose, _transpose_shape, _transpose_flops),
     Op.DENSE: _Schema(_DENSE_FIELDS, _check_dense, _dense_shape, _dense_flops),
-    Op.CONV2D_INT8: _INT8,
-    Op.DEPTHWISE_CONV2D_INT8: _INT8,
+    Op.CONV2D_INT8: replace(_INT8, optional=(WEIGHT_PAIR_MAX,)),
+    Op.DEPTHWISE_CONV2D_INT8: _INT8,  # no dot product: no pair bound
     Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
-                           INT8_DTYPES),
+                           INT8_DTYPES, (WEIGHT_PAIR_MAX,)),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
@@ -378,7 +392,7 @@ _SCHEMAS = {
 }
 
 WORKLOAD_FIELDS = {op: schema.fields for op, schema in _SCHEMAS.items()}
-"""The fields of a workload, per op (layout ops, transform and op-group tasks)."""
+"""The required fields of a workload, per op (layout ops, transform and op-group tasks)."""
 
 
 def _schema(op: Any) -> _Schema:
@@ -620,7 +634,8 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     if precision != "float32":
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
                         "op on the dequantized operands), or no such knob (int8)")
-    fp32 = {**{k: v for k, v in workload.items() if k != "out_dtype"}, "dtype": "float32"}
+    int8_only = ("out_dtype", WEIGHT_PAIR_MAX)
+    fp32 = {**{k: v for k, v in workload.items() if k not in int8_only}, "dtype": "float32"}
     return op_of(fp32), fp32, {k: v for k, v in knobs.items() if k != PRECISION}
 
 
@@ -632,25 +647,34 @@ def conv2d_int8_workload(
     dilation: Sequence[int] = (1, 1),
     out_dtype: str = "uint8",
     groups: int = 1,
+    weight_pair_max: int | None = None,
 ) -> Workload:
     """Build a conv2d_int8 (or, with ``groups`` = channels, depthwise_conv2d_int8) workload: uint8
-    activations, int8 weights, ``out_dtype`` output.
+    activations, int8 weights, ``out_dtype`` output, and the weights' :data:`WEIGHT_PAIR_MAX`
+    if known (conv2d_int8 only).
 
     Examples
     --------
     >>> wl = conv2d_int8_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
     >>> str(op_of(wl)), wl["dtype"], wl["out_dtype"], output_shape(wl)
     ('conv2d_int8', 'uint8', 'uint8', [1, 64, 56, 56])
+    >>> conv2d_int8_workload([1, 8, 4, 4], [8, 8, 1, 1], weight_pair_max=128)["weight_pair_max"]
+    128
     """
     workload: Workload = {**conv2d_workload(data, kernel, strides, padding, dilation, groups),
-                          "dtype": "uint8", "out_dtype": out_dtype}
+                          "dtype": "uint8", "out_dtype": out_dtype, **_pair_field(weight_pair_max)}
     op_of(workload)
     return workload
 
 
-def dense_int8_workload(data: Sequence[int], weight: Sequence[int], out_dtype: str = "uint8") -> Workload:
+def _pair_field(weight_pair_max: int | None) -> Workload:
+    return {} if weight_pair_max is None else {WEIGHT_PAIR_MAX: weight_pair_max}
+
+
+def dense_int8_workload(data: Sequence[int], weight: Sequence[int], out_dtype: str = "uint8",
+                        weight_pair_max: int | None = None) -> Workload:
     """Build a dense_int8 workload: one uint8 row ``[1, K]`` by int8 weights ``[M, K]``,
-    ``out_dtype`` output.
+    ``out_dtype`` output, the weights' :data:`WEIGHT_PAIR_MAX` if known.
 
     Examples
     --------
@@ -658,7 +682,8 @@ def dense_int8_workload(data: Sequence[int], weight: Sequence[int], out_dtype: s
     >>> str(op_of(wl)), output_shape(wl), flops(wl) == flops(dense_workload([1, 2048], [1000, 2048]))
     ('dense_int8', [1, 1000], True)
     """
-    workload: Workload = {**dense_workload(data, weight), "dtype": "uint8", "out_dtype": out_dtype}
+    workload: Workload = {**dense_workload(data, weight), "dtype": "uint8", "out_dtype": out_dtype,
+                          **_pair_field(weight_pair_max)}
     return check_workload(workload, Op.DENSE_INT8)
 
 

@@ -67,7 +67,8 @@ def quantize(model: Any, calibration_data: Any, *, per_channel: bool = True,
     reduce_range : bool
         7-bit weights. ONNX Runtime's uint8 x int8 kernels on x86 CPUs without VNNI
         (AVX2's ``vpmaddubsw``) saturate sums of two products at int16 and then differ
-        from the model's own arithmetic; 7-bit weights cannot overflow there.
+        from the model's own arithmetic; 7-bit weights cannot overflow there, and graphtune's
+        int8 kernels then run that instruction too, exactly (``isa`` ``avx2ubs``, docs/int8.md).
     calibrate_method : {"minmax", "entropy", "percentile", "distribution"}
         How activation ranges are found from the calibration data.
     nodes_to_exclude : iterable of str

@@ -23,7 +23,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 import graphtune
-from graphtune.compiler.int8 import int8_weight
+from graphtune.compiler.int8 import check_pairs, int8_weight
 from graphtune.compiler.plan import NodePlan
 from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops
@@ -70,10 +70,11 @@ def conv_head(form: str, batch: int = 1, features: int = 16) -> onnx.ModelProto:
 
 
 @functools.cache
-def quantized(name: str, per_channel: bool = True) -> onnx.ModelProto:
+def quantized(name: str, per_channel: bool = True, reduce_range: bool = False) -> onnx.ModelProto:
     model = {"crc": conv_relu_conv, "rdh": residual_depthwise_head, "gemm": lambda: conv_head("gemm"),
              "matmul": lambda: conv_head("matmul")}[name]()
-    return graphtune.quantize(model, feeds(model, 4, seed=0), per_channel=per_channel)
+    return graphtune.quantize(model, feeds(model, 4, seed=0), per_channel=per_channel,
+                              reduce_range=reduce_range)
 
 
 def feeds(model: onnx.ModelProto, count: int = INPUTS, seed: int = 1) -> list[dict[str, np.ndarray]]:
@@ -145,7 +146,8 @@ def test_quantized_convs_and_head_are_int8_layout_nodes():
     assert ops["stem"].workload["kernel"] == [16, 4, 3, 3]
     assert (ops["pw"].workload["dtype"], ops["pw"].workload["out_dtype"]) == ("uint8", "float32")
     assert ops["pw"].quant is not None and len(ops["pw"].quant["w_scale"]) == 16
-    assert ops["fc"].workload == graphtune.ops.dense_int8_workload([1, 16], [10, 16], out_dtype="float32")
+    assert ops["fc"].workload == graphtune.ops.dense_int8_workload(
+        [1, 16], [10, 16], out_dtype="float32", weight_pair_max=ops["fc"].workload["weight_pair_max"])
     assert ops["fc"].quant is not None and len(ops["fc"].quant["w_scale"]) == 10
     fp32 = {op.name: str(op.op) for op in layout_ops(import_model(residual_depthwise_head()))}
     assert fp32 == {"stem": "conv2d", "dw": "depthwise_conv2d", "pw": "conv2d", "fc": "dense"}
@@ -189,6 +191,52 @@ def test_weights_that_are_not_their_scale_multiples_are_refused():
     plan = NodePlan("layer1.conv", "conv2d_int8", {}, {}, "", "", {"w_scale": [0.1]})
     with pytest.raises(ModelError, match="ONNX node 'layer1.conv': its weights are not int8 multiples"):
         int8_weight(np.full((2, 4, 1, 1), 0.15, np.float32), plan)
+
+
+def test_workloads_carry_the_weight_pair_bound():
+    """Each int8 conv and dense workload records max |w0| + |w1| of its input-channel pairs: at
+    most 128 with 7-bit weights (reduce_range), so those nodes' candidates use vpmaddubsw; the
+    depthwise conv (no dot product) has none."""
+    narrow = {op.name: op for op in layout_ops(import_model(quantized("rdh", reduce_range=True)))}
+    wide = {op.name: op for op in layout_ops(import_model(quantized("rdh")))}
+    assert "weight_pair_max" not in narrow["dw"].workload
+    for name in ("stem", "pw", "fc"):
+        assert narrow[name].workload["weight_pair_max"] <= 128 < wide[name].workload["weight_pair_max"]
+        assert {k["isa"] for k in graphtune.x86.candidates(narrow[name].workload)} == {"avx2ubs"}
+
+
+def test_pmaddubsw_on_weights_beyond_its_bound_is_refused_when_packing():
+    plan = NodePlan("layer1.conv", "conv2d_int8", {}, {"isa": "avx2ubs"}, "", "", {"w_scale": [0.1]})
+    w_q = np.zeros((2, 4, 1, 1), np.int8)
+    w_q[1, 2:4, 0, 0] = 100, -29
+    with pytest.raises(ModelError, match="node 'layer1.conv': isa 'avx2ubs' .* reach 129 .*reduce_range"):
+        check_pairs(w_q, plan)
+    check_pairs(w_q, NodePlan("layer1.conv", "conv2d_int8", {}, {"isa": "avx2"}, "", "", {}))
+
+
+@pytest.mark.integration
+def test_reduce_range_model_runs_pmaddubsw_and_matches_onnxruntime():
+    """7-bit weights: the uniform config's int8 convs and head run avx2ubs (int8 weights, no
+    int16 anywhere), matching ORT's QDQ reference; forcing avx2ubs on 8-bit weights is refused."""
+    model = quantized("rdh", reduce_range=True)
+    config = graphtune.Config.uniform(model)
+    assert {name: config.nodes[name].knobs["isa"] for name in ("stem", "pw", "fc")} == dict.fromkeys(
+        ("stem", "pw", "fc"), "avx2ubs")
+    compiled = graphtune.compile(model, config)
+    kernels = int8_functions(compiled)
+    assert "int16" not in set().union(*kernels.values()) and "int8" in kernels["conv2d_int8"], kernels
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        got = compiled(feed["input"])
+        assert np.abs(got - want).max() <= 0.02 * np.abs(want).max()
+        assert got.argmax() == want.argmax()
+    wide = quantized("rdh")
+    forced = graphtune.Config.uniform(wide)
+    forced.nodes["pw"].knobs = {**forced.nodes["pw"].knobs, "isa": "avx2ubs", "ic_bn": 16}
+    forced.nodes["pw"].knobs.pop("widen", None)
+    with pytest.raises(graphtune.errors.KnobError, match="nodes.pw.knobs: conv2d_int8 knob 'isa' = 'avx2ubs' "
+                       ".* weight_pair_max <= 128; .*reduce_range=True"):
+        graphtune.compile(wide, forced)
 
 
 @pytest.mark.integration

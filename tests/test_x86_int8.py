@@ -26,14 +26,19 @@ ZNVER4 = {"kind": "llvm", "mcpu": "znver4", "num-cores": 2}  # AVX-512 VNNI: com
 
 
 def _run(wl: dict, knobs: dict, *, seed: int = 0, relu: bool = False, scale: float | None = None,
-         x_zero_point: int = 131, y_zero_point: int = 7) -> tuple:
-    """Run the kernel on random data; return (kernel output in NCHW, reference) (a dense's: of its
-    1x1 map, ``[1, M, 1, 1]``)."""
+         x_zero_point: int = 131, y_zero_point: int = 7, w_max: int = 127) -> tuple:
+    """Run the kernel on random data (weights in ``-w_max..w_max``; with a smaller ``w_max``, every
+    other activation row 255 and the first two input channels' weights ``w_max`` and ``-w_max``:
+    the extreme pair sums); return (kernel output in NCHW, reference) (a dense's: of its 1x1 map,
+    ``[1, M, 1, 1]``)."""
     rng = np.random.default_rng(seed)
     dense = op_of(wl) is Op.DENSE_INT8
     conv = x86.as_conv2d_int8(wl)[0] if dense else wl
     x = rng.integers(0, 256, conv["data"]).astype("uint8")
-    w = rng.integers(-127, 128, conv["kernel"]).astype("int8")
+    w = rng.integers(-w_max, w_max + 1, conv["kernel"]).astype("int8")
+    if w_max < 127:
+        x[:, :, ::2] = 255
+        w[::2, :2], w[1::2, :2] = w_max, -w_max
     o = conv["kernel"][0]
     bias = rng.integers(-20000, 20000, o).astype("int32")
     w_scale = np.full(o, scale, "float32") if scale else rng.uniform(1e-3, 1e-2, o).astype("float32")
@@ -166,6 +171,68 @@ def test_zero_points_are_exact_at_the_borders():
     knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 7, "unroll_kw": True, "isa": ISA}
     got, ref = _run(wl, knobs, x_zero_point=255, seed=3)
     np.testing.assert_array_equal(got, ref)
+
+
+UBS = {  # name: (data, kernel, padding, knobs without isa)
+    "3x3": ([1, 32, 10, 10], [32, 32, 3, 3], [1, 1, 1, 1],
+            {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": True}),
+    "1x1": ([1, 64, 7, 7], [32, 64, 1, 1], [0, 0, 0, 0],
+            {"ic_bn": 32, "oc_bn": 8, "reg_n": 7, "unroll_kw": False}),
+}
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("case", list(UBS))
+def test_pmaddubsw_kernel_is_bit_exact_on_7_bit_weights(case, out_dtype):
+    """``avx2ubs`` (vpmaddubsw + vpmaddwd by ones) on weights in -64..64, activations 255 beside
+    pairs of +-64: the largest int16 pair sums (+-255 * 128) fit."""
+    data, kernel, padding, knobs = UBS[case]
+    wl = x86.conv2d_int8_workload(data, kernel, padding=padding, out_dtype=out_dtype, weight_pair_max=128)
+    assert x86.isa_of(HOST, wl).name == "avx2ubs"
+    got, ref = _run(wl, {**knobs, "isa": "avx2ubs"}, w_max=64, relu=out_dtype == "uint8")
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_pmaddubsw_saturates_beyond_the_pair_bound():
+    """Why the bound: the same kernel on 8-bit weights (a workload lying about them) is wrong."""
+    data, kernel, padding, knobs = UBS["1x1"]
+    wl = x86.conv2d_int8_workload(data, kernel, padding=padding, out_dtype="float32", weight_pair_max=128)
+    got, ref = _run(wl, {**knobs, "isa": "avx2ubs"}, w_max=126)
+    assert not np.array_equal(got, ref)
+
+
+def test_pmaddubsw_is_offered_only_where_exact():
+    wide = x86.conv2d_int8_workload([1, 64, 28, 28], [64, 64, 3, 3], padding=[1, 1, 1, 1],
+                                    weight_pair_max=200)
+    narrow = {**wide, "weight_pair_max": 128}
+    haswell = {"kind": "llvm", "mcpu": "haswell"}
+    assert {k["isa"] for k in x86.candidates(wide, haswell)} == {"avx2"}
+    assert {k["isa"] for k in x86.candidates(check_workload(narrow), haswell)} == {"avx2ubs"}
+    knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 4, "unroll_kw": True, "isa": "avx2ubs"}
+    unknown = check_workload({k: v for k, v in wide.items() if k != "weight_pair_max"})  # still valid
+    assert {k["isa"] for k in x86.candidates(unknown, haswell)} == {"avx2"}
+    for workload in (wide, unknown):
+        with pytest.raises(KnobError, match=r"'avx2ubs' .* weight_pair_max <= 128; .*reduce_range=True"):
+            x86.check_knobs(workload, knobs)
+    x86.check_knobs(narrow, knobs)
+    for bad in (300, True, "128"):
+        with pytest.raises(ModelError, match="weight_pair_max = .*: expected an int in 0..256"):
+            check_workload({**wide, "weight_pair_max": bad})
+    dense = x86.dense_int8_workload([1, 64], [16, 64], weight_pair_max=100)
+    assert {k["isa"] for k in x86.candidates(dense, haswell)} == {"avx2ubs"}
+    with pytest.raises(ModelError, match="unknown fields \\['weight_pair_max'\\]"):
+        depthwise = x86.conv2d_int8_workload([1, 8, 4, 4], [8, 1, 3, 3], groups=8)
+        check_workload({**depthwise, "weight_pair_max": 2})
+
+
+@pytest.mark.parametrize("isa, mcpu, instruction", [("avx2ubs", "haswell", "vpmaddubsw\t%ymm"),
+                                                    ("avx512ubs", "skylake-avx512", "vpmaddubsw\t%zmm")])
+def test_pmaddubsw_kernels_compile_to_pair_sums_and_word_adds(isa, mcpu, instruction):
+    target = {"kind": "llvm", "mcpu": mcpu}
+    wl = x86.conv2d_int8_workload([1, 16, 6, 6], [16, 16, 1, 1], weight_pair_max=128)
+    knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 6, "unroll_kw": False, "isa": isa}
+    asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, target), target=target).mod.inspect_source("asm")
+    assert instruction in asm and "vpmaddwd" in asm
 
 
 def test_vnni_kernel_compiles_to_vpdpbusd_for_an_avx512_target():

@@ -47,9 +47,10 @@ from tvm.ir.expr import Constant
 
 from .. import x86
 from ..errors import ModelError
+from ..frontend.qdq import weight_pair_max
 from .plan import NODE_ATTR, NodePlan
 
-__all__ = ["emit_int8", "int8_weight"]
+__all__ = ["emit_int8", "int8_weight", "check_pairs"]
 
 
 def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndarray]:
@@ -84,6 +85,40 @@ def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndar
     return np.clip(w_q, -128, 127).astype(np.int8), scale
 
 
+def check_pairs(w_q: np.ndarray, plan: NodePlan) -> None:
+    """Refuse a ``vpmaddubsw`` ``isa`` (:attr:`graphtune.x86.int8_isa.Isa.pair_limit`) on weights ``w_q``
+    (``OIHW``, a dense's ``[M, K]``) with an input-channel pair ``|w0| + |w1|`` above its limit
+    (:func:`~graphtune.frontend.qdq.weight_pair_max`, recomputed here: the int16 pair sums
+    would saturate, a wrong output).
+
+    Raises
+    ------
+    ModelError
+        Naming the node, the bound and the fix.
+
+    Examples
+    --------
+    >>> from graphtune.compiler.plan import NodePlan
+    >>> plan = NodePlan("c", "conv2d_int8", {}, {"isa": "avx2ubs"}, "", "", {})
+    >>> check_pairs(np.full((4, 4, 1, 1), 64, np.int8), plan)
+    >>> check_pairs(np.full((4, 4, 1, 1), 65, np.int8), plan)
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.ModelError: ONNX node 'c': isa 'avx2ubs' (vpmaddubsw) needs |w0| + |w1| <= 128 for \
+every input-channel pair of its int8 weights, these reach 130 (its int16 sums would saturate); quantize \
+the model with reduce_range=True (graphtune.quantize) or give the node another isa
+    """
+    isa = x86.ISAS.get(plan.knobs.get("isa", ""))
+    if isa is None or isa.pair_limit is None:
+        return
+    limit, found = isa.pair_limit, weight_pair_max(w_q)
+    if found > limit:
+        raise ModelError(f"ONNX node {plan.name!r}: isa {isa.name!r} (vpmaddubsw) needs |w0| + |w1| <= "
+                         f"{limit} for every input-channel pair of its int8 weights, these reach {found} "
+                         "(its int16 sums would saturate); quantize the model with reduce_range=True "
+                         "(graphtune.quantize) or give the node another isa")
+
+
 def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
               plan: NodePlan) -> tuple[relax.Expr, Constant]:
     """The node's quantize and int8 kernel calls (see the module docstring).
@@ -108,6 +143,7 @@ def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     """
     assert plan.quant is not None  # int8 nodes carry their quantization
     w_q, w_scale = int8_weight(weight, plan)
+    check_pairs(w_q, plan)
     op, knobs, workload = plan.op, plan.knobs, plan.workload
     x_scale, x_zero = float(plan.quant["x_scale"]), int(plan.quant["x_zero_point"])
     kernel = relax.const(x86.pack_weight(w_q, workload, knobs, op))

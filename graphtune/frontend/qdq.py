@@ -84,7 +84,7 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 from ..errors import ModelError
 from .fold import _drop_dead
 
-__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_NODES", "INT8_CHANNELS", "int8_nodes"]
+__all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_NODES", "INT8_CHANNELS", "int8_nodes", "weight_pair_max"]
 
 INT8_NODES = "graphtune.int8_nodes"
 """Metadata key (ONNX ``metadata_props``; Relax module attribute after import) of the JSON
@@ -167,8 +167,9 @@ def _apply(graph: onnx.GraphProto, rule) -> None:
 
 def int8_nodes(metadata: Mapping[str, str]) -> dict[str, dict]:
     """The quantized convs and dense layers :func:`rewrite_qdq` found, by ONNX node name:
-    ``{"x_scale": float, "x_zero_point": int, "w_scale": [float, ...]}`` (one scale, or one per
-    output channel).
+    ``{"x_scale": float, "x_zero_point": int, "w_scale": [float, ...], "weight_pair_max": int}``
+    (one scale, or one per output channel; :func:`weight_pair_max` of the int8 weights, absent
+    in records of older graphtune versions).
 
     Their rewritten fp32 graph computes ``(x_q - x_zero_point) * x_scale`` into the conv (dense)
     and weights ``w_q * w_scale``: the compiler recovers ``x_q`` and ``w_q`` exactly by rounding
@@ -299,7 +300,8 @@ class _Rewriter:
                 or (w[0].size > 1 and w[2] % w_q.ndim != axis):
             return None
         return {"x_scale": float(x[0].reshape(())), "x_zero_point": int(x[1].reshape(-1)[0]),
-                "w_scale": [float(v) for v in w[0].astype(np.float32).reshape(-1)]}
+                "w_scale": [float(v) for v in w[0].astype(np.float32).reshape(-1)],
+                "weight_pair_max": weight_pair_max(w_q, 1 - axis)}
 
     # ---------------------------------------------------------- rule 1: forms
     def operator_form(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
@@ -465,6 +467,25 @@ def _quantized_type(node: onnx.NodeProto, tensors: dict[str, TensorProto]) -> in
     zero_name = node.input[2] if len(node.input) > 2 else ""
     return _attr(node, "output_dtype", 0) or (
         tensors[zero_name].data_type if zero_name else TensorProto.UINT8)
+
+
+def weight_pair_max(w_q: np.ndarray, axis: int = 1) -> int:
+    """The largest ``|w[..., 2j, ...]| + |w[..., 2j + 1, ...]|`` of int8 weights over the input
+    channels along ``axis`` (a conv's ``OIHW`` and a dense's ``[M, K]``: 1; an odd last channel
+    pairs with a zero one, as channel padding makes it) — the ``weight_pair_max`` of the node's
+    workload (:data:`graphtune.ops.WEIGHT_PAIR_MAX`): ``vpmaddubsw`` sums these pairs in int16,
+    exactly iff ``255 * weight_pair_max <= 32767``.
+
+    Examples
+    --------
+    >>> w = np.array([[64, -64, 5], [-1, 2, -120]], np.int8)
+    >>> weight_pair_max(w), weight_pair_max(w, 0)
+    (128, 125)
+    """
+    magnitude = np.abs(np.moveaxis(w_q.astype(np.int64), axis, 0))
+    if magnitude.shape[0] % 2:
+        magnitude = np.concatenate([magnitude, np.zeros_like(magnitude[:1])])
+    return int((magnitude[0::2] + magnitude[1::2]).max(initial=0))
 
 
 def _output_axis(node: onnx.NodeProto, weight: np.ndarray) -> int | None:

@@ -62,7 +62,7 @@ import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
 
-from ..ops import Op, conv_op, op_of
+from ..ops import WEIGHT_PAIR_MAX, Op, conv_op, op_of
 from .qdq import INT8_CHANNELS, int8_nodes
 from .roles import BINARY, KNOWN_FIXED, Form, Role
 
@@ -327,9 +327,13 @@ def _int8_capable(op: str, workload: dict) -> bool:
     return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and data[1] % INT8_CHANNELS == 0)
 
 
-def _int8_workload(workload: dict) -> dict:
-    """The int8 workload of a quantized fp32 node's: uint8 data, dequantized float32 output."""
-    return {**workload, "dtype": "uint8", "out_dtype": "float32"}
+def _int8_workload(op: str, workload: dict, quant: dict) -> dict:
+    """The int8 workload of a quantized fp32 node's: uint8 data, dequantized float32 output, and
+    (a conv2d's or dense's: a dot product over input channels) the recorded
+    :data:`~graphtune.ops.WEIGHT_PAIR_MAX` of its weights, where known."""
+    pairs = op in (Op.CONV2D, Op.DENSE) and WEIGHT_PAIR_MAX in quant
+    return {**workload, "dtype": "uint8", "out_dtype": "float32",
+            **({WEIGHT_PAIR_MAX: quant[WEIGHT_PAIR_MAX]} if pairs else {})}
 
 
 class _Walker:
@@ -469,7 +473,7 @@ class _Walker:
         op, workload = found
         quant = self.quantized.get(var.name)
         if quant is not None and _int8_capable(op, workload):
-            int8 = _int8_workload(workload)
+            int8 = _int8_workload(op, workload, quant)
             return LayoutOp("", op_of(int8), int8, var, quant)
         return LayoutOp("", op, workload, var)
 

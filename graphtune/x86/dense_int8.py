@@ -23,7 +23,7 @@ Examples
 
 from tvm import te
 
-from ..ops import Op, conv2d_int8_workload, output_shape
+from ..ops import WEIGHT_PAIR_MAX, Op, conv2d_int8_workload, output_shape
 from .conv2d import check_tensor_shape
 from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes
 
@@ -44,7 +44,7 @@ def conv_knobs(knobs: dict) -> dict:
 
 def as_conv2d_int8(workload: dict, knobs: dict | None = None) -> tuple[dict, dict]:
     """``(workload, knobs)`` of the conv2d_int8 a dense_int8 workload (and candidate) runs as:
-    ``[1, K, 1, 1]`` data, ``[M, K, 1, 1]`` weights, the same ``out_dtype``.
+    ``[1, K, 1, 1]`` data, ``[M, K, 1, 1]`` weights, the same ``out_dtype`` and ``weight_pair_max``.
 
     Examples
     --------
@@ -54,7 +54,8 @@ def as_conv2d_int8(workload: dict, knobs: dict | None = None) -> tuple[dict, dic
     ([1, 8, 1, 1], [4, 8, 1, 1], 'uint8')
     """
     (n, k), (m, _) = workload["data"], workload["weight"]
-    conv = conv2d_int8_workload([n, k, 1, 1], [m, k, 1, 1], out_dtype=workload["out_dtype"])
+    conv = conv2d_int8_workload([n, k, 1, 1], [m, k, 1, 1], out_dtype=workload["out_dtype"],
+                                weight_pair_max=workload.get(WEIGHT_PAIR_MAX))
     return conv, conv_knobs(knobs or {})
 
 

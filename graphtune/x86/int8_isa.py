@@ -3,23 +3,33 @@
 An int8 kernel's innermost step is ``C[i] += sum_k A[k] * B[i, k]`` over ``lanes`` int32
 accumulators ``C`` and ``dot`` input channels: ``A`` the ``dot`` uint8 activations of one pixel
 (broadcast to every lane), ``B`` the weights of ``lanes`` output channels. Each :class:`Isa`
-is one instruction doing that step exactly — never saturating:
+is one instruction (sequence) doing that step exactly — never saturating:
 
 - ``avx2``: ``vpmaddwd`` (int16 x int16 -> int32 pairs, 16 MACs per ymm instruction); the
-  weights are stored as int16, the two activations widened to int16 on load. (``vpmaddubsw``,
-  uint8 x int8, saturates its int16 pair sums: ``255 * 127 * 2 > 32767``.)
-- ``avx512bw``: the same on zmm registers (32 MACs).
+  weights are stored as int16, the two activations widened to int16 on load.
+- ``avx2ubs``: ``vpmaddubsw`` (uint8 x int8 -> int16 pair sums, **saturating**) then
+  ``vpmaddwd`` by int16 ones (-> int32) and ``vpaddd``: 32 MACs per 3 ymm instructions, weights
+  int8 in the ``dot`` = 4 layout of ``avx512vnni``. Lane ``i`` of ``vpmaddubsw`` sums the
+  products of input channels ``4k, 4k + 1`` and, in the next int16, ``4k + 2, 4k + 3`` (a dot
+  group; the channel block is a multiple of 4, so these are the channel pairs ``2j, 2j + 1``).
+  With activations up to 255 a pair sum is exact iff ``255 * (|w0| + |w1|) <= 32767``, i.e.
+  ``|w0| + |w1| <= 128`` (:attr:`Isa.pair_limit`) for every pair: 7-bit weights (``|w| <= 64``,
+  ``reduce_range=True``) always are. It is offered only for workloads whose
+  ``weight_pair_max`` (:data:`graphtune.ops.WEIGHT_PAIR_MAX`) says so (:meth:`Isa.exact_for`).
+- ``avx512bw``: ``vpmaddwd`` on zmm registers (32 MACs); ``avx512ubs``: ``avx2ubs`` on zmm.
 - ``avx512vnni``: ``vpdpbusd`` (uint8 x int8 -> int32 quads, accumulating; 64 MACs), as TVM's
   ``dot_16x4_vnni`` intrinsic (whose call no longer type-checks with the LLVM 22 of the TVM
   0.27 wheel: the intrinsic now takes ``<64 x i8>`` operands); the weights stay int8.
 
 :func:`isa_of` detects the best one a target has (features are read from the target, never
-assumed: a Zen 4 guest may hide AVX-512).
+assumed: a Zen 4 guest may hide AVX-512) for a workload.
 
 Examples
 --------
 >>> isa_of({"kind": "llvm", "mcpu": "haswell"}).name
 'avx2'
+>>> isa_of({"kind": "llvm", "mcpu": "haswell"}, {"weight_pair_max": 128}).name
+'avx2ubs'
 >>> isa_of({"kind": "llvm", "mcpu": "znver4"}).name, ISAS["avx512vnni"].dot
 ('avx512vnni', 4)
 """
@@ -29,18 +39,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
+from tvm import tirx
 from tvm.s_tir import TensorIntrin
 from tvm.script import tirx as T
 
 from ..errors import KnobError
+from ..ops import WEIGHT_PAIR_MAX
 from .target import TargetLike, _features, host_target
 
-__all__ = ["Isa", "ISAS", "isa_of", "isas_of", "check_isa", "tensor_intrin"]
+__all__ = ["Isa", "ISAS", "isa_of", "isas_of", "check_isa", "check_exact", "tensor_intrin"]
+
+_INT16_MAX = 32767
+_UINT8_MAX = 255
 
 
 @dataclass(frozen=True)
 class Isa:
-    """One exact int8 dot-product instruction.
+    """One exact int8 dot-product instruction (sequence).
 
     Attributes
     ----------
@@ -55,7 +70,10 @@ class Isa:
     features : tuple of str
         LLVM target features the instruction needs.
     llvm : str
-        The LLVM intrinsic.
+        The LLVM intrinsic producing the int32 lanes.
+    pairs : str
+        The saturating ``vpmaddubsw`` intrinsic summing channel pairs into int16 before ``llvm``
+        (``vpmaddwd`` by ones) adds them, or ``""``.
     """
 
     name: str
@@ -64,22 +82,78 @@ class Isa:
     weight_dtype: str
     features: tuple
     llvm: str
+    pairs: str = ""
+
+    @property
+    def pair_limit(self) -> int | None:
+        """The largest ``|w0| + |w1|`` of an input-channel pair (``2j, 2j + 1``) for which the
+        int16 pair sum of uint8 activations cannot saturate (128), or None: always exact.
+
+        Examples
+        --------
+        >>> ISAS["avx2ubs"].pair_limit, ISAS["avx2"].pair_limit
+        (128, None)
+        """
+        return _INT16_MAX // _UINT8_MAX if self.pairs else None
+
+    def exact_for(self, workload: dict) -> bool:
+        """Whether the instruction is exact on ``workload``'s weights: always, or (``vpmaddubsw``)
+        where its ``weight_pair_max`` is known and at most :attr:`pair_limit`.
+
+        Examples
+        --------
+        >>> ubs = ISAS["avx2ubs"]
+        >>> [ubs.exact_for(wl) for wl in ({"weight_pair_max": 128}, {"weight_pair_max": 200}, {})]
+        [True, False, False]
+        """
+        limit = self.pair_limit
+        return limit is None or workload.get(WEIGHT_PAIR_MAX, limit + 1) <= limit
 
 
 ISAS = {
     "avx2": Isa("avx2", 2, 8, "int16", ("avx2",), "llvm.x86.avx2.pmadd.wd"),
+    "avx2ubs": Isa("avx2ubs", 4, 8, "int8", ("avx2",), "llvm.x86.avx2.pmadd.wd", "llvm.x86.avx2.pmadd.ub.sw"),
     "avx512bw": Isa("avx512bw", 2, 16, "int16", ("avx512bw",), "llvm.x86.avx512.pmaddw.d.512"),
+    "avx512ubs": Isa("avx512ubs", 4, 16, "int8", ("avx512bw",), "llvm.x86.avx512.pmaddw.d.512",
+                     "llvm.x86.avx512.pmaddubs.w.512"),
     "avx512vnni": Isa("avx512vnni", 4, 16, "int8", ("avx512vnni", "avx512bw"),
                       "llvm.x86.avx512.vpdpbusd.512"),
 }
 """The exact int8 instructions by knob name, worst first."""
 
 
+def _call(intrin: str, dtype: str, *args) -> tirx.PrimExpr:
+    return T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(intrin), *args, dtype=dtype)
+
+
+def _group(A: tirx.Buffer, isa: Isa) -> tirx.PrimExpr:
+    """The ``dot`` activations of one pixel as one int32 (to broadcast): a uint8 quad, an int16
+    pair (widened here from uint8 unless ``A`` is int16 already)."""
+    if isa.dot == 4:
+        return T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
+    pair = A.vload([0], "int16x2") if A.dtype == "int16" else T.Cast("int16x2", A.vload([0], "uint8x2"))
+    return T.reinterpret(pair, dtype="int32")
+
+
+def _accumulated(isa: Isa, A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer) -> tirx.PrimExpr:
+    """``C + sum_k A[k] * B[:, k]`` as ``lanes`` int32, by the instruction(s) of ``isa``."""
+    acc, words = f"int32x{isa.lanes}", isa.lanes * isa.dot
+    old = C.vload([0], acc)
+    groups = T.broadcast(_group(A, isa), isa.lanes)
+    if isa.dot == 2:
+        return old + _call(isa.llvm, acc, T.reinterpret(groups, dtype=f"int16x{words}"),
+                           B.vload([0, 0], f"int16x{words}"))
+    quads, weights = T.reinterpret(groups, dtype=f"uint8x{words}"), B.vload([0, 0], f"int8x{words}")
+    if not isa.pairs:
+        return _call(isa.llvm, acc, old, quads, weights)
+    sums = _call(isa.pairs, f"int16x{words // 2}", quads, weights)
+    return old + _call(isa.llvm, acc, sums, T.broadcast(T.int16(1), words // 2))
+
+
 def _step(isa: Isa, data_dtype: str):
     """``(desc, impl)`` of one step of ``isa``: ``lanes`` int32 += ``dot`` activation x weight
     products (activations ``data_dtype``: uint8, or int16 already widened for ``vpmaddwd``)."""
     lanes, dot, wtype = isa.lanes, isa.dot, isa.weight_dtype
-    words = lanes * dot
 
     @T.prim_func(s_tir=True)
     def desc(A: T.Buffer((dot,), data_dtype, offset_factor=1),  # type: ignore[valid-type]
@@ -94,59 +168,16 @@ def _step(isa: Isa, data_dtype: str):
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
 
-    if data_dtype == "int16":
-        @T.prim_func(s_tir=True)
-        def wide(A: T.Buffer((dot,), "int16", offset_factor=1),  # type: ignore[valid-type]
-                 B: T.Buffer((lanes, dot), wtype, offset_factor=1),  # type: ignore[valid-type]
-                 C: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
-                T.writes(C[0:lanes])
-                pair = T.reinterpret(A.vload([0], "int16x2"), dtype="int32")
-                C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], f"int32x{lanes}") + T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id(isa.llvm),
-                    T.reinterpret(T.broadcast(pair, lanes), dtype=f"int16x{words}"),
-                    B.vload([0, 0], f"int16x{words}"),
-                    dtype=f"int32x{lanes}",
-                )
-
-        return desc, wide
-
-    if dot == 2:
-        @T.prim_func(s_tir=True)
-        def pmaddwd(A: T.Buffer((dot,), "uint8", offset_factor=1),  # type: ignore[valid-type]
-                    B: T.Buffer((lanes, dot), wtype, offset_factor=1),  # type: ignore[valid-type]
-                    C: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
-                T.writes(C[0:lanes])
-                pair = T.reinterpret(T.Cast("int16x2", A.vload([0], "uint8x2")), dtype="int32")
-                C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], f"int32x{lanes}") + T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id(isa.llvm),
-                    T.reinterpret(T.broadcast(pair, lanes), dtype=f"int16x{words}"),
-                    B.vload([0, 0], f"int16x{words}"),
-                    dtype=f"int32x{lanes}",
-                )
-
-        return desc, pmaddwd
-
     @T.prim_func(s_tir=True)
-    def vpdpbusd(A: T.Buffer((dot,), "uint8", offset_factor=1),  # type: ignore[valid-type]
-                 B: T.Buffer((lanes, dot), wtype, offset_factor=1),  # type: ignore[valid-type]
-                 C: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
+    def impl(A: T.Buffer((dot,), data_dtype, offset_factor=1),  # type: ignore[valid-type]
+             B: T.Buffer((lanes, dot), wtype, offset_factor=1),  # type: ignore[valid-type]
+             C: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
             T.writes(C[0:lanes])
-            quad = T.reinterpret(A.vload([0], "uint8x4"), dtype="int32")
-            C[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
-                T.llvm_lookup_intrinsic_id(isa.llvm),
-                C.vload([0], f"int32x{lanes}"),
-                T.reinterpret(T.broadcast(quad, lanes), dtype=f"uint8x{words}"),
-                B.vload([0, 0], f"int8x{words}"),
-                dtype=f"int32x{lanes}",
-            )
+            C[T.ramp(T.int32(0), 1, lanes)] = _accumulated(isa, A, B, C)
 
-    return desc, vpdpbusd
+    return desc, impl
 
 
 @cache
@@ -166,19 +197,20 @@ def tensor_intrin(name: str, data_dtype: str = "uint8") -> str:
 
 
 def isas_of(target: TargetLike = None) -> list[Isa]:
-    """The instructions ``target`` has (its LLVM features), best first.
+    """The instructions ``target`` has (its LLVM features), best first, whatever the weights.
 
     Examples
     --------
     >>> [i.name for i in isas_of({"kind": "llvm", "mcpu": "skylake-avx512"})]
-    ['avx512bw', 'avx2']
+    ['avx512ubs', 'avx512bw', 'avx2ubs', 'avx2']
     """
     features = _features(host_target(target))
     return [isa for isa in reversed(ISAS.values()) if all(f in features for f in isa.features)]
 
 
-def isa_of(target: TargetLike = None) -> Isa:
-    """The best exact int8 instruction of ``target``.
+def isa_of(target: TargetLike = None, workload: dict | None = None) -> Isa:
+    """The best int8 instruction of ``target`` exact on ``workload``'s weights (:meth:`Isa.exact_for`;
+    no workload: one exact on any weights).
 
     Raises
     ------
@@ -187,10 +219,10 @@ def isa_of(target: TargetLike = None) -> Isa:
 
     Examples
     --------
-    >>> isa_of({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]}).name
+    >>> isa_of({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]}, {"weight_pair_max": 200}).name
     'avx2'
     """
-    found = isas_of(target)
+    found = [isa for isa in isas_of(target) if isa.exact_for(workload or {})]
     if not found:
         raise KnobError(f"target {host_target(target)} has no AVX2: graphtune's int8 kernels need it")
     return found[0]
@@ -205,7 +237,7 @@ def check_isa(name: str, target: TargetLike = None) -> Isa:
     Traceback (most recent call last):
     ...
     graphtune.errors.KnobError: conv2d_int8 knob 'isa' = 'avx512vnni' needs ['avx512vnni', 'avx512bw'], \
-which the target lacks; it has: avx2
+which the target lacks; it has: avx2ubs, avx2
     """
     isa = ISAS[name]
     if isa not in isas_of(target):
@@ -213,3 +245,31 @@ which the target lacks; it has: avx2
         raise KnobError(f"conv2d_int8 knob 'isa' = {name!r} needs {list(isa.features)}, which the "
                         f"target lacks; it has: {have}")
     return isa
+
+
+def check_exact(op: str, isa: Isa, workload: dict) -> None:
+    """Raise a KnobError unless ``isa`` is exact on ``workload``'s weights (:meth:`Isa.exact_for`).
+
+    Examples
+    --------
+    >>> check_exact("conv2d_int8", ISAS["avx2ubs"], {"weight_pair_max": 200})
+    Traceback (most recent call last):
+    ...
+    graphtune.errors.KnobError: conv2d_int8 knob 'isa' = 'avx2ubs' sums input-channel pairs in int16 \
+(vpmaddubsw), exact only if 255 * (|w0| + |w1|) <= 32767 for every pair, i.e. weight_pair_max <= 128; \
+this workload's weight_pair_max is 200: quantize the model with reduce_range=True \
+(graphtune.quantize(..., reduce_range=True): 7-bit weights), or use isa 'avx2'
+    """
+    if isa.exact_for(workload):
+        return
+    known = workload.get(WEIGHT_PAIR_MAX, "unknown (no such field)")
+    raise KnobError(f"{op} knob 'isa' = {isa.name!r} sums input-channel pairs in int16 (vpmaddubsw), exact "
+                    f"only if {_UINT8_MAX} * (|w0| + |w1|) <= {_INT16_MAX} for every pair, i.e. "
+                    f"{WEIGHT_PAIR_MAX} <= {isa.pair_limit}; this workload's {WEIGHT_PAIR_MAX} is {known}: "
+                    "quantize the model with reduce_range=True (graphtune.quantize(..., reduce_range=True): "
+                    f"7-bit weights), or use isa {_widening(isa).name!r}")
+
+
+def _widening(isa: Isa) -> Isa:
+    """The always-exact ``vpmaddwd`` instruction on ``isa``'s registers."""
+    return next(other for other in ISAS.values() if other.lanes == isa.lanes and other.dot == 2)

@@ -90,7 +90,7 @@ def conv2d_int8_func(workload: dict, knobs: dict, target: TargetLike = None, x_z
     Traceback (most recent call last):
     ...
     graphtune.errors.KnobError: conv2d_int8 knob 'isa' = 'avx512vnni' needs ['avx512vnni', \
-'avx512bw'], which the target lacks; it has: avx2
+'avx512bw'], which the target lacks; it has: avx2ubs, avx2
     """
     spec = spec_for(workload)
     if spec.op not in INT8_OPS:

@@ -4,10 +4,11 @@ As :func:`graphtune.x86.schedule.schedule_conv2d`: threads over the fused ``(n, 
 oh_outer)``, a register tile of ``oh_bn x reg_n`` pixels x ``oc_bn`` int32 accumulators written
 out through the (requantizing) epilogue, the width tile and ``kw`` unrolled. The innermost
 ``lanes`` output channels x ``dot`` input channels are one instruction of the knob ``isa``
-(:mod:`graphtune.x86.int8_isa`): ``vpmaddwd`` or ``vpdpbusd`` per pixel and vector of
-accumulators. An ``oc_bn`` that is no multiple of the instruction's lanes runs on plain int32
-vectors instead (LLVM's code; exact, slower). The zero-point padding is one parallel pass
-over the input before the products (the tensorized loads read it unguarded).
+(:mod:`graphtune.x86.int8_isa`): ``vpmaddwd``, ``vpmaddubsw + vpmaddwd`` (by ones) or
+``vpdpbusd`` per pixel and vector of accumulators. An ``oc_bn`` that is no multiple of the
+instruction's lanes runs on plain int32 vectors instead (LLVM's code; exact, slower). The
+zero-point padding is one parallel pass over the input before the products (the tensorized
+loads read it unguarded).
 
 Examples
 --------

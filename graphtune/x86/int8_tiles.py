@@ -1,8 +1,10 @@
 """Candidate pieces of the int8 conv2d: channel blocks, register tiles, default blocks.
 
-The fp32 conv's rules (:mod:`graphtune.x86.tiles`) with the target's best exact instruction
-(:func:`graphtune.x86.int8_isa.isa_of`): input blocks are multiples of its ``dot``, output
-blocks are ranked by how they fill its int32 ``lanes``, and every tile carries its ``isa``.
+The fp32 conv's rules (:mod:`graphtune.x86.tiles`) with the target's best instruction exact on
+the workload's weights (:func:`graphtune.x86.int8_isa.isa_of`: ``avx2ubs`` only where its
+``weight_pair_max`` allows ``vpmaddubsw``, else ``avx2`` on an AVX2 host): input blocks are
+multiples of its ``dot``, output blocks are ranked by how they fill its int32 ``lanes``, and
+every tile carries its ``isa``.
 
 Examples
 --------
@@ -13,6 +15,8 @@ Examples
 ((0, {'ic_bn': 8, 'oc_bn': 8}), {'ic_bn': 16, 'oc_bn': 16})
 >>> int8_tiles(wl, {"ic_bn": 16, "oc_bn": 16}, haswell)[0]
 {'ic_bn': 16, 'oc_bn': 16, 'reg_n': 2, 'unroll_kw': True, 'isa': 'avx2', 'widen': True}
+>>> int8_tiles({**wl, "weight_pair_max": 128}, {"ic_bn": 16, "oc_bn": 16}, haswell)[0]["isa"]
+'avx2ubs'
 """
 
 from ..ops import Op, output_shape
@@ -33,7 +37,7 @@ def _input_blocks(channels: int, max_block: int, lanes: int, dot: int) -> list:
 def int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
     """``(tier, {"ic_bn", "oc_bn"})`` pairs: vector fit of the output block, then of the input one
     (none when no input block is a multiple of the instruction's ``dot``: pad the channels)."""
-    isa = isa_of(target)
+    isa = isa_of(target, workload)
     ics = _input_blocks(workload["data"][1], max_block, isa.lanes, isa.dot)
     ocs = _ordered_blocks(output_shape(workload, Op.CONV2D_INT8)[1], max_block, isa.lanes)
     return [(_block_penalty(o, isa.lanes) + (_block_penalty(i, isa.lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
@@ -46,7 +50,7 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     activations widened to int16 by the padding pass first (``vpmaddwd``), then without."""
     kh, kw = workload["kernel"][2:]
     _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
-    isa = isa_of(target)
+    isa = isa_of(target, workload)
     widen = (True, False) if isa.dot == 2 else (False,)
     return [{**blocks, **tile, "isa": isa.name, **({"widen": True} if wide else {})}
             for tile in _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1)
@@ -56,7 +60,7 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
 
 def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
     """The valid channel blocks nearest to ``block`` (ties: the larger)."""
-    isa = isa_of(target)
+    isa = isa_of(target, workload)
 
     def near(found: list) -> int:
         return min(found, key=lambda d: (abs(d - block), -d))
@@ -96,7 +100,7 @@ def dense_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> lis
     [(0, 40, 8), (1, 40, 16), (2, 40, 32)]
     """
     conv = as_conv2d_int8(workload)[0]
-    isa = isa_of(target)
+    isa = isa_of(target, workload)
     ics = _input_blocks(conv["data"][1], max_block, isa.lanes, isa.dot)
     cap = min(max_block, register_budget(target) * isa.lanes)
 

@@ -42,9 +42,11 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   groups; ``ic_bn`` divides the input channels of the block's groups).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``.
 - conv2d_int8: conv2d's ``ic_bn``, ``oc_bn``, ``reg_n``, ``unroll_kw``, optional ``oh_bn``, and
-  ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx512bw``, ``avx512vnni``), the
-  exact dot-product instruction: ``ic_bn`` must be a multiple of its ``dot`` (2 or 4 channels per
-  int32 lane); ``reg_n`` and ``oh_bn`` divide the output width and height (no guarded tail);
+  ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx2ubs``, ``avx512bw``,
+  ``avx512ubs``, ``avx512vnni``), the exact dot-product instruction: ``ic_bn`` must be a multiple
+  of its ``dot`` (2 or 4 channels per int32 lane); the ``ubs`` ones (``vpmaddubsw``) need the
+  workload's ``weight_pair_max`` <= 128 (:func:`graphtune.x86.int8_isa.check_exact`); ``reg_n``
+  and ``oh_bn`` divide the output width and height (no guarded tail);
   optional ``widen`` (bool, ``vpmaddwd`` only): the padding pass writes the activations as int16,
   so that the products broadcast them straight from memory instead of widening each pair; an
   ``oc_bn`` that is a multiple of its ``lanes`` runs on it, any other ``oc_bn`` on plain int32
@@ -78,7 +80,7 @@ from typing import Callable
 from ..errors import KnobError
 from ..ops import Op, check_workload, output_shape
 from .groups import check_group_blocks
-from .int8_isa import ISAS
+from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
@@ -270,6 +272,7 @@ def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     _, o, oh, ow = output_shape(workload, op)
     _int8_block_rules(op, workload["data"][1], o, knobs)
+    check_exact(op, ISAS[knobs["isa"]], workload)
     _tile_rules(op, workload, knobs)
     _check_divides(op, knobs, "reg_n", ow, "output columns (a tensorized tile has no tail)")
     if "oh_bn" in knobs:
@@ -279,6 +282,7 @@ def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
 def _dense_int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     m, k = workload["weight"]
     _int8_block_rules(op, k, m, knobs)
+    check_exact(op, ISAS[knobs["isa"]], workload)
 
 
 def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
