@@ -28,7 +28,10 @@ i8 by itself, the rest in f32). Rows are named ``MODEL-int8`` and the JSON says
 ``precision: "int8"``; ``max_abs_diff`` is against ``ort-int8`` on the same file, and
 ``max_rel_diff`` the same over the largest absolute ORT output (int8 runtimes differ by steps
 of the output scale; on AVX2 ONNX Runtime's optimized int8 convs saturate, ``docs/int8.md``,
-so the difference includes ONNX Runtime's own error).
+so the difference includes ONNX Runtime's own error). ``--reduce-range`` quantizes with 7-bit
+weights (``graphtune.quantize(..., reduce_range=True)``, what ONNX Runtime recommends on CPUs
+without VNNI): its saturating path is then exact, and graphtune offers its ``vpmaddubsw``
+kernels (``docs/int8.md``); rows are named ``MODEL-int8r``.
 
 A peer that fails on a model (fails to start, crashes or hangs in its process,
 :class:`graphtune.peers.PeerProcess`) has ``error`` in its cell and the message in the row's
@@ -207,12 +210,13 @@ def calibration_data(model: onnx.ModelProto, count: int = CALIBRATION_INPUTS,
             for _ in range(count)]
 
 
-def quantized(model: onnx.ModelProto, path: str) -> onnx.ModelProto:
+def quantized(model: onnx.ModelProto, path: str, reduce_range: bool = False) -> onnx.ModelProto:
     """The QDQ form of ``model`` saved at ``path``: read from there when it exists (a rerun), else
-    made by :func:`graphtune.quantize` on :func:`calibration_data` and saved there."""
+    made by :func:`graphtune.quantize` on :func:`calibration_data` (7-bit weights with
+    ``reduce_range``) and saved there."""
     if os.path.isfile(path):
         return onnx.load(path)
-    qdq = graphtune.quantize(model, calibration_data(model))
+    qdq = graphtune.quantize(model, calibration_data(model), reduce_range=reduce_range)
     onnx.save(qdq, path)
     return qdq
 
@@ -311,6 +315,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="time each model's int8 QDQ form (graphtune.quantize on "
                              f"{CALIBRATION_INPUTS} seeded random inputs, saved as OUT/MODEL-int8.onnx) "
                              "against ort-int8 and openvino-int8 running the same file")
+    parser.add_argument("--reduce-range", action="store_true",
+                        help="with --int8: 7-bit weights (exact on AVX2's vpmaddubsw, for ONNX "
+                             "Runtime and graphtune alike); rows MODEL-int8r")
     parser.add_argument("--random", action="store_true", help="also time a random per-node config")
     parser.add_argument("--out", default="out",
                         help="records, configs and graphs folder (default out/, shared with make demo)")
@@ -332,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="tables with the samples and figures per host state (shared / split "
                              "cache); the JSON has them either way")
     args = parser.parse_args(argv)
+    if args.reduce_range and not args.int8:
+        parser.error("--reduce-range quantizes the models: it goes with --int8")
     args.command = shlex.join(["benchmarks/e2e.py", *(sys.argv[1:] if argv is None else argv)])
     os.makedirs(args.out, exist_ok=True)
     try:
@@ -371,11 +380,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.image_size is not None and name in models.names():
                 tag = f"{tag}@{args.image_size}"
             if args.int8:
-                tag = f"{tag}-int8"
+                tag = f"{tag}-int8{'r' if args.reduce_range else ''}"
                 qdq_path = os.path.join(args.out, f"{tag}.onnx")
                 print(f"== {tag}: {'reading' if os.path.isfile(qdq_path) else 'quantizing to'} "
                       f"{qdq_path}", flush=True)
-                model = quantized(model, qdq_path)
+                model = quantized(model, qdq_path, args.reduce_range)
             print(f"== {tag}: tuning", flush=True)
             records = args.records or os.path.join(args.out, f"{tag}.records.jsonl")
             result = graphtune.tune(model, records=records, max_candidates=args.max_candidates,
