@@ -71,9 +71,20 @@ def _docstrings() -> list[tuple[str, doctest.DocTest]]:
 DOCSTRINGS = _docstrings()
 
 
+# examples that tune a model and then compile and time it (15-40 s each) run with -m slow, so that
+# make test stays under 20 min; the same calls are tested in tests/test_feedback.py, test_pipeline.py,
+# test_cli.py (bench) and test_final_check.py
+SLOW = {"graphtune.feedback", "graphtune.report", "graphtune.report.evaluate",
+        "graphtune.report.bench_model", "graphtune.pipeline.TuneResult.summary"}
+
+
+def _marks(name: str) -> list:
+    marks = [pytest.mark.integration] if _integration(name) else []
+    return marks + ([pytest.mark.slow] if name in SLOW else [])
+
+
 @pytest.mark.parametrize("docstring", [
-    pytest.param(test, id=test.name, marks=[pytest.mark.integration] if _integration(test.name) else [])
-    for _, test in DOCSTRINGS])
+    pytest.param(test, id=test.name, marks=_marks(test.name)) for _, test in DOCSTRINGS])
 def test_docstring_examples(docstring: doctest.DocTest, in_session_tempdir, pytestconfig):
     flags = 0
     for flag in pytestconfig.getini("doctest_optionflags"):
