@@ -19,8 +19,11 @@ demo: $(STAMP)
 	$(PY) -m graphtune.demo
 
 # Everything CI runs (.ci/run): every test but the slow ones, then lint (under 20 min on 2 cores).
+# Two worker processes run the tests that only compile and compare (whole modules per worker);
+# the `serial` ones (they time things or wait on timeouts) run alone afterwards.
 test: $(STAMP)
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n 2 --dist loadfile -m "not slow and not serial" --durations=20
+	$(PY) -m pytest -q -m "serial and not slow" --durations=10
 	$(MAKE) --no-print-directory lint
 
 # The fast tier, then lint: tests marked `unit` and not `integration` (no model compile, no

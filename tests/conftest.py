@@ -2,6 +2,10 @@
 
 How the suite is laid out (``make test-fast``, ``make test``: see the Makefile):
 
+- ``make test`` runs in two pytest-xdist worker processes (``-n 2 --dist loadfile``: a module
+  stays on one worker, so its module and session fixtures are built once there), except the
+  modules marked ``serial`` (``pytestmark``: they time things or wait on timeouts), which run
+  alone afterwards. A worker runs TVM on one thread (:func:`pytest_configure`).
 - Tiers are pytest markers, registered in setup.cfg. ``make test`` (what CI runs) runs every
   test but the ``slow`` ones (full-size models: ``pytest -m slow``). ``make test-fast`` runs
   the ``unit`` tests that are not ``integration``: a module joins the fast tier with
@@ -40,6 +44,11 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("GRAPHTUNE_FINAL_CHECK", "0")
     # likewise the closed loop (a compile and a profile per round): tests/test_feedback.py asks
     os.environ.setdefault("GRAPHTUNE_FEEDBACK_ROUNDS", "0")
+    # `make test` runs two pytest-xdist workers on a 2-core machine: one TVM thread each, so
+    # that neither's parallel loops wait on threads the other has descheduled (`serial` tests,
+    # which time things, run alone afterwards with every core)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("TVM_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="session")

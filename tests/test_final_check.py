@@ -19,7 +19,7 @@ from graphtune.final_check import KERNEL_BEST, SOLVER, UNIFORM, FinalCheck, choo
 from graphtune.pipeline import FINAL_CHECK_ENV
 from reliability_models import residual
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.serial]  # serial: times three configs
 
 TINY = dict(max_candidates=2, min_repeat_ms=1, repeat=1, progress=False)
 

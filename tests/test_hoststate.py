@@ -11,7 +11,7 @@ from graphtune.hoststate import SHARED_LIMIT, HandoffGauge, by_state, state_of
 from graphtune.latency import gauged_rounds
 from graphtune.report import compare, markdown_table
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.serial]  # serial: times peers in fresh processes
 
 
 def test_gauge_ratio_is_a_finite_positive_ratio_and_builds_its_kernels_once():

@@ -8,6 +8,8 @@ import pytest
 
 from graphtune.latency import cpu_seconds, interleaved, median_ms, settled_call_ms, wait_idle
 
+pytestmark = pytest.mark.serial  # times processes against each other: never beside another test
+
 
 def _counter(sleep_s: float = 0.0):
     calls = []

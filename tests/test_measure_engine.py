@@ -21,6 +21,8 @@ from graphtune.measure import LocalRunner, Records, Task, measure
 from graphtune.measure.runner import Stage
 from graphtune.procs import Cause, Child, ChildFailure, ChildPool, Mode
 
+pytestmark = pytest.mark.serial  # worker pools with timeouts: never beside another test
+
 FAST = {"min_repeat_ms": 2, "repeat": 2, "progress": False}
 
 

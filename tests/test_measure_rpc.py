@@ -16,6 +16,8 @@ from graphtune.errors import MeasureError
 from graphtune.measure import Records, RPCRunner, Task, measure
 from loopback import LoopbackFleet, free_port  # benchmarks/loopback.py
 
+pytestmark = pytest.mark.serial  # RPC servers with session timeouts: never beside another test
+
 FAST = {"min_repeat_ms": 5, "repeat": 2, "progress": False}
 WL = x86.conv2d_workload([1, 16, 8, 8], [16, 16, 3, 3], padding=[1, 1, 1, 1])
 CONVS = [Task("conv2d", WL, knobs) for knobs in x86.candidates(WL, max_candidates=3)]

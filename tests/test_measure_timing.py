@@ -15,6 +15,8 @@ from graphtune.measure import LocalRunner, Records, Task, measure
 from graphtune.measure.task import PROTOCOL_RENAMES, TIMING
 from graphtune.measure.timing import PROTOCOLS, time_module
 
+pytestmark = pytest.mark.serial  # a slow candidate is cut off against a fast one: never beside other tests
+
 CONV = x86.conv2d_workload([1, 16, 10, 10], [32, 16, 3, 3], padding=[1, 1, 1, 1])
 FAST_KNOBS = {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": True}
 SLOW_KNOBS = {"ic_bn": 16, "oc_bn": 16, "reg_n": 2, "unroll_kw": True}  # same layout pair
