@@ -286,7 +286,8 @@ def write_report(args: argparse.Namespace, rows: list[dict]) -> None:
               "python": platform.python_version(), "machine": platform.processor() or
               platform.machine(), "cpu": cpu_name(),
               "threads": os.environ.get("TVM_NUM_THREADS"), "command": args.command,
-              "precision": args.precision, "peers": args.peer_names,
+              "precision": args.precision, "reduce_range": args.reduce_range,
+              "peers": args.peer_names,
               "repeat": args.repeat, "max_candidates": args.max_candidates,
               "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
               "loadavg": os.getloadavg(), "results": rows, "suite": args.suite,

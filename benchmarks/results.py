@@ -62,9 +62,12 @@ output; *error*: the peer failed on that model (the report's `peer_errors` say w
 int8 tables (`e2e.py --int8`) time each model's int8 QDQ form (`graphtune.quantize`,
 calibrated on random inputs) in every runtime: ORT-int8 and OpenVINO-int8 run the same
 QDQ file that graphtune compiles; int8 runtimes differ from each other by steps of the
-output scale. How the rounds are timed: `docs/timing.md`. Each table gives the load average
-when its report was written: above the core count, other work shared the CPUs and the
-figures show that the pipeline runs, not how fast it is.
+output scale. A "7-bit weights" table (`e2e.py --int8 --reduce-range`) quantizes the weights
+to 7 bits, where the `vpmaddubsw` instruction of CPUs without VNNI is exact for every runtime
+(`docs/int8.md`); with 8-bit weights the peers' results saturate there. How the rounds are
+timed: `docs/timing.md`. Each table gives the load average when its report was written: above
+the core count, other work shared the CPUs and the figures show that the pipeline runs, not
+how fast it is.
 """
 
 
@@ -116,8 +119,16 @@ def cpu_of(report: Mapping[str, Any]) -> str:
 
 
 def precision_of(report: Mapping[str, Any]) -> str:
-    """A report's ``precision`` (``e2e.py`` records it; older reports are fp32)."""
-    return str(report.get("precision") or "fp32")
+    """A report's ``precision`` (``e2e.py`` records it; older reports are fp32), ``int8-7bit``
+    for models quantized with 7-bit weights (``e2e.py --int8 --reduce-range``): a table of its own.
+
+    Examples
+    --------
+    >>> precision_of({}), precision_of({"precision": "int8", "reduce_range": True})
+    ('fp32', 'int8-7bit')
+    """
+    precision = str(report.get("precision") or "fp32")
+    return f"{precision}-7bit" if report.get("reduce_range") else precision
 
 
 def newest_per_cpu(reports: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -208,8 +219,9 @@ def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> s
 def section(report: Mapping[str, Any]) -> str:
     """The Markdown of one CPU's newest run: heading, settings, command, table, geomean."""
     target = report.get("target") or {}
-    int8 = precision_of(report) == "int8"
-    heading = cpu_of(report) + (", int8 (QDQ models)" if int8 else "")
+    int8 = precision_of(report).startswith("int8")
+    kind = "QDQ models, 7-bit weights" if report.get("reduce_range") else "QDQ models"
+    heading = cpu_of(report) + (f", int8 ({kind})" if int8 else "")
     threads = report.get("threads") or target.get("threads")
     when = str(report.get("time", "unknown time")).replace("T", " ").replace("Z", " UTC")
     settings = [f"run {when}"]

@@ -52,15 +52,21 @@ SIZE = 32
 INPUTS = 16
 REFERENCE = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 INT8 = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-ZOO = ["resnet18", "mobilenet_v2", "googlenet"]  # googlenet: concats of quantized branches
+FAST_ZOO = ["resnet18", "mobilenet_v2"]  # in `make test`; every other zoo model with -m slow
+
+
+def size_of(name: str) -> int:
+    """SIZE px, or the model's smallest input where SIZE is too small (Inception-v3: 75)."""
+    return max(SIZE, graphtune.models.info(name).min_image_size)
 
 
 @functools.cache
 def quantized(name: str, reduce_range: bool = False) -> onnx.ModelProto:
-    """A zoo model at SIZE px quantized by graphtune.quantize on seeded random calibration data."""
+    """A zoo model quantized by graphtune.quantize on seeded random calibration data."""
     rng = np.random.default_rng(0)
-    data = [{"input": rng.standard_normal((1, 3, SIZE, SIZE), dtype=np.float32)} for _ in range(4)]
-    return graphtune.quantize(name, data, image_size=SIZE, reduce_range=reduce_range)
+    size = size_of(name)
+    data = [{"input": rng.standard_normal((1, 3, size, size), dtype=np.float32)} for _ in range(4)]
+    return graphtune.quantize(name, data, image_size=size, reduce_range=reduce_range)
 
 
 def inputs_of(model: onnx.ModelProto, count: int = INPUTS) -> list[dict[str, np.ndarray]]:
@@ -120,15 +126,30 @@ def test_rewrite_keeps_every_rounding():
         sorted((op.name, int8.get(op.op, op.op)) for op in layout_ops(fp32))
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=[pytest.mark.slow] if n == "googlenet" else [])
-                                  for n in ZOO])
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n in FAST_ZOO else [pytest.mark.slow])
+                                  for n in graphtune.models.names()])
 def test_uniform_config_matches_onnxruntime(name):
+    """Every zoo model, quantized by ONNX Runtime's quantizer: compiled uniform (int8 kernels),
+    scheduled, and within the module docstring's bound of ONNX Runtime's QDQ reference."""
     model = quantized(name)
     compiled = quiet_compile(model, graphtune.Config.uniform(model))
     assert_scheduled(compiled)
     assert "quantize" not in compiled.schedules and "dequantize" not in compiled.schedules
     feeds = inputs_of(model)
     assert_agrees(gt_run(compiled, feeds), ort_run(model, feeds))
+
+
+def test_quantized_activations_cross_as_uint8_and_residual_adds_fuse():
+    """Between its functions the compiled model passes the uint8 integers the QDQ model
+    stores: int8 convs read them (the model input's is the one quantize of its own), and each
+    residual add dequantizes its branch inside the conv before it, as in the fp32 model."""
+    model = quantized("resnet18")
+    compiled = quiet_compile(model, graphtune.Config.uniform(model))
+    calls = [[name for name in names if not name.startswith("lv")] for _, names in compiled.call_sites]
+    assert [names for names in calls if any(name.endswith("_input_q") for name in names)] == \
+        [["conv1_input_q"]]
+    adds = [names for names in calls if any(name.endswith("_add") for name in names)]
+    assert len(adds) == 8 and all(len(names) == 2 and "conv" in names[0] for names in adds), adds
 
 
 @pytest.mark.slow  # compiles ResNet-18 under random layouts; test_contract covers the fp32 models

@@ -40,6 +40,7 @@ Examples
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 from tvm import relax
@@ -48,9 +49,10 @@ from tvm.ir.expr import Constant
 from .. import x86
 from ..errors import ModelError
 from ..frontend.qdq import weight_pair_max
+from ..frontend.walk import dtype_of, op_name
 from .plan import NODE_ATTR, NodePlan
 
-__all__ = ["emit_int8", "int8_weight", "check_pairs"]
+__all__ = ["emit_int8", "int8_weight", "check_pairs", "stored_uint8"]
 
 
 def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +121,58 @@ the model with reduce_range=True (graphtune.quantize) or give the node another i
                          "(graphtune.quantize) or give the node another isa")
 
 
+def stored_uint8(data: relax.Expr, plan: NodePlan,
+                 bound: Callable[[relax.Expr], relax.Expr | None],
+                 value_of: Callable[[relax.Expr], np.ndarray | None]) -> relax.Expr | None:
+    """The uint8 tensor ``x_q`` the node's fp32 input ``data`` dequantizes, if the model
+    stores it: ``data = (astype(x_q, "float32") - zx) * sx`` (the subtraction absent for
+    ``zx == 0``; the storage form of :mod:`graphtune.frontend.qdq`'s rule 3) with the
+    node's own ``sx`` and ``zx``. The node then reads ``x_q`` itself, exactly what
+    ``int8_quantize`` would recover, and no fp32 tensor needs to exist.
+
+    ``bound(var)`` is the expression a variable was bound to (None if none), ``value_of(expr)``
+    the value of a constant expression (None if not constant).
+
+    Examples
+    --------
+    >>> from tvm import relax
+    >>> from graphtune.compiler.plan import NodePlan
+    >>> q = relax.Var("q", relax.TensorType([1, 8, 4, 4], "uint8"))
+    >>> f, x = relax.Var("f", relax.TensorType([1, 8, 4, 4], "float32")), relax.Var("x")
+    >>> exprs = {f: relax.op.astype(q, "float32"), x: relax.op.multiply(f, relax.const(0.5))}
+    >>> plan = NodePlan("c", "conv2d_int8", {}, {}, "", "", {"x_scale": 0.5, "x_zero_point": 0})
+    >>> constant = lambda e: e.value.numpy() if isinstance(e, Constant) else None
+    >>> stored_uint8(x, plan, exprs.get, constant).same_as(q)
+    True
+    >>> stored_uint8(f, plan, exprs.get, constant) is None
+    True
+    """
+    assert plan.quant is not None  # int8 nodes carry their quantization
+    scale, zero = np.float32(plan.quant["x_scale"]), int(plan.quant["x_zero_point"])
+
+    def operands(expr: relax.Expr, op: str) -> tuple[relax.Expr, np.ndarray | None] | None:
+        call = bound(expr)
+        if not isinstance(call, relax.Call) or op_name(call) != op or len(call.args) != 2:
+            return None
+        return call.args[0], value_of(call.args[1])
+
+    scaled = operands(data, "relax.multiply")
+    if scaled is None or scaled[1] is None or scaled[1].size != 1 or scaled[1].dtype != np.float32 \
+            or scaled[1].reshape(()) != scale:
+        return None
+    shifted, found_zero = scaled[0], 0.0
+    centered = operands(shifted, "relax.subtract")
+    if centered is not None:
+        if centered[1] is None or centered[1].size != 1:
+            return None
+        shifted, found_zero = centered[0], float(centered[1].reshape(()))
+    cast = bound(shifted)
+    if found_zero != zero or not isinstance(cast, relax.Call) or op_name(cast) != "relax.astype":
+        return None
+    stored = cast.args[0]
+    return stored if dtype_of(stored) == "uint8" else None
+
+
 def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
               plan: NodePlan) -> tuple[relax.Expr, Constant]:
     """The node's quantize and int8 kernel calls (see the module docstring).
@@ -128,7 +182,9 @@ def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     bb : relax.BlockBuilder
         Inside the function being rewritten.
     data : relax.Expr
-        The node's fp32 input in its input layout.
+        The node's input in its input layout: fp32 (quantized here, ``int8_quantize``), or
+        the uint8 ``x_q`` itself where the model stores it (the rewrite finds it,
+        :func:`stored_uint8`).
     weight : np.ndarray
         The node's fp32 weights (dequantized): a conv's ``OIHW``, a dense's ``[M, K]``.
     plan : NodePlan
@@ -149,8 +205,9 @@ def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     kernel = relax.const(x86.pack_weight(w_q, workload, knobs, op))
     block = x86.param_shape(workload, knobs, op)[1]
     bias, scale = x86.pack_int8_params(w_q, None, x_zero, x_scale, w_scale, None, block)
-    quantized = bb.emit(bb.call_te(x86.quantize, data, x_scale, x_zero, primfunc_name_hint="int8_quantize"),
-                        name_hint=f"{plan.name}_input_q")
+    quantized = data if dtype_of(data) == "uint8" else bb.emit(
+        bb.call_te(x86.quantize, data, x_scale, x_zero, primfunc_name_hint="int8_quantize"),
+        name_hint=f"{plan.name}_input_q")
 
     def compute(d, k, b, s):
         return x86.int8_compute(d, k, b, s, workload, knobs, op, x_zero)

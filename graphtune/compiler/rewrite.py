@@ -45,7 +45,7 @@ from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout
 from .consts import eval_const
-from .int8 import emit_int8
+from .int8 import emit_int8, stored_uint8
 from .plan import NODE_ATTR, NodePlan
 
 __all__ = ["NodePlan", "NODE_ATTR", "TRANSFORM_ATTR", "rewrite"]
@@ -83,6 +83,7 @@ class _Rewriter:
         self.anchors: dict[Constant, NodePlan] = {}
         self.consts: dict[relax.Var, np.ndarray] = {}  # constant-only bindings, evaluated
         self.tuples: dict[relax.Var, relax.Tuple] = {}  # tuple bindings, emitted where read
+        self.bound: dict[relax.Var, relax.Expr] = {}   # old var -> its old value
         self.errors: list[Exception] = []  # config errors found while rewriting
         self.roles = {Role.CONST: self.constant, Role.LAYOUT: self.layout, Role.PASS: self.passed,
                       Role.JOIN: self.join, Role.FIXED: self.fixed, Role.TUPLE: self.tuple_binding}
@@ -136,6 +137,7 @@ class _Rewriter:
     # ---------------------------------------------------------------- roles
     def visit(self, step: Step) -> None:
         """Re-emit one binding in the layouts the plans ask for, as its role and form say."""
+        self.bound[step.var] = step.value
         self.roles[step.role](step)
 
     def constant(self, step: Step) -> None:
@@ -226,7 +228,10 @@ class _Rewriter:
         if plan.quant is not None:  # a quantized conv or dense on the int8 kernels
             if op_name(call) == "relax.matmul":  # its weight [K, M]: the dense's [M, K]
                 weight = weight.T
-            out, kernel = emit_int8(self.bb, self.get(call.args[0], in_blk), weight, plan)
+            data = call.args[0]
+            stored = stored_uint8(data, plan, self.bound.get, self.array)  # as the model stores it
+            data = data if stored is None else stored
+            out, kernel = emit_int8(self.bb, self.get(data, in_blk), weight, plan)
             self.anchors[kernel] = plan
             self.bind(var, out, out_blk)
             return
@@ -451,7 +456,8 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
         bb.emit_func_output(output)
     if state.errors:
         raise state.errors[0]
-    new_mod = bb.get()
+    # bindings no reader needs any more (the fp32 value of a stored uint8 tensor int8 nodes read)
+    new_mod = relax.transform.DeadCodeElimination(["main"])(bb.get())
     for gvar, other in mod.functions.items():
         if gvar.name_hint != "main":
             new_mod[gvar] = other

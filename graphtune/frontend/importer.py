@@ -120,7 +120,8 @@ def import_model(
         raise ModelError(f"{failure}; graphtune.tune and graphtune.compile run such nodes in "
                          "ONNX Runtime (docs/partition.md)")
     assert mod is not None  # no failure: a module
-    main = _BatchNormToAffine(mod).visit_expr(_TirClipToRelax(mod).visit_expr(mod["main"]))
+    main = _TirClipToRelax(mod).visit_expr(mod["main"])
+    main = _ClippedCastToAstype(mod).visit_expr(_BatchNormToAffine(mod).visit_expr(main))
     mod["main"] = _name_after_onnx(main, proto)
     quantized = {p.key: p.value for p in proto.metadata_props}.get(INT8_NODES)
     if quantized:  # the convs and dense layers the int8 kernels run, for frontend.walk
@@ -477,6 +478,57 @@ class _TirClipToRelax(relax.PyExprMutator):
         if value is not None:
             scalar = relax.const(value.astype(str(scalar.ty.dtype)))
         return _CLIP_HALVES[match.group(1)](args.fields[0], scalar)
+
+
+@relax.expr_functor.mutator
+class _ClippedCastToAstype(relax.PyExprMutator):
+    """Turn the importer's ``Cast`` to uint8 of a value clipped to ``[0, 255]`` into one ``astype``.
+
+    ONNX leaves casting a float outside the target's range undefined; the Relax importer
+    wraps it (``astype(bitwise_and(astype(where(!isfinite(x), 0, x), "int32"), 255),
+    "uint8")``: four ops that need plain layouts). After ``minimum(maximum(x, lo), hi)``
+    with ``0 <= lo`` and ``hi <= 255`` -- the uint8 quantization :mod:`graphtune.frontend.qdq`
+    writes -- there is nothing to wrap, and ``astype`` runs in any layout.
+    """
+
+    def __init__(self, mod: tvm.IRModule) -> None:
+        super().__init__(mod)
+
+    def _through(self, expr: relax.Expr, name: str) -> relax.Call | None:
+        """The call ``expr`` is bound to if it is a ``name`` op, else None."""
+        bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
+        return bound if op_name(bound) == name else None
+
+    def _scalar(self, expr: relax.Expr) -> float | None:
+        return float(expr.value.numpy()) if isinstance(expr, tvm.ir.expr.Constant) \
+            and expr.value.numpy().size == 1 else None
+
+    def _clipped(self, expr: relax.Expr) -> bool:
+        """``expr`` is ``minimum(maximum(x, lo), hi)`` (or the other order) within [0, 255]."""
+        outer = self._through(expr, "relax.minimum")
+        if outer is None:
+            outer = self._through(expr, "relax.maximum")
+        if outer is None:
+            return False
+        inner_name = "relax.maximum" if op_name(outer) == "relax.minimum" else "relax.minimum"
+        inner = self._through(outer.args[0], inner_name)
+        bounds = [self._scalar(outer.args[1]), self._scalar(inner.args[1]) if inner is not None else None]
+        if inner is None or None in bounds:
+            return False
+        lo, hi = sorted(float(b) for b in bounds if b is not None)
+        return 0 <= lo and hi <= 255
+
+    def visit_call_(self, call):  # TVM visitor hook
+        call = super().visit_call_(call)
+        if op_name(call) != "relax.astype" or str(call.attrs.dtype) != "uint8":
+            return call
+        masked = self._through(call.args[0], "relax.bitwise_and")
+        widened = None if masked is None else self._through(masked.args[0], "relax.astype")
+        finite = None if widened is None else self._through(widened.args[0], "relax.where")
+        if finite is None or masked is None or self._scalar(masked.args[1]) != 255:
+            return call
+        value = finite.args[2]
+        return relax.op.astype(value, "uint8") if self._clipped(value) else call
 
 
 _BATCH_NORM = "relax.nn.batch_norm"

@@ -29,7 +29,15 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    work of a ReLU the quantizer removed). ``Div``, ``Round``, ``Clip`` and ``Mul`` by
    scalars run in any channel layout and fuse into the producing conv's epilogue;
    per-channel scales become ``[C, 1, 1]``-shaped constants along their axis (zero points
-   that differ by channel stay: ``Clip`` takes scalar bounds).
+   that differ by channel stay: ``Clip`` takes scalar bounds). A uint8 pair with scalar
+   parameters (what ``graphtune.quantize`` writes for activations) keeps the integers as
+   the model stores them, the same values::
+
+       q = Cast<uint8>(Clip(Round(x / s_q) + z_q, 0, 255));   y = (Cast<float>(q) - z_d) * s_d
+
+   so that the compiled model passes ``q`` between its functions, one byte per value: an
+   int8 conv reads ``q`` itself (:func:`graphtune.compiler.int8.stored_uint8`), an fp32
+   reader (a residual add) dequantizes it in its own epilogue.
 4. **What is left** -- a Q whose output is also read by something other than a DQ (an
    op on the integers, e.g. a uint8 ``MaxPool`` or ``Reshape`` between Q and DQ), a DQ of a
    tensor no Q produced, non-constant scales, blocked or float8 quantization -- stays as
@@ -65,7 +73,7 @@ Examples
 >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 >>> rewritten = rewrite_qdq(model)
 >>> [n.op_type for n in rewritten.graph.node]
-['Div', 'Round', 'Clip', 'Mul', 'Conv']
+['Div', 'Round', 'Clip', 'Cast', 'Cast', 'Mul', 'Conv']
 >>> numpy_helper.to_array(next(t for t in rewritten.graph.initializer if t.name == "w"))[:, 0, 0, 0]
 array([0.1, 0.1, 0.1, 0.1], dtype=float32)
 """
@@ -446,14 +454,27 @@ class _Rewriter:
         lo, hi = lo.reshape(-1)[:1].reshape(()), hi.reshape(-1)[:1].reshape(())
         nodes: list[onnx.NodeProto] = []
 
-        def op(kind: str, *operands: np.ndarray, output: str | None = None) -> None:
+        def op(kind: str, *operands: np.ndarray, output: str | None = None, to: int | None = None) -> None:
             name = self.fresh(f"{base}/{kind.lower()}")
             inputs = [nodes[-1].output[0] if nodes else x] + [
                 self.add_const(f"{name}_{k}", value.astype(s_d.dtype)) for k, value in enumerate(operands)]
             nodes.append(helper.make_node(kind, inputs, [output or name], name=name))
+            if to is not None:  # a Cast's element type
+                nodes[-1].attribute.append(helper.make_attribute("to", to))
 
         op("Div", _along(s_q, axis_q, rank))
         op("Round")
+        if bounds == _RANGES[TensorProto.UINT8] and max(s_q.size, z_q.size, s_d.size, z_d.size) == 1 \
+                and s_d.dtype == np.float32:  # stored as uint8: what crosses memory is one byte
+            if z_q.reshape(()):
+                op("Add", z_q.reshape(()))
+            op("Clip", *(np.array(bound) for bound in bounds))
+            op("Cast", to=TensorProto.UINT8)
+            op("Cast", to=TensorProto.FLOAT)
+            if z_d.reshape(()):
+                op("Sub", z_d.reshape(()))
+            op("Mul", s_d.reshape(()), output=dq.output[0])
+            return nodes
         op("Clip", lo, hi)
         shift = _along(z_q, axis_q, rank) - _along(z_d, axis_d, rank)
         if np.any(shift):

@@ -100,6 +100,7 @@ def _relax(*names: str) -> frozenset[str]:
 UNARY = _relax(
     "nn.relu", "clip", "sigmoid", "tanh", "nn.silu", "nn.gelu", "nn.gelu_tanh",
     "nn.leakyrelu", "exp", "log", "sqrt", "rsqrt", "square", "erf", "negative", "abs", "round",
+    "astype",
 )
 """Elementwise ops of one tensor: they run in any layout."""
 POOLS = _relax("nn.max_pool2d", "nn.avg_pool2d")
@@ -114,7 +115,7 @@ KNOWN_FIXED = _relax(
     "reshape", "permute_dims", "flatten", "nn.softmax", "nn.log_softmax", "mean", "sum", "max",
     "min", "squeeze", "expand_dims", "strided_slice", "split", "take", "concat", "matmul",
     "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv2d_transpose", "image.resize2d", "nn.pad",
-    "astype", "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
+    "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
     "nn.adaptive_avg_pool2d", "nn.prelu", "where", "isnan", "nn.layer_norm", "nn.group_norm",
     "nn.instance_norm", "quantize", "dequantize",
 )

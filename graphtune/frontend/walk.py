@@ -68,7 +68,7 @@ from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
     "LayoutOp", "Step", "Role", "Form", "ROLES", "layout_ops", "walk", "bindings", "op_name",
-    "static_shape",
+    "static_shape", "dtype_of",
 ]
 
 ROLES = tuple(Role)
@@ -302,7 +302,8 @@ def _spatial_resize(call, x) -> bool:
             and (static_shape(call) or [])[:2] == (static_shape(x) or [])[:2])
 
 
-def _dtype(expr) -> str | None:
+def dtype_of(expr) -> str | None:
+    """The element type of a tensor-typed Relax expression, else None."""
     ty = getattr(expr, "ty", None)
     return str(ty.dtype) if isinstance(ty, relax.TensorType) else None
 
@@ -489,8 +490,8 @@ class _Walker:
         layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
         if layouts != ("NCHW", kernel_layout, "NCHW"):
             return f"{op} in layout {'/'.join(layouts)} (graphtune reads NCHW/{kernel_layout} ones)"
-        dtype = _dtype(data)
-        if _dtype(call) != dtype or _dtype(weight) != dtype:
+        dtype = dtype_of(data)
+        if dtype_of(call) != dtype or dtype_of(weight) != dtype:
             return f"{op} with mixed dtypes"
         return dshape, wshape, dtype
 
@@ -532,8 +533,8 @@ class _Walker:
             return "dense (matmul) with a dynamic shape"
         if not 2 <= len(dshape) <= 4 or len(wshape) != 2:
             return f"matmul of rank {len(dshape)} by rank {len(wshape)} (dense needs rank 2-4 by 2-D)"
-        dtype = _dtype(data)
-        if _dtype(call) != dtype or _dtype(weight) != dtype:
+        dtype = dtype_of(data)
+        if dtype_of(call) != dtype or dtype_of(weight) != dtype:
             return "dense (matmul) with mixed dtypes"
         return "dense", {"data": dshape, "weight": [wshape[1], wshape[0]], "dtype": dtype}
 

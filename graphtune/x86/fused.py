@@ -24,7 +24,7 @@ from tvm import s_tir, tirx
 
 from ..errors import KnobError
 from ..ops import Op
-from .schedule import _blocks, _domain, _inline_producers, schedule_elementwise
+from .schedule import _blocks, _domain, _inline_producers, _try, schedule_elementwise
 from .specs import spec_for
 from .target import TargetLike, vector_lanes
 
@@ -59,6 +59,30 @@ def _find_anchor(sch: s_tir.Schedule, workload: dict, knobs: dict, op: Op):
         f"(implied by the workload and knobs {knobs}) in the function; reduction blocks found: "
         f"{seen or 'none'}. Build the op with graphtune.x86's TE compute and the same knobs."
     )
+
+
+def _related(sch: s_tir.Schedule, anchor, step) -> set[str]:
+    """Names of the blocks reached from ``anchor`` by ``step`` (get_producers / get_consumers)."""
+    seen: set[str] = set()
+    todo = [anchor]
+    while todo:
+        for block in step(todo.pop()):
+            name = sch.get(block).name_hint
+            if name not in seen:
+                seen.add(name)
+                todo.append(block)
+    return seen
+
+
+def _inline_side_operands(sch: s_tir.Schedule, anchor) -> None:
+    """Inline the elementwise blocks that neither feed the anchor nor follow it -- they compute
+    another operand of its epilogue, e.g. a residual input dequantized from uint8 -- into their
+    readers, so that the epilogue reads that operand as it reads a parameter."""
+    path = _related(sch, anchor, sch.get_producers) | _related(sch, anchor, sch.get_consumers)
+    path.add(sch.get(anchor).name_hint)
+    for block in _blocks(sch):
+        if sch.get(block).name_hint not in path and not _domain(sch, block)[1]:
+            _try(sch.compute_inline, block)
 
 
 def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: TargetLike = None,
@@ -107,6 +131,7 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
     op = spec.op
     sch = s_tir.Schedule(func)
     anchor = _find_anchor(sch, workload, knobs, op)
+    _inline_side_operands(sch, anchor)
     padding = []
     if spec.keeps_padding(knobs):  # the schedule places it; what feeds it is inlined into it
         padding = [b for b in sch.get_producers(anchor) if not _domain(sch, b)[1]]
