@@ -31,6 +31,8 @@ def tiny_func(task, target):
     with ``knobs["gate"]`` (a path) waits until that file exists."""
     from tvm import te, tirx
 
+    if "gate" in task.knobs:
+        pathlib.Path(task.knobs["gate"] + ".waiting").touch()  # the build has started
     while "gate" in task.knobs and not os.path.exists(task.knobs["gate"]):
         time.sleep(0.01)
     mode = task.knobs.get("mode", "ok")
@@ -122,7 +124,8 @@ def ctrl_c_tasks(gate):
 
 def test_ctrl_c_keeps_finished_results_and_rerun_completes(tmp_path):
     """Ctrl-C while the third task waits for a gate that the test opens only afterwards: the
-    two finished results are kept, however fast or slow the machine is."""
+    two finished results are kept, however fast or slow the machine is. The Ctrl-C comes once
+    the gated build runs (not while its worker starts)."""
     path, gate = tmp_path / "t.records.jsonl", str(tmp_path / "gate")
     script = textwrap.dedent(f"""
         from test_measure_engine import ctrl_c_tasks, runner
@@ -133,7 +136,7 @@ def test_ctrl_c_keeps_finished_results_and_rerun_completes(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", script], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
-        if path.exists() and len(path.read_text().splitlines()) >= 2:
+        if path.exists() and len(path.read_text().splitlines()) >= 2 and os.path.exists(gate + ".waiting"):
             break
         time.sleep(0.05)
     assert proc.poll() is None, proc.communicate()[1]  # still running: blocked at the gate
