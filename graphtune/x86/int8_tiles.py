@@ -45,17 +45,39 @@ def int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
 
 
 def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
-    """Knobs of an int8 conv2d with ``blocks``: the fp32 conv's register tiles that divide the
-    output (a tensorized tile has no tail) on the target's best instruction, each with the
-    activations widened to int16 by the padding pass first (``vpmaddwd``), then without."""
+    """Knobs of an int8 conv2d with ``blocks``: the fp32 conv's register tiles on the target's
+    best instruction, each with the activations widened to int16 by the padding pass first
+    (``vpmaddwd``), then without. A tensorized tile has no tail: the tiles whose ``reg_n`` /
+    ``oh_bn`` divide the output width / height come first, then the others with those made the
+    largest divisor below them (an output 37 wide, Inception-v3's stem at 75 px, gets
+    ``reg_n`` 1), duplicates dropped.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> stem = conv2d_int8_workload([1, 4, 75, 75], [32, 4, 3, 3], strides=[2, 2])
+    >>> {t["reg_n"] for t in int8_tiles(stem, {"ic_bn": 4, "oc_bn": 16}, {"kind": "llvm", "mcpu": "haswell"})}
+    {1}
+    """
     kh, kw = workload["kernel"][2:]
     _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
     isa = isa_of(target, workload)
     widen = (True, False) if isa.dot == 2 else (False,)
+    fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1)
+    tiles = [tile for tile in fp32 if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0]
+    for tile in fp32:  # the others, made to divide, after those
+        tile = {**tile, "reg_n": _divisor_below(ow, tile["reg_n"])}
+        if "oh_bn" in tile:
+            tile["oh_bn"] = _divisor_below(oh, tile["oh_bn"])
+        if tile not in tiles:
+            tiles.append(tile)
     return [{**blocks, **tile, "isa": isa.name, **({"widen": True} if wide else {})}
-            for tile in _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1)
-            if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0
-            for wide in widen]
+            for tile in tiles for wide in widen]
+
+
+def _divisor_below(extent: int, most: int) -> int:
+    """The largest divisor of ``extent`` that is at most ``most``."""
+    return max(d for d in divisors(extent) if d <= most)
 
 
 def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
