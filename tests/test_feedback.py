@@ -14,8 +14,6 @@ from graphtune.ops import LAYOUT_OPS
 from graphtune.profiling import CallTimes
 from onnx_blocks import squeeze_excite
 
-pytestmark = pytest.mark.serial  # compares in-model timings with isolated ones: never beside another test
-
 TUNE = {"max_candidates": 2, "final_check": False, "progress": False}
 MODEL = squeeze_excite()  # conv -> SE gate -> conv: three layout nodes, a join
 

@@ -10,8 +10,6 @@ import pytest
 import graphtune.x86 as x86
 from graphtune.measure import Records, Task, measure
 
-pytestmark = pytest.mark.serial  # real kernel timings: never beside another test
-
 CONV = x86.conv2d_workload([1, 16, 10, 10], [32, 16, 3, 3], padding=[1, 1, 1, 1])
 STRIDED_1X1 = x86.conv2d_workload([1, 24, 8, 8], [16, 24, 1, 1], strides=[2, 2])
 DEPTHWISE = x86.conv2d_workload([1, 32, 8, 8], [32, 1, 3, 3], padding=[1, 1, 1, 1], groups=32)
