@@ -219,8 +219,9 @@ def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> s
 def section(report: Mapping[str, Any]) -> str:
     """The Markdown of one CPU's newest run: heading, settings, command, table, geomean."""
     target = report.get("target") or {}
-    int8 = precision_of(report).startswith("int8")
-    kind = "QDQ models, 7-bit weights" if report.get("reduce_range") else "QDQ models"
+    precision = precision_of(report)
+    int8 = precision.startswith("int8")
+    kind = "QDQ models, 7-bit weights" if precision == "int8-7bit" else "QDQ models"
     heading = cpu_of(report) + (f", int8 ({kind})" if int8 else "")
     threads = report.get("threads") or target.get("threads")
     when = str(report.get("time", "unknown time")).replace("T", " ").replace("Z", " UTC")

@@ -499,24 +499,23 @@ class _ClippedCastToAstype(relax.PyExprMutator):
         bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else expr
         return bound if op_name(bound) == name else None
 
-    def _scalar(self, expr: relax.Expr) -> float | None:
-        return float(expr.value.numpy()) if isinstance(expr, tvm.ir.expr.Constant) \
-            and expr.value.numpy().size == 1 else None
+    @staticmethod
+    def _scalar(expr: relax.Expr) -> float | None:
+        if not isinstance(expr, tvm.ir.expr.Constant):
+            return None
+        value = expr.value.numpy()
+        return float(value.reshape(())) if value.size == 1 else None
 
     def _clipped(self, expr: relax.Expr) -> bool:
         """``expr`` is ``minimum(maximum(x, lo), hi)`` (or the other order) within [0, 255]."""
-        outer = self._through(expr, "relax.minimum")
-        if outer is None:
-            outer = self._through(expr, "relax.maximum")
-        if outer is None:
-            return False
-        inner_name = "relax.maximum" if op_name(outer) == "relax.minimum" else "relax.minimum"
-        inner = self._through(outer.args[0], inner_name)
-        bounds = [self._scalar(outer.args[1]), self._scalar(inner.args[1]) if inner is not None else None]
-        if inner is None or None in bounds:
-            return False
-        lo, hi = sorted(float(b) for b in bounds if b is not None)
-        return 0 <= lo and hi <= 255
+        for outer_name, inner_name in (("relax.minimum", "relax.maximum"),
+                                       ("relax.maximum", "relax.minimum")):
+            outer = self._through(expr, outer_name)
+            inner = None if outer is None else self._through(outer.args[0], inner_name)
+            if outer is not None and inner is not None:
+                bounds = [self._scalar(outer.args[1]), self._scalar(inner.args[1])]
+                return all(b is not None and 0 <= b <= 255 for b in bounds)
+        return False
 
     def visit_call_(self, call):  # TVM visitor hook
         call = super().visit_call_(call)

@@ -66,18 +66,14 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1)
     tiles = [tile for tile in fp32 if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0]
     for tile in fp32:  # the others, made to divide, after those
-        tile = {**tile, "reg_n": _divisor_below(ow, tile["reg_n"])}
+        tile = {**tile, "reg_n": divisors(ow, cap=tile["reg_n"])[-1]}
         if "oh_bn" in tile:
-            tile["oh_bn"] = _divisor_below(oh, tile["oh_bn"])
+            tile["oh_bn"] = divisors(oh, cap=tile["oh_bn"])[-1]
         if tile not in tiles:
             tiles.append(tile)
     return [{**blocks, **tile, "isa": isa.name, **({"widen": True} if wide else {})}
             for tile in tiles for wide in widen]
 
-
-def _divisor_below(extent: int, most: int) -> int:
-    """The largest divisor of ``extent`` that is at most ``most``."""
-    return max(d for d in divisors(extent) if d <= most)
 
 
 def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
