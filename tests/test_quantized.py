@@ -43,9 +43,12 @@ from onnx import TensorProto, helper, numpy_helper
 
 import graphtune
 from compile_check import check_contract, random_config
+from graphtune.compiler.legalize import NODE_ATTR, members_of
+from graphtune.compiler.lut import LOOKUP
 from graphtune.errors import ArgumentError, ModelError
 from graphtune.frontend import import_model, layout_ops
 from graphtune.frontend.qdq import rewrite_qdq
+from graphtune.models.builder import GraphBuilder
 from schedule_check import assert_scheduled
 
 SIZE = 32
@@ -183,6 +186,29 @@ def test_quantized_activations_cross_as_uint8_and_residual_adds_fuse():
         [["conv1_input_q"]]
     adds = [names for names in calls if any(name.endswith("_add") for name in names)]
     assert len(adds) == 8 and all(len(names) == 2 and "conv" in names[0] for names in adds), adds
+
+
+def _activation_functions() -> onnx.ModelProto:
+    """conv -> SiLU, conv -> squeeze-excitation (sigmoid gate), conv -> Tanh."""
+    b = GraphBuilder("tiny_lut", seed=0, batch_size=1, image_size=8)
+    x = b.silu(b.conv(b.input, "stem", 16, kernel=3, padding=1), "stem.act")
+    x = b.squeeze_excitation(b.conv(x, "expand", 32, kernel=1), "se", 8)
+    return b.model([b.unary("Tanh", b.conv(x, "head", 16, kernel=1), "head.tanh")])
+
+
+def test_quantized_activations_run_as_lookups_fused_into_their_convs():
+    """SiLU and the squeeze-excitation gate run as table lookups (graphtune/compiler/lut.py),
+    each inside the function of the conv before it; the output within the module docstring's
+    bound of ONNX Runtime's QDQ reference."""
+    rng = np.random.default_rng(0)
+    data = [{"input": rng.standard_normal((1, 3, 8, 8), dtype=np.float32)} for _ in range(4)]
+    model = graphtune.quantize(_activation_functions(), data)
+    compiled = graphtune.compile(model, graphtune.Config.uniform(model))
+    with_lookup = [f for f in compiled.functions.values()
+                   if any(name.startswith(LOOKUP) for name in members_of(f))]
+    assert len(with_lookup) >= 2 and all(NODE_ATTR in f.attrs for f in with_lookup)
+    feeds = inputs_of(model)
+    assert_agrees([compiled(*feed.values()) for feed in feeds], ort_run(model, feeds))
 
 
 @pytest.mark.slow  # compiles ResNet-18 under random layouts; test_contract covers the fp32 models

@@ -1,9 +1,9 @@
 """Compile a model with a Config: NCHW{x}c rewrite, x86 kernels, ``tvm.compile``.
 
 Modules: :mod:`.plan` (:class:`~.plan.NodePlan`), :mod:`.rewrite` (per-node layout rewrite of
-the Relax module), :mod:`.int8` (a quantized conv on the int8 kernels),
-:mod:`.legalize` (lowering with graphtune's x86 computes and schedules),
-:mod:`.model` (:class:`CompiledModel`), :mod:`.driver` (:func:`compile`).
+the Relax module), :mod:`.int8` (a quantized conv on the int8 kernels), :mod:`.lut` (uint8
+activation functions as table lookups), :mod:`.legalize` (lowering with graphtune's x86
+computes and schedules), :mod:`.model` (:class:`CompiledModel`), :mod:`.driver` (:func:`compile`).
 
 Examples
 --------

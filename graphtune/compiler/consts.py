@@ -18,23 +18,58 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+import scipy.special
 import tvm
 from tvm import relax
+from tvm.ir.expr import Constant
 
-__all__ = ["eval_const"]
+__all__ = ["eval_const", "const_value"]
 
 _NUMPY_BINARY = {
     "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
     "relax.divide": np.divide, "relax.maximum": np.maximum, "relax.minimum": np.minimum,
+    "relax.power": np.power,
 }
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+_NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "relax.round": np.rint, "relax.negative": np.negative, "relax.abs": np.abs,
+    "relax.square": np.square, "relax.nn.relu": lambda x: np.maximum(x, 0),
+    "relax.sigmoid": _sigmoid, "relax.nn.silu": lambda x: x * _sigmoid(x), "relax.tanh": np.tanh,
+    "relax.exp": np.exp, "relax.log": np.log, "relax.sqrt": np.sqrt,
+    "relax.rsqrt": lambda x: 1 / np.sqrt(x), "relax.erf": lambda x: scipy.special.erf(x),
+    "relax.nn.gelu": lambda x: 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(2))),
+}
+"""Elementwise ops of one tensor, computed in float64 for float inputs and rounded once to the
+input's type (``round`` is half to even, as in ONNX and TVM)."""
+
+
+def const_value(expr: relax.Expr) -> np.ndarray | None:
+    """The value of a constant argument (a tensor, or a number such as clip's bounds), else None.
+
+    Examples
+    --------
+    >>> const_value(relax.const(np.ones(2, "float32"))).tolist(), const_value(tvm.tirx.IntImm("int64", 6))
+    ([1.0, 1.0], array(6))
+    """
+    if not isinstance(expr, Constant):
+        return None
+    value = expr.value
+    return value.numpy() if hasattr(value, "numpy") else np.array(value)
 
 
 def eval_const(call: relax.Expr, arrays: list[np.ndarray | None]) -> np.ndarray | None:
     """Numpy value of a call whose tensor arguments have the values ``arrays``, or None.
 
-    Handles reshape, permute_dims, expand_dims, squeeze and elementwise binary
-    ops; returns None for anything else (the binding is then kept as it is).
+    Handles reshape, permute_dims, expand_dims, squeeze, astype, clip and elementwise unary
+    and binary ops; returns None for anything else (the binding is then kept as it is).
 
     Examples
     --------
@@ -57,4 +92,11 @@ def eval_const(call: relax.Expr, arrays: list[np.ndarray | None]) -> np.ndarray 
         return np.squeeze(data, tuple(int(a) for a in call.attrs.axis))
     if name in _NUMPY_BINARY and len(arrays) == 2 and arrays[1] is not None:
         return _NUMPY_BINARY[name](data, arrays[1]).astype(data.dtype)
+    if name == "relax.astype":
+        return data.astype(str(call.attrs.dtype))
+    if name == "relax.clip" and len(arrays) == 3 and all(a is not None for a in arrays[1:]):
+        return np.clip(data, arrays[1], arrays[2]).astype(data.dtype)
+    if name in _NUMPY_UNARY:
+        wide = data.astype(np.float64) if data.dtype.kind == "f" else data
+        return np.asarray(_NUMPY_UNARY[name](wide)).astype(data.dtype)
     return None

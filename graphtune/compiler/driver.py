@@ -37,6 +37,7 @@ from ..frontend.cut import import_or_cut
 from ..frontend.roles import Role
 from ..ops import runs_as
 from .legalize import legalize, schedule_counts
+from .lut import lookup_tables
 from .model import CompiledModel
 from .partitioned import PartitionedModel
 from .rewrite import NodePlan, rewrite
@@ -156,7 +157,7 @@ def rewrite_model(mod: tvm.IRModule, config: Config,
     config.check(ops)
     plans = plan_nodes(ops, config, target)
     new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
-    return new_mod, anchors, [op.name for op in ops]
+    return lookup_tables(new_mod), anchors, [op.name for op in ops]
 
 
 def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:

@@ -49,6 +49,7 @@ from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
 from ..x86.pools import max_pool2d
 from ..x86.resize import bilinear_resize2d, supported
 from ..x86.target import vector_lanes
+from .lut import ELEMENTWISE_ATTR
 from .rewrite import NODE_ATTR, TRANSFORM_ATTR, NodePlan
 from .sites import call_sites, with_sites
 
@@ -467,6 +468,15 @@ def _dedupe(mod: tvm.IRModule) -> tvm.IRModule:
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 
+def _elementwise_lookups(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with the table lookups (:data:`~graphtune.compiler.lut.ELEMENTWISE_ATTR`) given
+    the elementwise op pattern (0, which ``AnnotateTIROpPattern`` would re-analyse if set before)."""
+    for gvar, func in list(mod.functions.items()):
+        if isinstance(func, tirx.PrimFunc) and func.attrs is not None and ELEMENTWISE_ATTR in func.attrs:
+            mod[gvar] = func.with_attr("op_pattern", 0)
+    return mod
+
+
 def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
              target: tvm.target.Target, packed_anchors: dict[Constant, NodePlan] | None = None
              ) -> tvm.IRModule:
@@ -520,7 +530,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         custom = {**_fast_math_map(), **_pool_map(), **_resize_map(target),
                   **_legalize_map(anchors, target, packed)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
-        mod = relax.transform.AnnotateTIROpPattern()(mod)
+        mod = _elementwise_lookups(relax.transform.AnnotateTIROpPattern()(mod))
         unfused = mod["main"]
         mod = relax.transform.FuseOps()(mod)
         sites = call_sites(unfused, mod)
