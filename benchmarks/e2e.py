@@ -259,6 +259,25 @@ def feedback_fields(feedback: Feedback, row: dict) -> dict:
             "prediction_error_before": (measured - before) / measured if measured else None}
 
 
+def closed_loop_line(row: dict) -> str:
+    """One line on a row's closed loop; "-" for an error that does not apply (no gt-graph
+    time, or the final check kept another config than the solver's, whose prediction it is).
+
+    >>> row = {"feedback": {"rounds": 1, "predicted_before_ms": 8.0, "predicted_after_ms": 9.5,
+    ...                     "prediction_error_before": 0.2}, "prediction_error": None}
+    >>> closed_loop_line(row)
+    'closed loop: 1 rounds, predicted 8.00 -> 9.50 ms (error before +20.0%, after -)'
+    """
+    loop = row["feedback"]
+
+    def error(value: float | None) -> str:
+        return "-" if value is None else f"{value:+.1%}"
+
+    return (f"closed loop: {loop['rounds']} rounds, predicted {loop['predicted_before_ms']:.2f} -> "
+            f"{loop['predicted_after_ms']:.2f} ms (error before {error(loop['prediction_error_before'])}, "
+            f"after {error(row.get('prediction_error'))})")
+
+
 def cpu_name() -> str:
     """The CPU as Linux names it: ``/proc/cpuinfo``'s model name, with its family and model
     numbers (``AMD EPYC (family 25 model 17)``); the platform's processor string elsewhere."""
@@ -413,11 +432,7 @@ def main(argv: list[str] | None = None) -> int:
             print(markdown_table([row], verbose=args.verbose), diff_line(row), "", sep="\n",
                   flush=True)
             if "feedback" in row:
-                loop = row["feedback"]
-                print(f"closed loop: {loop['rounds']} rounds, predicted {loop['predicted_before_ms']:.2f} "
-                      f"-> {loop['predicted_after_ms']:.2f} ms (error before "
-                      f"{loop['prediction_error_before']:+.1%}, after {row['prediction_error']:+.1%})",
-                      flush=True)
+                print(closed_loop_line(row), flush=True)
         rows.append(row)
         if args.json:  # after every model: a long suite stopped half-way keeps what it timed
             write_report(args, rows)

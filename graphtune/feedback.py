@@ -13,10 +13,10 @@ from the model, or ``rounds`` models were profiled.
 
 In-model times are records (task kind :attr:`graphtune.ops.Op.IN_MODEL`,
 :func:`node_task`, :func:`transform_task`), keyed by the model's structural
-hash, the node, its layouts and knobs, the target and the timing protocol: a
-re-tune applies them before profiling anything, and profiles only candidates no
-record covers. Records are never measured by :func:`graphtune.measure.measure`
-(they have no builder).
+hash and graphtune's code (:func:`model_hash`), the node, its layouts and knobs,
+the target and the timing protocol: a re-tune applies them before profiling
+anything, and profiles only candidates no record covers. Records are never
+measured by :func:`graphtune.measure.measure` (they have no builder).
 
 Examples
 --------
@@ -43,6 +43,7 @@ from .graph import Candidate, LayoutGraph
 from .lazy import Pair
 from .measure import Records, Task
 from .measure.records import Record
+from .measure.task import code_digest
 from .ops import LAYOUT_OPS, NODE_OPS, Op
 from .solve import Solution
 
@@ -133,10 +134,20 @@ class Feedback:
 
 
 def model_hash(module: Any) -> str:
-    """The key of a model in in-model records: the structural hash of its imported module."""
+    """The key of a model in in-model records: the structural hash of its imported module and
+    the graphtune code that compiles it (:func:`graphtune.measure.task.code_digest`: what a
+    candidate costs in the model changes with how graphtune fuses and lowers it).
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> from graphtune.frontend import import_model
+    >>> model_hash(import_model(models.get("resnet18", image_size=32))).endswith(code_digest()[:12])
+    True
+    """
     import tvm_ffi
 
-    return str(tvm_ffi.structural_hash(module))
+    return f"{tvm_ffi.structural_hash(module)}-{code_digest()[:12]}"
 
 
 def node_task(model: str, node: str, candidate: Candidate) -> Task:

@@ -18,15 +18,18 @@ True
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Mapping
 
 from ..errors import MeasureError
 from ..ops import TASK_KINDS, WORKLOAD_FIELDS, Op, as_op
 
-__all__ = ["PROTOCOL_RENAMES", "TIMING", "Task", "canonical_json", "protocol_tag", "record_key",
-           "tvm_version"]
+__all__ = ["PROTOCOL_RENAMES", "TIMING", "Task", "canonical_json", "code_digest", "protocol_tag",
+           "record_key", "tvm_version"]
 
 
 def canonical_json(value: Any) -> str:
@@ -169,6 +172,24 @@ def tvm_version() -> str:
     import tvm
 
     return str(tvm.__version__)
+
+
+@functools.cache
+def code_digest() -> str:
+    """Content hash of graphtune's Python sources: part of the key of what is measured on a
+    compiled model (in-model times, op-group probes), which any change to how graphtune compiles
+    can alter -- those are measured again after an upgrade; kernel records are not keyed by it.
+
+    Examples
+    --------
+    >>> len(code_digest())
+    40
+    """
+    root = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha1()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
 
 
 def record_key(task: Task, target: Mapping, tvm: str, timing: str | None = TIMING) -> str:

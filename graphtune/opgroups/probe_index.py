@@ -39,29 +39,17 @@ True
 from __future__ import annotations
 
 import fcntl
-import functools
 import hashlib
 import os
 import stat
 import warnings
-from pathlib import Path
 from typing import Any, Callable
 
 from .. import safejson
 from ..errors import MeasureError
-from ..measure.task import Task, canonical_json, tvm_version
+from ..measure.task import Task, canonical_json, code_digest, tvm_version
 
 __all__ = ["ProbeIndex", "probe_key", "index_path_of"]
-
-
-@functools.cache
-def _code_digest() -> str:
-    """Content hash of graphtune's Python sources (what compiles a probe)."""
-    root = Path(__file__).resolve().parents[1]
-    digest = hashlib.sha1()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()
 
 
 def probe_key(model_hash: int, probe: dict, target_key: dict) -> str:
@@ -85,7 +73,7 @@ def probe_key(model_hash: int, probe: dict, target_key: dict) -> str:
     (40, True)
     """
     text = canonical_json({"model": str(model_hash), "probe": probe, "target": target_key,
-                           "tvm": tvm_version(), "code": _code_digest()})
+                           "tvm": tvm_version(), "code": code_digest()})
     return hashlib.sha1(text.encode()).hexdigest()
 
 

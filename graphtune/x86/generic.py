@@ -49,6 +49,7 @@ from typing import Callable
 import tvm
 from tvm import s_tir, tirx
 
+from .knobs import divisors
 from .schedule import _blocks, _fold_epilogue, _try, _vectorize_init, _write_back, schedule_elementwise
 from .target import TargetLike, vector_lanes
 from .transform import _iterate_over_output
@@ -162,23 +163,19 @@ def _is_padding(sch: s_tir.Schedule, block) -> bool:
     return isinstance(value, _LOAD)
 
 
-def _divisor(extent: int, at_most: int) -> int:
-    return max(d for d in range(1, min(extent, at_most) + 1) if extent % d == 0)
-
-
 def _schedule_matmul(sch: s_tir.Schedule, block, lanes: int) -> None:
     """Register-tiled matmul: parallel over (row tile, column tile), ``k``, rows x vector columns."""
     *spatial, k = sch.get_loops(block)
     epilogue = _fold_epilogue(sch, block)
     extents = [_extent(sch, loop) for loop in spatial]
     cols = extents[-1]
-    col_bn = cols if cols <= 2 * lanes else _divisor(cols, 2 * lanes)
+    col_bn = cols if cols <= 2 * lanes else divisors(cols, cap=2 * lanes)[-1]
     if col_bn < lanes and cols > 2 * lanes:
         col_bn = 2 * lanes  # no good divisor: pad the last tile (a predicate), keep vectors
     row_loops = spatial[:-1]
     if row_loops:
         row = sch.fuse(*row_loops) if len(row_loops) > 1 else row_loops[0]
-        row_outer, row_inner = sch.split(row, [None, _divisor(math.prod(extents[:-1]), 4)])
+        row_outer, row_inner = sch.split(row, [None, divisors(math.prod(extents[:-1]), cap=4)[-1]])
     col_outer, col_inner = sch.split(spatial[-1], [None, col_bn])
     if row_loops:
         sch.reorder(row_outer, col_outer, k, row_inner, col_inner)
@@ -222,7 +219,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
     extent = _extent(sch, inner)
     vectors = []
     if extent > 4 * lanes:
-        spatial.append(sch.split(inner, [None, _divisor(extent, lanes)])[0])
+        spatial.append(sch.split(inner, [None, divisors(extent, cap=lanes)[-1]])[0])
         inner = sch.get_loops(block)[len(spatial)]
     elif extent > lanes and extent & (extent - 1):
         # LLVM widens a vector of 48 floats to 64 and masks it (2-5x slower): power-of-two
@@ -232,7 +229,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
     tile = []
     if spatial:
         width = _static(sch.get(spatial[-1]).extent) or 1
-        outer, tile_loop = sch.split(spatial[-1], [None, _divisor(width, _POOL_TILE)])
+        outer, tile_loop = sch.split(spatial[-1], [None, divisors(width, cap=_POOL_TILE)[-1]])
         spatial, tile = spatial[:-1] + [outer], [tile_loop]
     sch.reorder(*spatial, *vectors, *reduce, *tile, inner)
     for producer in sch.get_producers(block):

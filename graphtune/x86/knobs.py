@@ -96,7 +96,7 @@ def divisors(n: int, cap: int | None = None) -> list:
     >>> divisors(12), divisors(64, cap=16)
     ([1, 2, 3, 4, 6, 12], [1, 2, 4, 8, 16])
     """
-    return [d for d in range(1, n + 1) if n % d == 0 and (cap is None or d <= cap)]
+    return [d for d in range(1, (n if cap is None else min(n, cap)) + 1) if n % d == 0]
 
 
 def register_budget(target: TargetLike = None) -> int:
