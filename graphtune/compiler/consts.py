@@ -24,9 +24,8 @@ import numpy as np
 import scipy.special
 import tvm
 from tvm import relax
-from tvm.ir.expr import Constant
 
-__all__ = ["eval_const", "const_value"]
+__all__ = ["eval_const"]
 
 _NUMPY_BINARY = {
     "relax.add": np.add, "relax.subtract": np.subtract, "relax.multiply": np.multiply,
@@ -49,20 +48,6 @@ _NUMPY_UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 """Elementwise ops of one tensor, computed in float64 for float inputs and rounded once to the
 input's type (``round`` is half to even, as in ONNX and TVM)."""
-
-
-def const_value(expr: relax.Expr) -> np.ndarray | None:
-    """The value of a constant argument (a tensor, or a number such as clip's bounds), else None.
-
-    Examples
-    --------
-    >>> const_value(relax.const(np.ones(2, "float32"))).tolist(), const_value(tvm.tirx.IntImm("int64", 6))
-    ([1.0, 1.0], array(6))
-    """
-    if not isinstance(expr, Constant):
-        return None
-    value = expr.value
-    return value.numpy() if hasattr(value, "numpy") else np.array(value)
 
 
 def eval_const(call: relax.Expr, arrays: list[np.ndarray | None]) -> np.ndarray | None:

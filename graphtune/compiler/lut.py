@@ -41,12 +41,14 @@ Examples
 
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import tvm
 from tvm import relax, te
 
-from ..frontend.walk import bindings, dtype_of, op_name, static_shape
-from .consts import const_value, eval_const
+from ..frontend.walk import bindings, const_value, dtype_of, op_name, static_shape
+from .consts import eval_const
 
 __all__ = ["lookup_tables", "lookup", "lookup_table_of", "ELEMENTWISE", "COSTLY", "LOOKUP",
            "ELEMENTWISE_ATTR"]
@@ -87,22 +89,48 @@ def _scalar(expr: relax.Expr) -> np.ndarray | None:
     return value.reshape(()) if value is not None and value.size == 1 else None
 
 
-def _region(source: relax.Var, binds: list) -> tuple[dict, dict]:
+class _Bindings:
+    """``main``'s bindings with what :func:`_region` asks of each, computed once: its position,
+    op, static shape and readers."""
+
+    def __init__(self, func: relax.Function) -> None:
+        self.binds = [b for b in bindings(func) if isinstance(b, relax.VarBinding)]
+        self.index = {b.var: i for i, b in enumerate(self.binds)}
+        self.ops = {b.var: op_name(b.value) for b in self.binds}
+        self.shapes = {b.var: static_shape(b.var) for b in self.binds}
+        self.readers: dict[relax.Var, set[relax.Var]] = {}
+        for binding in self.binds:
+            for arg in _vars_in(binding.value):
+                self.readers.setdefault(arg, set()).add(binding.var)
+
+
+def _region(source: relax.Var, graph: _Bindings) -> tuple[dict, dict]:
     """The bindings computed from ``source`` alone by :data:`ELEMENTWISE` ops: each var's value on
-    the 256 bytes, and its tensor operands (in binding order)."""
+    the 256 bytes, and its tensor operands (in binding order). Only readers of what is already in
+    the region are visited, in binding order."""
     values = {source: np.arange(256, dtype=np.uint8)}
     operands: dict[relax.Var, list[relax.Var]] = {}
-    for binding in binds:
-        call = binding.value
-        if op_name(call) not in ELEMENTWISE or static_shape(binding.var) != static_shape(source):
+    shape = static_shape(source)
+    todo = [graph.index[r] for r in graph.readers.get(source, ())]
+    heapq.heapify(todo)
+    seen = set(todo)
+    while todo:
+        binding = graph.binds[heapq.heappop(todo)]
+        var, call = binding.var, binding.value
+        if graph.ops[var] not in ELEMENTWISE or graph.shapes[var] != shape:
             continue
         tensors = [a for a in call.args if isinstance(a, relax.Var)]
-        if not tensors or any(a not in values for a in tensors):
+        if any(a not in values for a in tensors):
             continue
         arrays = [values[a] if isinstance(a, relax.Var) else _scalar(a) for a in call.args]
         value = None if any(a is None for a in arrays) else eval_const(call, arrays)
-        if value is not None:
-            values[binding.var], operands[binding.var] = value, tensors
+        if value is None:
+            continue
+        values[var], operands[var] = value, tensors
+        for reader in graph.readers.get(var, ()):
+            if graph.index[reader] not in seen:
+                seen.add(graph.index[reader])
+                heapq.heappush(todo, graph.index[reader])
     return values, operands
 
 
@@ -115,18 +143,14 @@ def _chains(func: relax.Function) -> dict[relax.Var, tuple[relax.Var, np.ndarray
     besides those results (a QDQ activation function: ``dequantize -> HardSigmoid -> quantize
     -> dequantize -> Mul -> quantize``) -- and nothing read outside still needs such work.
     """
-    binds = [b for b in bindings(func) if isinstance(b, relax.VarBinding)]
-    ops = {b.var: op_name(b.value) for b in binds}
-    readers: dict[relax.Var, set[relax.Var]] = {}
-    for binding in binds:
-        for arg in _vars_in(binding.value):
-            readers.setdefault(arg, set()).add(binding.var)
+    graph = _Bindings(func)
+    ops, readers = graph.ops, graph.readers
     outputs = _vars_in(func.body.body)
     found: dict[relax.Var, tuple[relax.Var, np.ndarray]] = {}
-    for source in [*func.params, *(b.var for b in binds)]:
+    for source in [*func.params, *(b.var for b in graph.binds)]:
         if dtype_of(source) != "uint8" or static_shape(source) is None:
             continue
-        values, operands = _region(source, binds)
+        values, operands = _region(source, graph)
         needed = {v for v in operands if v in outputs or readers.get(v, set()) - operands.keys()}
         rounded = [v for v in operands if ops[v] == "relax.astype" and dtype_of(v) == "uint8"]
         covered, chosen = set(), []

@@ -52,7 +52,7 @@ from ..errors import ModelError
 from .fold import fold_constants
 from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_NODES, rewrite_qdq
-from .walk import _DEFAULT_NAME, bindings, op_name
+from .walk import _DEFAULT_NAME, bindings, const_value, op_name
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
 
@@ -501,10 +501,8 @@ class _ClippedCastToAstype(relax.PyExprMutator):
 
     @staticmethod
     def _scalar(expr: relax.Expr) -> float | None:
-        if not isinstance(expr, tvm.ir.expr.Constant):
-            return None
-        value = expr.value.numpy()
-        return float(value.reshape(())) if value.size == 1 else None
+        value = const_value(expr)
+        return float(value.reshape(())) if value is not None and value.size == 1 else None
 
     def _clipped(self, expr: relax.Expr) -> bool:
         """``expr`` is ``minimum(maximum(x, lo), hi)`` (or the other order) within [0, 255]."""

@@ -58,6 +58,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
+import numpy as np
 import tvm
 from tvm import relax
 from tvm.ir.expr import Constant
@@ -68,7 +69,7 @@ from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
     "LayoutOp", "Step", "Role", "Form", "ROLES", "layout_ops", "walk", "bindings", "op_name",
-    "static_shape", "dtype_of",
+    "static_shape", "dtype_of", "const_value",
 ]
 
 ROLES = tuple(Role)
@@ -306,6 +307,20 @@ def dtype_of(expr) -> str | None:
     """The element type of a tensor-typed Relax expression, else None."""
     ty = getattr(expr, "ty", None)
     return str(ty.dtype) if isinstance(ty, relax.TensorType) else None
+
+
+def const_value(expr: relax.Expr) -> np.ndarray | None:
+    """The value of a constant argument (a tensor, or a number such as clip's bounds), else None.
+
+    Examples
+    --------
+    >>> const_value(relax.const(np.ones(2, "float32"))).tolist(), const_value(tvm.tirx.IntImm("int64", 6))
+    ([1.0, 1.0], array(6))
+    """
+    if not isinstance(expr, Constant):
+        return None
+    value = expr.value
+    return value.numpy() if hasattr(value, "numpy") else np.array(value)
 
 
 def _ints(values) -> list[int]:
