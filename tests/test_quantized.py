@@ -48,6 +48,7 @@ from graphtune.compiler.lut import LOOKUP
 from graphtune.errors import ArgumentError, ModelError
 from graphtune.frontend import import_model, layout_ops
 from graphtune.frontend.qdq import rewrite_qdq
+from graphtune.measure.build import arg_specs
 from graphtune.models.builder import GraphBuilder
 from schedule_check import assert_scheduled
 
@@ -262,9 +263,9 @@ def _model(nodes, inits, shape_in, shape_out) -> onnx.ModelProto:
     return model
 
 
-def test_op_on_integers_compiles_with_one_warning(tmp_path):
-    """A uint8 MaxPool between Q and DQ leaves both as TVM imports them (fp32, plain NCHW):
-    one warning for tune and compile together, naming the op kinds and nodes; results exact."""
+def test_op_on_integers_runs_on_the_stored_uint8(tmp_path):
+    """A uint8 MaxPool between Q and DQ runs on the stored integers (the Q and DQ become their
+    storage forms, no warning, no plain-NCHW boundary); results exact."""
     rng = np.random.default_rng(3)
     inits = [_const("w1", (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)),
              _const("w2", (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)),
@@ -276,14 +277,55 @@ def test_op_on_integers_compiles_with_one_warning(tmp_path):
              helper.make_node("Conv", ["d", "w2"], ["output"], pads=[1] * 4, name="conv2")]
     model = _model(nodes, inits, [1, 8, 16, 16], [1, 8, 8, 8])
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")  # tune and compile import the model 5+ times
+        warnings.simplefilter("always")
         result = graphtune.tune(model, max_candidates=1, records=tmp_path / "r.jsonl", progress=False)
         compiled = graphtune.compile(model, result.config)
-    ours = [str(w.message) for w in caught if "graphtune" in str(w.message)]
-    assert len(ours) == 1, ours
-    assert "DequantizeLinear (1x: dequant)" in ours[0] and "QuantizeLinear (1x: quant)" in ours[0]
+    assert not [str(w.message) for w in caught if "quantization nodes" in str(w.message)]
     assert {"conv1", "conv2"} <= set(result.config.nodes)
+    pools = [f for f in compiled.functions.values() if "max_pool2d" in str(f.attrs["graphtune.op"])]
+    assert pools and all(arg_specs(pool)[0][1] == "uint8" for pool in pools)
     feeds = inputs_of(model, 4)
+    for got, want in zip(gt_run(compiled, feeds), ort_run(model, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_concat_and_max_pool_run_on_the_integers():
+    """DQ -> Concat -> Q and DQ -> MaxPool -> Q read and write the stored uint8 (rule 3 of
+    graphtune/frontend/qdq.py): the inputs whose scale differs from the Q's requantized, the
+    pool's output too; bit for bit the QDQ graph in ONNX Runtime, and the concat and the pool
+    read uint8."""
+    rng = np.random.default_rng(5)
+    inits = [_const(f"w{i}", (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)) for i in range(3)]
+    inits += [_const(f"s{i}", np.float32(scale)) for i, scale in enumerate((0.05, 0.07, 0.05, 0.09))]
+    inits += [_const(f"z{i}", np.uint8(zero)) for i, zero in enumerate((100, 90, 100, 80))]
+    nodes = [helper.make_node("Conv", ["input", "w0"], ["a"], pads=[1] * 4, name="conv_a"),
+             helper.make_node("Conv", ["input", "w1"], ["b"], pads=[1] * 4, name="conv_b"),
+             helper.make_node("QuantizeLinear", ["a", "s0", "z0"], ["aq"], name="qa"),
+             helper.make_node("QuantizeLinear", ["b", "s1", "z1"], ["bq"], name="qb"),
+             helper.make_node("DequantizeLinear", ["aq", "s0", "z0"], ["ad"], name="dqa"),
+             helper.make_node("DequantizeLinear", ["bq", "s1", "z1"], ["bd"], name="dqb"),
+             helper.make_node("Concat", ["ad", "bd"], ["cat"], axis=1, name="concat"),
+             helper.make_node("QuantizeLinear", ["cat", "s2", "z2"], ["catq"], name="qcat"),
+             helper.make_node("DequantizeLinear", ["catq", "s2", "z2"], ["catd"], name="dqcat"),
+             helper.make_node("MaxPool", ["catd"], ["pool"], kernel_shape=[3, 3], strides=[2, 2],
+                              pads=[1] * 4, name="pool"),
+             helper.make_node("QuantizeLinear", ["pool", "s3", "z3"], ["poolq"], name="qpool"),
+             helper.make_node("DequantizeLinear", ["poolq", "s3", "z3"], ["poold"], name="dqpool"),
+             helper.make_node("Conv", ["poold", "w2"], ["output"], pads=[1] * 4, group=2, name="conv_c")]
+    model = _model(nodes, inits, [1, 8, 16, 16], [1, 8, 8, 8])
+    rewritten = rewrite_qdq(model)
+    kinds = {n.name: n.op_type for n in rewritten.graph.node}
+    concat = next(n for n in rewritten.graph.node if n.op_type == "Concat")
+    assert "aq" in concat.input and "bq" not in concat.input  # conv_a's scale is the concat's
+    feeds = inputs_of(model, 4)
+    for got, want in zip(ort_run(rewritten, feeds), ort_run(model, feeds)):
+        np.testing.assert_array_equal(got, want)
+    assert not {"QuantizeLinear", "DequantizeLinear"} & set(kinds.values())
+    compiled = quiet_compile(model, graphtune.Config.uniform(model))
+    joins = [f for f in compiled.functions.values()
+             if str(f.attrs["graphtune.op"]) in ("concatenate", "max_pool2d")]
+    assert len(joins) >= 2 and all(dtype == "uint8" for f in joins for _, dtype in arg_specs(f)[:-1]), \
+        [arg_specs(f) for f in joins]  # what they read (the pool writes conv_c's fp32 input)
     for got, want in zip(gt_run(compiled, feeds), ort_run(model, feeds)):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 

@@ -126,7 +126,7 @@ def stored_uint8(data: relax.Expr, plan: NodePlan,
                  value_of: Callable[[relax.Expr], np.ndarray | None]) -> relax.Expr | None:
     """The uint8 tensor ``x_q`` the node's fp32 input ``data`` dequantizes, if the model
     stores it: ``data = (astype(x_q, "float32") - zx) * sx`` (the subtraction absent for
-    ``zx == 0``; the storage form of :mod:`graphtune.frontend.qdq`'s rule 3) with the
+    ``zx == 0``; the storage form of :mod:`graphtune.frontend.qdq`'s rule 4) with the
     node's own ``sx`` and ``zx``. The node then reads ``x_q`` itself, exactly what
     ``int8_quantize`` would recover, and no fp32 tensor needs to exist.
 

@@ -18,8 +18,23 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    ``(q - zero_point) * scale`` (per tensor, or per channel along ``axis``), a DQ of a Q
    of a constant (weights exported unquantized, as QAT exporters do) that value
    quantized and dequantized, so convs and matmuls see constant fp32 weights.
-3. **Activation Q -> DQ pairs become elementwise fp32 ops** (fake quantization), when
-   both have constant scales and zero points::
+3. **Ops that commute with quantization run on the integers**: ``DQ -> MaxPool -> Q`` and
+   ``DQ, DQ, ... -> Concat -> Q`` of uint8 activations (constant scalar scales and zero
+   points) read the DQs' uint8 inputs and write the Q's uint8 output, as ONNX Runtime's QDQ
+   transformer does; an input whose parameters differ from the Q's is requantized (``Q(DQ(.))``
+   before a Concat, fused into its producer's epilogue; after a MaxPool, whose DQ is
+   increasing). Each output value is the one the model computes, and no fp32 tensor is
+   stored between the convs and a pool or concat (GoogLeNet-int8, DenseNet-121-int8: 1.13x).
+4. **Activation quantization becomes elementwise fp32 ops** (fake quantization). A uint8 Q or
+   DQ with constant scalar parameters (what ``graphtune.quantize`` writes for activations)
+   becomes its storage form, whatever reads it::
+
+       q = Cast<uint8>(Clip(Round(x / s) + z, 0, 255));   y = (Cast<float>(q) - z) * s
+
+   so that the compiled model passes ``q`` between its functions, one byte per value: an
+   int8 conv reads ``q`` itself (:func:`graphtune.compiler.int8.stored_uint8`), an op of
+   rule 3 reads it, an fp32 reader (a residual add) dequantizes it in its own epilogue.
+   Another Q -> DQ pair with constant scales and zero points becomes::
 
        y = min(max(round(x / s_q), q_min - z_q), q_max - z_q) * s_d      (+ z_q - z_d before * s_d
                                                                             when the zero points differ)
@@ -29,18 +44,9 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    work of a ReLU the quantizer removed). ``Div``, ``Round``, ``Clip`` and ``Mul`` by
    scalars run in any channel layout and fuse into the producing conv's epilogue;
    per-channel scales become ``[C, 1, 1]``-shaped constants along their axis (zero points
-   that differ by channel stay: ``Clip`` takes scalar bounds). A uint8 pair with scalar
-   parameters (what ``graphtune.quantize`` writes for activations) keeps the integers as
-   the model stores them, the same values::
-
-       q = Cast<uint8>(Clip(Round(x / s_q) + z_q, 0, 255));   y = (Cast<float>(q) - z_d) * s_d
-
-   so that the compiled model passes ``q`` between its functions, one byte per value: an
-   int8 conv reads ``q`` itself (:func:`graphtune.compiler.int8.stored_uint8`), an fp32
-   reader (a residual add) dequantizes it in its own epilogue.
-4. **What is left** -- a Q whose output is also read by something other than a DQ (an
-   op on the integers, e.g. a uint8 ``MaxPool`` or ``Reshape`` between Q and DQ), a DQ of a
-   tensor no Q produced, non-constant scales, blocked or float8 quantization -- stays as
+   that differ by channel stay: ``Clip`` takes scalar bounds).
+5. **What is left** -- a Q or DQ of another form whose partner is no DQ or Q (an op on the
+   integers between them), non-constant scales, blocked or float8 quantization -- stays as
    TVM imports it (``relax.quantize`` / ``relax.dequantize``, fp32 arithmetic in plain
    ``NCHW``, a layout boundary). One warning names these nodes, once per process however
    often the model is imported (``tune`` imports it several times).
@@ -99,7 +105,7 @@ INT8_NODES = "graphtune.int8_nodes"
 :func:`int8_nodes` reads: the quantization of every conv and dense the int8 kernels can run."""
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
-"""Quantization ops that may be left in the graph (rule 4); TVM imports them."""
+"""Quantization ops that may be left in the graph (rule 5); TVM imports them."""
 
 _RANGES: dict[int, tuple[int, int]] = {
     TensorProto.UINT8: (0, 255), TensorProto.INT8: (-128, 127),
@@ -141,7 +147,7 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     Warns
     -----
     UserWarning
-        Once per process, naming the quantization nodes left as TVM imports them (rule 4).
+        Once per process, naming the quantization nodes left as TVM imports them (rule 5).
 
     Examples
     --------
@@ -157,6 +163,7 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     rewriter = _Rewriter(out)
     _apply(out.graph, rewriter.operator_form)
     quantized = rewriter.quantized_nodes()  # every quantized conv / dense is DQ -> Conv / Gemm / MatMul now
+    rewriter.integer_ops()
     _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
     _drop_dead(out.graph)
@@ -403,11 +410,100 @@ class _Rewriter:
             node.attribute.append(helper.make_attribute("axis", axis))
         return node
 
-    # ------------------------------------------------- rules 2 and 3: DQ nodes
+    # --------------------------------------------- rule 3: ops on the integers
+    def integer_ops(self) -> None:
+        """Rule 3: ``DQ -> MaxPool -> Q`` and ``DQ, DQ... -> Concat -> Q`` of uint8 storage forms
+        (:meth:`_stored`) run on the integers: the op reads the DQs' uint8 inputs and writes
+        the Q's output. An input whose scale or zero point differ from the Q's is requantized
+        first (``Q(DQ(q))``, a Concat input) or after (a MaxPool's output: its DQ is increasing, so
+        the max commutes with it); the values are the model's, computed as it computes them."""
+        graph = self.model.graph
+        producer = {out: node for node in graph.node for out in node.output}
+        readers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        for node in graph.node:
+            for name in node.input:
+                readers[name].append(node)
+        outputs = {o.name for o in graph.output}
+        nodes: list[onnx.NodeProto] = []
+        absorbed: set[int] = set()  # the Qs whose output an op on the integers now writes
+        for node in graph.node:
+            if id(node) in absorbed:
+                continue
+            quantize = readers[node.output[0]][0] if len(readers[node.output[0]]) == 1 else None
+            dqs = [producer.get(name) for name in node.input]
+            if node.op_type in ("MaxPool", "Concat") and node.output[0] not in outputs \
+                    and not any(node.output[1:]) and self._integer_operands(node, quantize, dqs):
+                assert quantize is not None
+                nodes.extend(self._on_integers(node, quantize, dqs))  # type: ignore[arg-type]
+                if quantize.output[0] in node.output:
+                    absorbed.add(id(quantize))
+            else:
+                nodes.append(node)
+        del graph.node[:]
+        graph.node.extend(nodes)
+
+    def _integer_operands(self, node: onnx.NodeProto, quantize: onnx.NodeProto | None,
+                          dqs: list[onnx.NodeProto | None]) -> bool:
+        """Whether rule 3 applies: ``node``'s only reader is a stored Q and each input a stored
+        DQ (of a positive scale before a MaxPool)."""
+        if quantize is None or quantize.op_type != "QuantizeLinear" or not self._stored(quantize):
+            return False
+        if not all(dq is not None and dq.op_type == "DequantizeLinear" and self._stored(dq) for dq in dqs):
+            return False
+        return node.op_type != "MaxPool" or self._stored_params(dqs[0])[0] > 0  # type: ignore[arg-type]
+
+    def _on_integers(self, node: onnx.NodeProto, quantize: onnx.NodeProto,
+                     dqs: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
+        """Rule 3 on ``node``: the nodes replacing it (``quantize`` rewired or absorbed)."""
+        target, nodes, inputs = self._stored_params(quantize), [], []
+        for dq in dqs:
+            if self._stored_params(dq) == target or node.op_type == "MaxPool":
+                inputs.append(dq.input[0])
+                continue
+            dequantized = self._copy(dq, dq.input[0], self.fresh(f"{node.name}/{dq.output[0]}"))
+            requantized = self._copy(quantize, dequantized.output[0],
+                                     self.fresh(f"{dequantized.output[0]}/requantized"))
+            nodes += [dequantized, requantized]
+            inputs.append(requantized.output[0])
+        del node.input[:]
+        node.input.extend(inputs)
+        if node.op_type == "MaxPool" and self._stored_params(dqs[0]) != target:
+            node.output[0] = self.fresh(f"{node.output[0]}/uint8")
+            dequantized = self._copy(dqs[0], node.output[0], self.fresh(f"{node.output[0]}/dequantized"))
+            quantize.input[0] = dequantized.output[0]
+            return [*nodes, node, dequantized]
+        node.output[0] = quantize.output[0]
+        return [*nodes, node]
+
+    def _copy(self, node: onnx.NodeProto, data: str, output: str) -> onnx.NodeProto:
+        """A Q / DQ with ``node``'s parameters and attributes from ``data`` to ``output``."""
+        copy = helper.make_node(node.op_type, [data, *node.input[1:]], [output], name=self.fresh(output))
+        copy.attribute.extend(node.attribute)
+        return copy
+
+    def _stored(self, node: onnx.NodeProto) -> bool:
+        """Whether a Q / DQ has the uint8 storage form: an activation (no constant input), constant
+        scalar float32 scale and zero point, uint8 integers, and ``Round`` in the opset (11)."""
+        if node.op_type not in QDQ_OPS or self.const(node.input[0]) is not None or self.opset < 11:
+            return False
+        params = self._params(node)
+        return (params is not None and params[0].size == 1 and params[1].size == 1
+                and params[0].dtype == np.float32
+                and _quantized_type(node, self.tensors) == TensorProto.UINT8)
+
+    def _stored_params(self, node: onnx.NodeProto) -> tuple[float, int]:
+        """``(scale, zero_point)`` of a Q / DQ of the storage form."""
+        scale, zero, _ = self._params(node)  # type: ignore[misc]
+        return float(scale.reshape(())), int(zero.reshape(()))
+
+    # ------------------------------------------------- rules 2 and 4: Q, DQ nodes
     def dequantize(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
-        """``node``'s replacement: nothing for a folded DQ, the fake-quant ops of a Q -> DQ pair."""
+        """``node``'s replacement: nothing for a folded DQ, the storage form's ops for a Q or DQ
+        of that form, the fake-quant ops of another Q -> DQ pair."""
         for output in node.output:
             self.producer[output] = node
+        if self._stored(node):
+            return self._storage(node)
         params = self._params(node) if node.op_type == "DequantizeLinear" else None
         if params is None:
             return [node]
@@ -437,10 +533,34 @@ class _Rewriter:
             return None
         return scale, zero.astype(np.int64), _attr(node, "axis", 1)
 
+    def _storage(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+        """The storage form of a Q (``Cast<uint8>(Clip(Round(x / s) + z, 0, 255))``) or a DQ
+        (``(Cast<float>(q) - z) * s``) writing its output: the uint8 tensor between them is
+        what the model stores, one byte per value, read by int8 convs and integer ops."""
+        scale, zero = self._stored_params(node)
+        base = node.name or node.output[0]
+        if node.op_type == "QuantizeLinear":
+            steps = [("Div", (scale,), None), ("Round", (), None), ("Add", (zero,), None),
+                     ("Clip", (0.0, 255.0), None), ("Cast", (), TensorProto.UINT8)]
+        else:
+            steps = [("Cast", (), TensorProto.FLOAT), ("Sub", (zero,), None), ("Mul", (scale,), None)]
+        steps = [step for step in steps if step[0] not in ("Add", "Sub") or zero]
+        nodes: list[onnx.NodeProto] = []
+        for index, (kind, operands, to) in enumerate(steps):
+            name = self.fresh(f"{base}/{kind.lower()}")
+            inputs = [nodes[-1].output[0] if nodes else node.input[0]] + [
+                self.add_const(f"{name}_{k}", np.array(value, np.float32))
+                for k, value in enumerate(operands)]
+            output = node.output[0] if index == len(steps) - 1 else name
+            nodes.append(helper.make_node(kind, inputs, [output], name=name))
+            if to is not None:  # a Cast's element type
+                nodes[-1].attribute.append(helper.make_attribute("to", to))
+        return nodes
+
     def _fake_quantize(self, dq: onnx.NodeProto, q: onnx.NodeProto,
                        q_params: tuple[np.ndarray, np.ndarray, int], bounds: tuple[int, int],
                        dq_params: tuple[np.ndarray, np.ndarray, int]) -> list[onnx.NodeProto]:
-        """Rule 3: elementwise fp32 ops computing ``dq(q(x))`` for an activation ``x``."""
+        """Rule 4: elementwise fp32 ops computing ``dq(q(x))`` for an activation ``x``."""
         x = q.input[0]
         rank = self.rank(x)
         (s_q, z_q, axis_q), (s_d, z_d, axis_d), (q_min, q_max) = q_params, dq_params, bounds
@@ -464,17 +584,6 @@ class _Rewriter:
 
         op("Div", _along(s_q, axis_q, rank))
         op("Round")
-        if bounds == _RANGES[TensorProto.UINT8] and max(s_q.size, z_q.size, s_d.size, z_d.size) == 1 \
-                and s_d.dtype == np.float32:  # stored as uint8: what crosses memory is one byte
-            if z_q.reshape(()):
-                op("Add", z_q.reshape(()))
-            op("Clip", *(np.array(bound) for bound in bounds))
-            op("Cast", to=TensorProto.UINT8)
-            op("Cast", to=TensorProto.FLOAT)
-            if z_d.reshape(()):
-                op("Sub", z_d.reshape(()))
-            op("Mul", s_d.reshape(()), output=dq.output[0])
-            return nodes
         op("Clip", lo, hi)
         shift = _along(z_q, axis_q, rank) - _along(z_d, axis_d, rank)
         if np.any(shift):
