@@ -168,8 +168,9 @@ def _fmt(value: Any, spec: str) -> str:
 
 def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> str:
     """Markdown table of e2e rows: one line per model; a failed model's line says why, a failed
-    peer's cell says ``error``. ``speedup`` heads the ``speedup_vs_ort`` column; *max rel diff*
-    is shown when rows have it.
+    peer's cell says ``error``. ``speedup`` heads the ``speedup_vs_ort`` column; *uniform/gt-graph*
+    (``speedup_vs_uniform``), *error before closed loop* (the first solve's prediction error,
+    ``feedback.prediction_error_before``) and *max rel diff* are shown when rows have them.
 
     Examples
     --------
@@ -188,13 +189,20 @@ def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> s
     (['ORT-int8', 'OpenVINO-int8', 'gt-graph', 'predicted', 'ORT-int8/gt-graph'], 'max rel diff')
     >>> print(line)
     | m-int8 | 2.00 | error | 1.00 | – | **2.00** | – | 5.0e-02 | 1.0e-02 | – |
+    >>> print(table([{"model": "m", "latency_ms": {"ort": 2.0, "gt-graph": 1.0}, "predicted_ms": 0.95,
+    ...               "speedup_vs_ort": 2.0, "speedup_vs_uniform": 1.3, "prediction_error": 0.05,
+    ...               "feedback": {"prediction_error_before": 0.2}}]).splitlines()[-1])
+    | m | 2.00 | 1.00 | 0.95 | **2.00** | 1.30 | +20.0% | +5.0% | – | – |
     """
     columns: list[str] = []
     for row in rows:
         if "error" not in row:
             columns += [name for name in runtimes(row) if name not in columns]
     relative = any("gt-graph" in (row.get("max_rel_diff") or {}) for row in rows)
+    uniform = any(row.get("speedup_vs_uniform") is not None for row in rows)
+    looped = any("prediction_error_before" in (row.get("feedback") or {}) for row in rows)
     head = ["model", *(RUNTIME_NAMES.get(r, r) for r in columns), "predicted", speedup,
+            *(["uniform/gt-graph"] if uniform else []), *(["error before closed loop"] if looped else []),
             "prediction error", "max abs diff", *(["max rel diff"] if relative else []), "tuning s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
@@ -208,6 +216,9 @@ def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> s
                  *("error" if r in failed else _fmt(latency.get(r), ".2f") for r in columns),
                  _fmt(row.get("predicted_ms"), ".2f"),
                  "–" if speedup_value is None else f"**{speedup_value:.2f}**",
+                 *([_fmt(row.get("speedup_vs_uniform"), ".2f")] if uniform else []),
+                 *([_fmt((row.get("feedback") or {}).get("prediction_error_before"), "+.1%")]
+                   if looped else []),
                  _fmt(row.get("prediction_error"), "+.1%"),
                  _fmt((row.get("max_abs_diff") or {}).get("gt-graph"), ".1e"),
                  *([_fmt((row.get("max_rel_diff") or {}).get("gt-graph"), ".1e")] if relative else []),
