@@ -211,6 +211,8 @@ def _edit_lines(lines, edit):
             record = json.loads(lines[index])
         except ValueError:
             return lines
+        if not isinstance(record, dict):  # a garbage or hostile line an earlier edit inserted
+            return lines
         record[{"median": "median_ms"}.get(kind, kind)] = value
         lines[index] = json.dumps(record)
     return lines
