@@ -128,6 +128,8 @@ def test_ctrl_c_keeps_finished_results_and_rerun_completes(tmp_path):
     the gated build runs (not while its worker starts)."""
     path, gate = tmp_path / "t.records.jsonl", str(tmp_path / "gate")
     script = textwrap.dedent(f"""
+        import signal  # Ctrl-C as a user's shell delivers it, even if this test runs in a
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # background job (SIGINT ignored)
         from test_measure_engine import ctrl_c_tasks, runner
         from graphtune.measure import measure
         measure(ctrl_c_tasks({gate!r}), records={str(path)!r},
