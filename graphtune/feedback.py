@@ -15,7 +15,10 @@ In-model times are records (task kind :attr:`graphtune.ops.Op.IN_MODEL`,
 :func:`node_task`, :func:`transform_task`), keyed by the model's structural
 hash and graphtune's code (:func:`model_hash`), the node, its layouts and knobs,
 the target and the timing protocol: a re-tune applies them before profiling
-anything, and profiles only candidates no record covers. Records are never
+anything, and profiles only candidates no record covers. A candidate profiled
+again (it stays in the next round's solution, which runs something new) gets the
+newer time (records: the last one wins), so a round profiled while the host ran
+slow does not set the costs of the whole loop. Records are never
 measured by :func:`graphtune.measure.measure` (they have no builder).
 
 Examples
@@ -262,9 +265,8 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         new = [(node_task(model_key, n, graph.candidates(n)[solution.assignment[n]]), ms)
                for n, ms in times.nodes.items() if n in solution.assignment]
         new += [(transform_task(model_key, pair), ms) for pair, ms in times.transforms.items()]
-        for task, ms in new:
-            if record(task) is None:
-                store.append(Record.success(task, key, ms, threads=threads, timing=timing))
+        for task, ms in new:  # the newest profile of a candidate replaces an older one
+            store.append(Record.success(task, key, ms, threads=threads, timing=timing))
         solution = refresh(solution)
         if progress:
             print(f"feedback round {len(measured)}: measured {times.vm_ms:.3f} ms in the model "

@@ -101,3 +101,25 @@ def test_no_feedback_rounds_leaves_tune_as_before(looped, tmp_path):
 def test_feedback_rounds_is_checked_first():
     with pytest.raises(ArgumentError, match="feedback_rounds"):
         graphtune.tune(MODEL, feedback_rounds=-1)
+
+
+def test_a_later_profile_replaces_an_earlier_one(looped, tmp_path, monkeypatch):
+    """Round 1 (host slow: 100 ms per call, one node missing) and round 2 (1 ms) profile the same
+    candidates: the graph's costs are round 2's, not the first profile's."""
+    _, records = looped
+    ran: list[dict] = []
+
+    def profile(graph, solution, *args):
+        layout = sorted(n for n in solution.assignment if graph.op(n) in LAYOUT_OPS)
+        first = not ran
+        timed = layout[:-1] if first else layout  # round 1 misses a node: round 2 must run
+        ran.append({n: solution.assignment[n] for n in timed})
+        ms = 100.0 if first else 1.0
+        return CallTimes({n: [ms, ms] for n in timed}, {}, [0.0, 0.0], 1.0)
+
+    monkeypatch.setattr(feedback, "_profile", profile)
+    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-newest")
+    result = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
+    assert result.feedback.rounds == 2 and len(ran) == 2
+    for node, index in ran[1].items():
+        assert result.graph.candidates(node)[index].cost == pytest.approx(1.0)
