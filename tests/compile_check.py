@@ -14,12 +14,15 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 from tvm import relax
+from tvm.ir.expr import Constant
 
 from graphtune import x86
 from graphtune.compiler.driver import rewrite_model
+from graphtune.compiler.int8 import dequantized
 from graphtune.compiler.rewrite import TRANSFORM_ATTR
 from graphtune.config import Config
 from graphtune.frontend import import_model
+from graphtune.frontend.walk import bindings
 from graphtune.solve import Solution
 from onnx_blocks import onnx_model
 
@@ -88,24 +91,19 @@ def module_transforms(mod) -> Counter:
 
 
 def _dequantized_names(mod) -> dict[str, str]:
-    """Each stored uint8 tensor of ``main`` -> the tensor dequantizing it (``(astype(q) - z) * s``,
-    graphtune/frontend/qdq.py's storage form): the graph's edge names the dequantized tensor,
-    an int8 node reads (and its transform moves) ``q`` itself (compiler.int8.stored_uint8)."""
-    bound = {b.var: b.value for block in mod["main"].body.blocks for b in block.bindings}
+    """Each stored uint8 tensor of ``main`` -> the tensor dequantizing it (compiler.int8.dequantized):
+    the graph's edge names the dequantized tensor, an int8 node reads (and its transform moves)
+    ``q`` itself (compiler.int8.stored_uint8)."""
+    bound = {b.var: b.value for b in bindings(mod["main"])}
 
-    def arg(expr, op: str):
-        call = bound.get(expr)
-        if isinstance(call, relax.Call) and getattr(call.op, "name", "") == op:
-            return call.args[0]
-        return None
+    def constant(expr):
+        return expr.value.numpy() if isinstance(expr, Constant) else None
 
     found = {}
     for var in bound:
-        centered = arg(var, "relax.multiply")
-        widened = arg(centered, "relax.subtract") if arg(centered, "relax.subtract") is not None else centered
-        stored = arg(widened, "relax.astype")
-        if stored is not None and str(stored.ty.dtype) == "uint8":
-            found[_tensor(stored.name)] = _tensor(var.name)
+        match = dequantized(var, bound.get, constant)
+        if match is not None:
+            found[_tensor(match[0].name)] = _tensor(var.name)
     return found
 
 

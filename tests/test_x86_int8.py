@@ -308,6 +308,21 @@ def test_knob_errors_name_the_rule(knobs, message):
         x86.check_knobs(wl, {**good, **knobs})
 
 
+@pytest.mark.parametrize("target", [ZNVER4, {"kind": "llvm", "mcpu": "haswell"}])
+def test_first_candidates_try_distinct_register_tiles(target):
+    """int8_order: the first candidates each try another (output vectors x pixels) tile shape,
+    square blocks first; partial-vector output blocks come after every whole-vector one."""
+    wl = x86.conv2d_int8_workload([1, 256, 56, 56], [128, 256, 1, 1], weight_pair_max=128)
+    lanes = x86.isa_of(target, wl).lanes
+    found = x86.candidates(wl, target)
+    whole = [k["oc_bn"] % lanes == 0 for k in found]
+    assert whole == sorted(whole, reverse=True) and not all(whole)
+    shapes = [(k["oc_bn"] // lanes, k["reg_n"] * k.get("oh_bn", 1)) for k in found if k["oc_bn"] % lanes == 0]
+    distinct = len(set(shapes))
+    assert distinct >= 4 and len(set(shapes[:distinct])) == distinct
+    assert all(k["ic_bn"] == k["oc_bn"] for k in found[:distinct])
+
+
 @pytest.mark.parametrize("target", [None, ZNVER4, {"kind": "llvm", "mcpu": "haswell"}])
 def test_candidates_are_valid_and_fit_the_target(target):
     wl = x86.conv2d_int8_workload([1, 64, 28, 28], [128, 64, 3, 3], [2, 2], [1, 1, 1, 1])

@@ -52,7 +52,7 @@ from ..frontend.qdq import weight_pair_max
 from ..frontend.walk import dtype_of, op_name
 from .plan import NODE_ATTR, NodePlan
 
-__all__ = ["emit_int8", "int8_weight", "check_pairs", "stored_uint8"]
+__all__ = ["emit_int8", "int8_weight", "check_pairs", "dequantized", "stored_uint8"]
 
 
 def int8_weight(weight: np.ndarray, plan: NodePlan) -> tuple[np.ndarray, np.ndarray]:
@@ -121,17 +121,56 @@ the model with reduce_range=True (graphtune.quantize) or give the node another i
                          "(graphtune.quantize) or give the node another isa")
 
 
-def stored_uint8(data: relax.Expr, plan: NodePlan,
-                 bound: Callable[[relax.Expr], relax.Expr | None],
-                 value_of: Callable[[relax.Expr], np.ndarray | None]) -> relax.Expr | None:
-    """The uint8 tensor ``x_q`` the node's fp32 input ``data`` dequantizes, if the model
-    stores it: ``data = (astype(x_q, "float32") - zx) * sx`` (the subtraction absent for
-    ``zx == 0``; the storage form of :mod:`graphtune.frontend.qdq`'s rule 4) with the
-    node's own ``sx`` and ``zx``. The node then reads ``x_q`` itself, exactly what
-    ``int8_quantize`` would recover, and no fp32 tensor needs to exist.
+def dequantized(data: relax.Expr, bound: Callable[[relax.Expr], relax.Expr | None],
+                value_of: Callable[[relax.Expr], np.ndarray | None],
+                ) -> tuple[relax.Expr, float, float] | None:
+    """``(x_q, scale, zero_point)`` when ``data`` is the storage form's dequantization of a uint8
+    tensor ``x_q``: ``(astype(x_q, "float32") - zero_point) * scale`` (the subtraction absent for
+    a zero point 0; :mod:`graphtune.frontend.qdq`'s rule 4), scalar constants; else None.
 
     ``bound(var)`` is the expression a variable was bound to (None if none), ``value_of(expr)``
     the value of a constant expression (None if not constant).
+
+    Examples
+    --------
+    >>> from tvm import relax
+    >>> q = relax.Var("q", relax.TensorType([1, 8, 4, 4], "uint8"))
+    >>> f, x = relax.Var("f", relax.TensorType([1, 8, 4, 4], "float32")), relax.Var("x")
+    >>> exprs = {f: relax.op.astype(q, "float32"), x: relax.op.multiply(f, relax.const(0.5))}
+    >>> constant = lambda e: e.value.numpy() if isinstance(e, Constant) else None
+    >>> found = dequantized(x, exprs.get, constant)
+    >>> found[0].same_as(q), found[1:]
+    (True, (0.5, 0.0))
+    >>> dequantized(f, exprs.get, constant) is None
+    True
+    """
+    def operands(expr: relax.Expr, op: str) -> tuple[relax.Expr, np.ndarray] | None:
+        call = bound(expr)
+        if not isinstance(call, relax.Call) or op_name(call) != op or len(call.args) != 2:
+            return None
+        value = value_of(call.args[1])
+        return None if value is None or value.size != 1 else (call.args[0], value.reshape(()))
+
+    scaled = operands(data, "relax.multiply")
+    if scaled is None or scaled[1].dtype != np.float32:
+        return None
+    shifted, zero = scaled[0], 0.0
+    centered = operands(shifted, "relax.subtract")
+    if centered is not None:
+        shifted, zero = centered[0], float(centered[1])
+    cast = bound(shifted)
+    if not isinstance(cast, relax.Call) or op_name(cast) != "relax.astype" \
+            or dtype_of(cast.args[0]) != "uint8":
+        return None
+    return cast.args[0], float(scaled[1]), zero
+
+
+def stored_uint8(data: relax.Expr, plan: NodePlan,
+                 bound: Callable[[relax.Expr], relax.Expr | None],
+                 value_of: Callable[[relax.Expr], np.ndarray | None]) -> relax.Expr | None:
+    """The uint8 tensor ``x_q`` the node's fp32 input ``data`` dequantizes (:func:`dequantized`),
+    if the model stores it with the node's own ``sx`` and ``zx``. The node then reads ``x_q``
+    itself, exactly what ``int8_quantize`` would recover, and no fp32 tensor needs to exist.
 
     Examples
     --------
@@ -144,33 +183,17 @@ def stored_uint8(data: relax.Expr, plan: NodePlan,
     >>> constant = lambda e: e.value.numpy() if isinstance(e, Constant) else None
     >>> stored_uint8(x, plan, exprs.get, constant).same_as(q)
     True
-    >>> stored_uint8(f, plan, exprs.get, constant) is None
+    >>> stored_uint8(x, NodePlan("c", "conv2d_int8", {}, {}, "", "", {"x_scale": 0.25, "x_zero_point": 0}),
+    ...              exprs.get, constant) is None
     True
     """
     assert plan.quant is not None  # int8 nodes carry their quantization
-    scale, zero = np.float32(plan.quant["x_scale"]), int(plan.quant["x_zero_point"])
-
-    def operands(expr: relax.Expr, op: str) -> tuple[relax.Expr, np.ndarray | None] | None:
-        call = bound(expr)
-        if not isinstance(call, relax.Call) or op_name(call) != op or len(call.args) != 2:
-            return None
-        return call.args[0], value_of(call.args[1])
-
-    scaled = operands(data, "relax.multiply")
-    if scaled is None or scaled[1] is None or scaled[1].size != 1 or scaled[1].dtype != np.float32 \
-            or scaled[1].reshape(()) != scale:
+    found = dequantized(data, bound, value_of)
+    if found is None:
         return None
-    shifted, found_zero = scaled[0], 0.0
-    centered = operands(shifted, "relax.subtract")
-    if centered is not None:
-        if centered[1] is None or centered[1].size != 1:
-            return None
-        shifted, found_zero = centered[0], float(centered[1].reshape(()))
-    cast = bound(shifted)
-    if found_zero != zero or not isinstance(cast, relax.Call) or op_name(cast) != "relax.astype":
-        return None
-    stored = cast.args[0]
-    return stored if dtype_of(stored) == "uint8" else None
+    stored, scale, zero = found
+    same = np.float32(scale) == np.float32(plan.quant["x_scale"]) and zero == int(plan.quant["x_zero_point"])
+    return stored if same else None
 
 
 def emit_int8(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,

@@ -413,12 +413,12 @@ class _Rewriter:
     # --------------------------------------------- rule 3: ops on the integers
     def integer_ops(self) -> None:
         """Rule 3: ``DQ -> MaxPool -> Q`` and ``DQ, DQ... -> Concat -> Q`` of uint8 storage forms
-        (:meth:`_stored`) run on the integers: the op reads the DQs' uint8 inputs and writes
+        (:meth:`_stored_params`) run on the integers: the op reads the DQs' uint8 inputs and writes
         the Q's output. An input whose scale or zero point differ from the Q's is requantized
         first (``Q(DQ(q))``, a Concat input) or after (a MaxPool's output: its DQ is increasing, so
         the max commutes with it); the values are the model's, computed as it computes them."""
         graph = self.model.graph
-        producer = {out: node for node in graph.node for out in node.output}
+        producer = {out: node for node in graph.node for out in node.output}  # as rule 1 left it
         readers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         for node in graph.node:
             for name in node.input:
@@ -429,28 +429,36 @@ class _Rewriter:
         for node in graph.node:
             if id(node) in absorbed:
                 continue
-            quantize = readers[node.output[0]][0] if len(readers[node.output[0]]) == 1 else None
-            dqs = [producer.get(name) for name in node.input]
+            site = None
             if node.op_type in ("MaxPool", "Concat") and node.output[0] not in outputs \
-                    and not any(node.output[1:]) and self._integer_operands(node, quantize, dqs):
-                assert quantize is not None
-                nodes.extend(self._on_integers(node, quantize, dqs))  # type: ignore[arg-type]
-                if quantize.output[0] in node.output:
-                    absorbed.add(id(quantize))
-            else:
+                    and not any(node.output[1:]) and len(readers[node.output[0]]) == 1:
+                site = self._integer_site(node, readers[node.output[0]][0],
+                                          [producer.get(name) for name in node.input])
+            if site is None:
                 nodes.append(node)
+                continue
+            quantize, dqs = site
+            nodes.extend(self._on_integers(node, quantize, dqs))
+            if quantize.output[0] in node.output:
+                absorbed.add(id(quantize))
         del graph.node[:]
         graph.node.extend(nodes)
 
-    def _integer_operands(self, node: onnx.NodeProto, quantize: onnx.NodeProto | None,
-                          dqs: list[onnx.NodeProto | None]) -> bool:
-        """Whether rule 3 applies: ``node``'s only reader is a stored Q and each input a stored
-        DQ (of a positive scale before a MaxPool)."""
-        if quantize is None or quantize.op_type != "QuantizeLinear" or not self._stored(quantize):
-            return False
-        if not all(dq is not None and dq.op_type == "DequantizeLinear" and self._stored(dq) for dq in dqs):
-            return False
-        return node.op_type != "MaxPool" or self._stored_params(dqs[0])[0] > 0  # type: ignore[arg-type]
+    def _integer_site(self, node: onnx.NodeProto, quantize: onnx.NodeProto,
+                      dqs: list[onnx.NodeProto | None]) -> tuple[onnx.NodeProto, list[onnx.NodeProto]] | None:
+        """``(quantize, dqs)`` when rule 3 applies to ``node``: its only reader ``quantize`` is a Q
+        of the storage form and each input a DQ of it (of a positive scale before a MaxPool)."""
+        if quantize.op_type != "QuantizeLinear" or self._stored_params(quantize) is None:
+            return None
+        found = []
+        for dq in dqs:
+            params = None if dq is None or dq.op_type != "DequantizeLinear" else self._stored_params(dq)
+            if dq is None or params is None:
+                return None
+            found.append((dq, params))
+        if node.op_type == "MaxPool" and found[0][1][0] <= 0:
+            return None
+        return quantize, [dq for dq, _ in found]
 
     def _on_integers(self, node: onnx.NodeProto, quantize: onnx.NodeProto,
                      dqs: list[onnx.NodeProto]) -> list[onnx.NodeProto]:
@@ -481,20 +489,17 @@ class _Rewriter:
         copy.attribute.extend(node.attribute)
         return copy
 
-    def _stored(self, node: onnx.NodeProto) -> bool:
-        """Whether a Q / DQ has the uint8 storage form: an activation (no constant input), constant
-        scalar float32 scale and zero point, uint8 integers, and ``Round`` in the opset (11)."""
+    def _stored_params(self, node: onnx.NodeProto) -> tuple[float, int] | None:
+        """``(scale, zero_point)`` of a Q / DQ of the uint8 storage form, else None. The form: an
+        activation (no constant input), constant scalar float32 scale and zero point, uint8
+        integers, and ``Round`` in the opset (11)."""
         if node.op_type not in QDQ_OPS or self.const(node.input[0]) is not None or self.opset < 11:
-            return False
+            return None
         params = self._params(node)
-        return (params is not None and params[0].size == 1 and params[1].size == 1
-                and params[0].dtype == np.float32
-                and _quantized_type(node, self.tensors) == TensorProto.UINT8)
-
-    def _stored_params(self, node: onnx.NodeProto) -> tuple[float, int]:
-        """``(scale, zero_point)`` of a Q / DQ of the storage form."""
-        scale, zero, _ = self._params(node)  # type: ignore[misc]
-        return float(scale.reshape(())), int(zero.reshape(()))
+        if params is None or params[0].size != 1 or params[1].size != 1 or params[0].dtype != np.float32 \
+                or _quantized_type(node, self.tensors) != TensorProto.UINT8:
+            return None
+        return float(params[0].reshape(())), int(params[1].reshape(()))
 
     # ------------------------------------------------- rules 2 and 4: Q, DQ nodes
     def dequantize(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
@@ -502,8 +507,9 @@ class _Rewriter:
         of that form, the fake-quant ops of another Q -> DQ pair."""
         for output in node.output:
             self.producer[output] = node
-        if self._stored(node):
-            return self._storage(node)
+        stored = self._stored_params(node)
+        if stored is not None:
+            return self._storage(node, *stored)
         params = self._params(node) if node.op_type == "DequantizeLinear" else None
         if params is None:
             return [node]
@@ -533,11 +539,10 @@ class _Rewriter:
             return None
         return scale, zero.astype(np.int64), _attr(node, "axis", 1)
 
-    def _storage(self, node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    def _storage(self, node: onnx.NodeProto, scale: float, zero: int) -> list[onnx.NodeProto]:
         """The storage form of a Q (``Cast<uint8>(Clip(Round(x / s) + z, 0, 255))``) or a DQ
         (``(Cast<float>(q) - z) * s``) writing its output: the uint8 tensor between them is
         what the model stores, one byte per value, read by int8 convs and integer ops."""
-        scale, zero = self._stored_params(node)
         base = node.name or node.output[0]
         if node.op_type == "QuantizeLinear":
             steps = [("Div", (scale,), None), ("Round", (), None), ("Add", (zero,), None),

@@ -3,7 +3,9 @@
 Every channel block dividing the channels (up to ``max_block``) is a layout
 choice the graph solver may want, so pruning keeps layout diversity: the
 best-guess tile of every block pair comes before the second-best tile of the
-preferred pairs, and so on.
+preferred pairs, and so on. An op's spec may then reorder them
+(:attr:`~graphtune.x86.specs.OpSpec.order`: the int8 conv2d's register-tile shapes
+take turns).
 
 Examples
 --------
@@ -89,7 +91,7 @@ def candidates(
     for order, (tier, group) in enumerate(spec.blocks(workload, max_block, target)):
         for rank, knobs in enumerate(spec.tiles(workload, group, target)):
             ranked.append(((tier + rank, order), knobs))
-    result = [k for _, k in sorted(ranked, key=lambda item: item[0])]
+    result = spec.order([k for _, k in sorted(ranked, key=lambda item: item[0])], workload, target)
     return result[:max_candidates] if max_candidates else result
 
 

@@ -19,6 +19,8 @@ Examples
 'avx2ubs'
 """
 
+from itertools import zip_longest
+
 from ..ops import Op, output_shape
 from .dense_int8 import as_conv2d_int8
 from .int8_isa import isa_of
@@ -26,8 +28,8 @@ from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
 from .tiles import MAX_BLOCK, _block_penalty, _depthwise_register_tiles, _ordered_blocks, _register_tiles
 
-__all__ = ["int8_blocks", "int8_tiles", "int8_default", "depthwise_int8_tiles", "dense_int8_blocks",
-           "dense_int8_tiles", "dense_int8_default"]
+__all__ = ["int8_blocks", "int8_tiles", "int8_order", "int8_default", "depthwise_int8_tiles",
+           "dense_int8_blocks", "dense_int8_tiles", "dense_int8_default"]
 
 
 def _input_blocks(channels: int, max_block: int, lanes: int, dot: int) -> list:
@@ -74,6 +76,41 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     return [{**blocks, **tile, "isa": isa.name, **({"widen": True} if wide else {})}
             for tile in tiles for wide in widen]
 
+
+
+def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
+    """The int8 conv2d's candidates ``ranked`` by block tier and tile rank, reordered: those whose
+    output block is whole vectors of the instruction take turns by register-tile shape (output
+    vectors x pixels, ``oc_bn / lanes`` x ``reg_n * oh_bn``), each shape's in ranked order; the
+    others (a partial vector runs on plain int32 vectors, many times slower) follow.
+
+    Which shape is fastest varies by layer far more than anything else the candidates vary (the
+    input block hardly matters), so the first few candidates each try another shape
+    (``docs/candidates.md``, "int8 register tiles").
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 64, 56, 56], [64, 64, 1, 1], weight_pair_max=128)
+    >>> haswell = {"kind": "llvm", "mcpu": "haswell"}
+    >>> ranked = [{"ic_bn": i, "oc_bn": o, "reg_n": r, "unroll_kw": False, "oh_bn": 1, "isa": "avx2ubs"}
+    ...           for i, o, r in ((8, 8, 8), (16, 8, 8), (8, 4, 8), (8, 64, 1), (16, 64, 1))]
+    >>> [(k["ic_bn"], k["oc_bn"]) for k in int8_order(ranked, wl, haswell)]
+    [(8, 8), (8, 64), (16, 8), (16, 64), (8, 4)]
+    """
+    lanes = isa_of(target, workload).lanes
+    shapes: dict[tuple[int, int], list] = {}
+    partial = []
+    for knobs in ranked:
+        if knobs["oc_bn"] % lanes:
+            partial.append(knobs)
+        else:
+            shape = (knobs["oc_bn"] // lanes, knobs["reg_n"] * knobs.get("oh_bn", 1))
+            shapes.setdefault(shape, []).append(knobs)
+    for found in shapes.values():  # square blocks first: a chain of them needs no layout transform
+        found.sort(key=lambda knobs: knobs["ic_bn"] != knobs["oc_bn"])
+    turns = [knobs for turn in zip_longest(*shapes.values()) for knobs in turn if knobs is not None]
+    return turns + partial
 
 
 def int8_default(workload: dict, block: int, target: TargetLike) -> dict:

@@ -61,6 +61,7 @@ from .int8_tiles import (
     depthwise_int8_tiles,
     int8_blocks,
     int8_default,
+    int8_order,
     int8_tiles,
 )
 from .knobs import (
@@ -121,6 +122,11 @@ class OpSpec:
         ``(sch, anchor, knobs) -> block or None``: fold the elementwise epilogue and return
         the block writing the output (:func:`~graphtune.x86.schedule._fold_epilogue`: the
         anchor's register tile; a Winograd conv: its output transform).
+    order : callable
+        ``(ranked, workload, target) -> knobs list``: the candidates ranked by block tier and
+        tile rank (:func:`~graphtune.x86.candidates`), reordered for the op (the int8 conv2d:
+        turns among register-tile shapes, :func:`~graphtune.x86.int8_tiles.int8_order`);
+        default: as ranked.
     """
 
     op: Op
@@ -137,6 +143,7 @@ class OpSpec:
     default_blocks: Callable[[dict, int, Any], dict]
     keeps_padding: Callable[[dict], bool] = lambda knobs: False
     fold: Callable[..., Any] = lambda sch, anchor, knobs: _fold_epilogue(sch, anchor)
+    order: Callable[[list, dict, Any], list] = lambda ranked, workload, target: ranked
 
 
 # ------------------------------------------------------------------ layouts
@@ -261,7 +268,7 @@ SPECS = {
     Op.CONV2D_INT8: OpSpec(
         Op.CONV2D_INT8, INT8_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_int8_nchwc,
         ("data", "kernel"), _pack_int8, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
-        int8_default, keeps_padding=lambda knobs: True),
+        int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.DEPTHWISE_CONV2D_INT8: OpSpec(
         Op.DEPTHWISE_CONV2D_INT8, DEPTHWISE_INT8_KNOBS, _depthwise_layouts, depthwise_int8_shapes,
         depthwise_conv2d_int8_nchwc, ("data", "kernel"), _pack_depthwise_int8, _depthwise_anchor,
