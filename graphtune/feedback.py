@@ -167,16 +167,17 @@ def node_task(model: str, node: str, candidate: Candidate) -> Task:
 
 
 def transform_task(model: str, pair: Pair) -> Task:
-    """The in-model record task of layout transform ``pair`` ((shape, src, dst)) in model ``model``.
+    """The in-model record task of layout transform ``pair`` ((shape, src, dst, dtype)) in model
+    ``model``.
 
     Examples
     --------
-    >>> transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c")).workload["shape"]
+    >>> transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c", "uint8")).workload["shape"]
     [1, 8, 4, 4]
     """
-    shape, src, dst = pair
+    shape, src, dst, dtype = pair
     return Task(Op.IN_MODEL, {"model": model, "node": "", "in_layout": src, "out_layout": dst,
-                              "shape": list(shape), "protocol": IN_MODEL_PROTOCOL})
+                              "shape": list(shape), "protocol": IN_MODEL_PROTOCOL, "dtype": dtype})
 
 
 def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMapping[Pair, float], *,
@@ -286,7 +287,7 @@ def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float]) ->
 
     Examples
     --------
-    >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c"))
+    >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c", "float32"))
     >>> ran = Record.success(task, {"kind": "llvm"}, [1.5], threads=1)
     >>> in_model_costs([ran, None], [1.0, 2.0])
     [1.5, 3.0]

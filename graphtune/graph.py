@@ -27,6 +27,7 @@ Examples
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 from dataclasses import dataclass, field
@@ -37,15 +38,18 @@ import numpy as np
 
 from . import safejson
 from .errors import GraphError
-from .ops import GRAPH_OPS, Op, as_op
+from .ops import GRAPH_OPS, Op, as_op, input_dtype
 
 __all__ = ["Candidate", "LayoutGraph", "TransformFn"]
 
 MAX_JSON_CHARS = 256 << 20
 """Longest layout graph document :meth:`LayoutGraph.from_json` reads (characters)."""
 
-TransformFn = Callable[[Any, str, str], float]
-"""``fn(shape, src_layout, dst_layout) -> ms``: the cost of one layout transform."""
+TransformFn = Callable[..., float]
+"""``fn(shape, src_layout, dst_layout, dtype) -> ms``: the cost of one layout transform of a
+tensor of ``dtype``, the one the destination candidate reads (:func:`graphtune.ops.input_dtype`:
+``"uint8"`` before a quantized node's int8 candidate). A function of ``(shape, src_layout,
+dst_layout)`` alone prices float32 tensors only."""
 
 
 class _NodeData(TypedDict):
@@ -155,7 +159,7 @@ class LayoutGraph:
     >>> g.add_node("input", [Candidate({}, "NCHW", "NCHW", 0.0)], op="boundary")
     >>> g.add_node("conv", [Candidate({"oc_bn": 8}, "NCHW", "NCHW8c", 1.0),
     ...                     Candidate({"oc_bn": 0}, "NCHW", "NCHW", 1.4)])
-    >>> g.add_edge("input", "conv", shape=[1, 3, 8, 8], cost=lambda shape, src, dst: 0.1)
+    >>> g.add_edge("input", "conv", shape=[1, 3, 8, 8], cost=lambda shape, src, dst, dtype: 0.1)
     >>> g.edge_cost("input", "conv").tolist()
     [[0.0, 0.0]]
     >>> len(g), g.edges
@@ -255,9 +259,9 @@ class LayoutGraph:
             Existing node names.
         cost : array-like, callable or None
             ``[len(candidates(u)), len(candidates(v))]`` matrix in ms; or
-            ``fn(shape, src_layout, dst_layout) -> ms`` evaluated lazily for
-            every pair of differing layouts (equal layouts cost 0); or None to
-            fill later with :meth:`fill_edge_costs`.
+            ``fn(shape, src_layout, dst_layout, dtype) -> ms`` (:data:`TransformFn`)
+            evaluated lazily for every pair of differing layouts (equal layouts
+            cost 0); or None to fill later with :meth:`fill_edge_costs`.
         shape : sequence of int, optional
             Logical NCHW shape of the tensor (needed by callables).
         tensors : mapping of str to shape, optional
@@ -384,7 +388,7 @@ class LayoutGraph:
         u, v : str
             The edge.
         cost : array-like or callable
-            The matrix in ms, or ``fn(shape, src, dst) -> ms`` (see :meth:`add_edge`).
+            The matrix in ms, or ``fn(shape, src, dst, dtype) -> ms`` (see :meth:`add_edge`).
         bound : array-like of bool, optional
             With a matrix: True where the entry is only a lower bound of the cost
             (a transform not measured, :mod:`graphtune.lazy`); see :meth:`unmeasured`.
@@ -414,13 +418,13 @@ class LayoutGraph:
             data["bound"] = mask if mask.any() else None
 
     def fill_edge_costs(self, fn: TransformFn, overwrite: bool = False) -> None:
-        """Compute the matrix of every edge without one from ``fn(shape, src, dst) -> ms``.
+        """Compute the matrix of every edge without one from ``fn(shape, src, dst, dtype) -> ms``.
 
         Parameters
         ----------
         fn : callable
-            Transform cost of the tensor of logical ``shape`` from layout
-            ``src`` to ``dst``; only called for ``src != dst``.
+            Transform cost of the tensor of logical ``shape`` and ``dtype`` from
+            layout ``src`` to ``dst`` (:data:`TransformFn`); only called for ``src != dst``.
         overwrite : bool
             Also recompute edges that already have a matrix or callable.
 
@@ -430,7 +434,7 @@ class LayoutGraph:
         >>> g.add_node("a", costs=[1.0, 1.0], layouts=["NCHW", "NCHW8c"])
         >>> g.add_node("b", costs=[1.0], layouts=["NCHW8c"])
         >>> g.add_edge("a", "b", shape=[1, 8, 4, 4])
-        >>> g.fill_edge_costs(lambda shape, src, dst: 0.5)
+        >>> g.fill_edge_costs(lambda shape, src, dst, dtype: 0.5)
         >>> g.edge_cost("a", "b").ravel().tolist()
         [0.5, 0.0]
         """
@@ -538,23 +542,29 @@ class LayoutGraph:
 
     def _evaluate(self, u: str, v: str, fn: TransformFn, data: _EdgeData) -> np.ndarray:
         src = [c.out_layout for c in self.candidates(u)]
-        dst = [c.in_layout for c in self.candidates(v)]
-        cache: dict[tuple[str, str], float] = {}
+        dst = [(c.in_layout, input_dtype(self.op(v), c.knobs)) for c in self.candidates(v)]
+        with_dtype = _takes_dtype(fn)
+        cache: dict[tuple[str, str, str], float] = {}
         matrix = np.zeros((len(src), len(dst)))
         for s, a in enumerate(src):
-            for r, b in enumerate(dst):
+            for r, (b, dtype) in enumerate(dst):
                 if a == b:
                     continue
-                if (a, b) not in cache:
+                if not with_dtype and dtype != "float32":
+                    raise GraphError(f"edge {u} -> {v}: the transform cost function takes (shape, src, "
+                                     f"dst) and prices float32 tensors, but {v!r} reads {dtype}; give it "
+                                     "a fourth argument, dtype")
+                if (a, b, dtype) not in cache:
+                    args = (a, b, dtype) if with_dtype else (a, b)
                     try:
-                        cache[a, b] = sum(float(fn(shape, a, b)) for shape in _shapes(data))
+                        cache[a, b, dtype] = sum(float(fn(shape, *args)) for shape in _shapes(data))
                     except (TypeError, ValueError, LookupError) as err:
                         raise GraphError(
-                            f"edge {u} -> {v}: transform cost {a} -> {b} for shape {data['shape']} "
-                            f"could not be computed ({type(err).__name__}: {err}); measure that transform "
-                            "or fix the cost function"
+                            f"edge {u} -> {v}: transform cost {a} -> {b} ({dtype}) for shape "
+                            f"{data['shape']} could not be computed ({type(err).__name__}: {err}); "
+                            "measure that transform or fix the cost function"
                         ) from None
-                matrix[s, r] = cache[a, b]
+                matrix[s, r] = cache[a, b, dtype]
         return matrix
 
     def unmeasured(self, assignment: Mapping[str, int]) -> list[tuple[str, str]]:
@@ -573,8 +583,9 @@ class LayoutGraph:
         return [(u, v) for u, v, data in self._g.edges(data=True)
                 if data["bound"] is not None and data["bound"][assignment[u], assignment[v]]]
 
-    def transform_pairs(self, missing_only: bool = True) -> list[tuple[tuple[int, ...], str, str]]:
-        """The distinct layout transforms ``(shape, src, dst)`` the edges need, ``src != dst``.
+    def transform_pairs(self, missing_only: bool = True) -> list[tuple[tuple[int, ...], str, str, str]]:
+        """The distinct layout transforms ``(shape, src, dst, dtype)`` the edges need, ``src != dst``
+        (``dtype``: what the destination candidate reads, :func:`graphtune.ops.input_dtype`).
 
         Parameters
         ----------
@@ -594,18 +605,18 @@ class LayoutGraph:
         >>> g.add_node("b", costs=[1.0], layouts=["NCHW8c"])
         >>> g.add_edge("a", "b", shape=[1, 8, 4, 4])
         >>> g.transform_pairs()
-        [((1, 8, 4, 4), 'NCHW', 'NCHW8c')]
+        [((1, 8, 4, 4), 'NCHW', 'NCHW8c', 'float32')]
         """
-        pairs: set[tuple[tuple[int, ...], str, str]] = set()
+        pairs: set[tuple[tuple[int, ...], str, str, str]] = set()
         for u, v, data in self._g.edges(data=True):
             if missing_only and data["cost"] is not None:
                 continue
             if data["shape"] is None:
                 raise GraphError(f"edge {u} -> {v} has no shape; pass shape= to add_edge")
             for a in {c.out_layout for c in self.candidates(u)}:
-                for b in {c.in_layout for c in self.candidates(v)}:
+                for b, dtype in {(c.in_layout, input_dtype(self.op(v), c.knobs)) for c in self.candidates(v)}:
                     if a != b:
-                        pairs.update((tuple(shape), a, b) for shape in _shapes(data)
+                        pairs.update((tuple(shape), a, b, dtype) for shape in _shapes(data)
                                      if shape is not None)
         return sorted(pairs)
 
@@ -882,6 +893,16 @@ class LayoutGraph:
     def _touching(self, name: str) -> Iterator[tuple[str, str, _EdgeData]]:
         yield from self._g.out_edges(name, data=True)
         yield from self._g.in_edges(name, data=True)
+
+
+def _takes_dtype(fn: TransformFn) -> bool:
+    """Whether a transform cost function takes the tensor's dtype (a fourth positional argument)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): assume the full one
+        return True
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 4 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 def _shapes(data: _EdgeData) -> list[list[int] | None]:

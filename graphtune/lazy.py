@@ -1,7 +1,7 @@
 """Solve a layout graph measuring only the layout transforms its solutions use.
 
 The edges of an extracted graph need thousands of distinct transforms
-``(shape, src, dst)`` (EfficientNet-B0 at 32 candidates per node: 4436), of
+``(shape, src, dst, dtype)`` (EfficientNet-B0 at 32 candidates per node: 4436), of
 which an optimal assignment runs a few dozen. A transform costs at least 0 ms,
 so the graph with every unmeasured transform at 0 is a relaxation: no
 assignment costs less in it than in the true graph. :func:`solve_measuring`
@@ -32,7 +32,7 @@ Examples
 ...     return [0.4 for _ in pairs]
 >>> sol, costs, rounds = solve_measuring(g, measure, solve)  # 8c -> 16c first looks free
 >>> sol.assignment, round(sol.energy, 6), rounds, asked
-({'a': 0, 'b': 1}, 2.3, 2, [((1, 16, 8, 8), 'NCHW8c', 'NCHW16c')])
+({'a': 0, 'b': 1}, 2.3, 2, [((1, 16, 8, 8), 'NCHW8c', 'NCHW16c', 'float32')])
 """
 
 from __future__ import annotations
@@ -43,12 +43,14 @@ import numpy as np
 
 from .errors import GraphError
 from .graph import LayoutGraph, _shapes
+from .ops import input_dtype
 from .solve.solution import Solution
 
 __all__ = ["Pair", "transform_cells", "solve_measuring"]
 
-Pair = tuple[tuple[int, ...], str, str]
-"""A layout transform: (logical NCHW shape, source layout, destination layout)."""
+Pair = tuple[tuple[int, ...], str, str, str]
+"""A layout transform: (logical NCHW shape, source layout, destination layout, dtype: what the
+destination candidate reads, :func:`graphtune.ops.input_dtype`)."""
 
 Edge = tuple[str, str]
 Grid = list[list[tuple[Pair, ...]]]  # per (src candidate, dst candidate): the transforms it runs
@@ -68,7 +70,7 @@ def transform_cells(graph: LayoutGraph) -> dict[Edge, Grid]:
     >>> g.add_node("b", costs=[1.0], layouts=["NCHW8c"])
     >>> g.add_edge("a", "b", shape=[1, 8, 4, 4])
     >>> transform_cells(g)[("a", "b")]
-    [[(((1, 8, 4, 4), 'NCHW', 'NCHW8c'),)], [()]]
+    [[(((1, 8, 4, 4), 'NCHW', 'NCHW8c', 'float32'),)], [()]]
     """
     cells = {}
     for u, v, data in graph.nx.edges(data=True):
@@ -77,9 +79,10 @@ def transform_cells(graph: LayoutGraph) -> dict[Edge, Grid]:
         shapes = [tuple(int(d) for d in shape) for shape in _shapes(data) if shape is not None]
         if not shapes:
             raise GraphError(f"edge {u} -> {v} has no shape; pass shape= or tensors= to add_edge")
-        cells[u, v] = [[tuple((shape, a.out_layout, b.in_layout) for shape in shapes)
-                        if a.out_layout != b.in_layout else ()
-                        for b in graph.candidates(v)]
+        reads = [(b.in_layout, input_dtype(graph.op(v), b.knobs)) for b in graph.candidates(v)]
+        cells[u, v] = [[tuple((shape, a.out_layout, b, dtype) for shape in shapes)
+                        if a.out_layout != b else ()
+                        for b, dtype in reads]
                        for a in graph.candidates(u)]
     return cells
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -53,7 +53,7 @@ __all__ = [
     "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
-    "dense_int8_workload", "INT8_OPS", "PRECISION", "WEIGHT_PAIR_MAX", "runs_as",
+    "dense_int8_workload", "INT8_OPS", "PRECISION", "WEIGHT_PAIR_MAX", "runs_as", "input_dtype",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
@@ -315,6 +315,8 @@ def _check_in_model(workload: Workload, op: Op, where: str) -> None:
             raise ModelError(f"{where}.{name} = {workload[name]!r}: expected a string")
     if not isinstance(workload["shape"], (list, tuple)):
         raise ModelError(f"{where}.shape = {workload['shape']!r}: expected a list of ints")
+    if workload.get("dtype", "float32") not in _SCHEMAS[op].dtypes:  # a transform's: what it moved
+        raise ModelError(f"{where}.dtype = {workload['dtype']!r}: expected one of {_SCHEMAS[op].dtypes}")
 
 
 # ---------------------------------------------------------- shapes and flops
@@ -385,10 +387,10 @@ _SCHEMAS = {
     Op.DEPTHWISE_CONV2D_INT8: _INT8,  # no dot product: no pair bound
     Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
                            INT8_DTYPES, (WEIGHT_PAIR_MAX,)),
-    Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform),
+    Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
-                         _check_in_model),
+                         _check_in_model, dtypes=DTYPES + INT8_DTYPES, optional=("dtype",)),
 }
 
 WORKLOAD_FIELDS = {op: schema.fields for op, schema in _SCHEMAS.items()}
@@ -594,6 +596,22 @@ def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "flo
 
 PRECISION = "precision"
 """Knob of a quantized node's candidate that runs it in another precision (:func:`runs_as`)."""
+
+
+def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
+    """The dtype a node's candidate reads its activation in, so what a layout transform before it
+    moves: ``"uint8"`` for a quantized op's (:data:`INT8_OPS`) candidate running int8 (the
+    model's stored uint8 tensor, one byte per value), ``"float32"`` for every other candidate
+    (a quantized op's fp32 one, :func:`runs_as`, reads the dequantized tensor).
+
+    Examples
+    --------
+    >>> input_dtype(Op.CONV2D_INT8, {"ic_bn": 16}), input_dtype("conv2d_int8", {"precision": "float32"})
+    ('uint8', 'float32')
+    >>> input_dtype(Op.CONV2D, {"ic_bn": 16})
+    'float32'
+    """
+    return "uint8" if as_op(op) in INT8_OPS and knobs.get(PRECISION) is None else "float32"
 
 
 def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op, Workload, dict[str, Any]]:

@@ -34,7 +34,7 @@ import itertools
 import math
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
 
@@ -54,12 +54,12 @@ from .frontend.extract import CandidateFn
 from .frontend.extract import extract as _frontend_extract
 from .frontend.importer import import_model
 from .graph import Candidate, LayoutGraph
-from .lazy import solve_measuring
+from .lazy import Pair, solve_measuring
 from .measure import LocalRunner, Records, Runner, Task, measure
 from .models.resolve import resolve
 from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .opgroups.probe_index import ProbeIndex, index_path_of
-from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, Op, runs_as
+from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, Op, input_dtype, runs_as
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -432,8 +432,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         flat = [t for tasks in kernel_tasks.values() for _, t in tasks]
         by_task = dict(zip(flat, measure(flat, tgt, store, desc="kernels", **timing)))
         for node, tasks in kernel_tasks.items():
-            graph.set_candidates(node, _fastest_per_layout_pair(node, tasks, by_task, store, key,
-                                                                    runner.timing))
+            graph.set_candidates(node, _fastest_per_layout_pair(node, graph.op(node), tasks, by_task, store,
+                                                                key, runner.timing))
         lap("kernels")
 
         module = import_model(onnx_model, shape_dict=shape_dict)
@@ -450,7 +450,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         if transforms == "all":
             pairs = graph.transform_pairs()
             measured = dict(zip(pairs, measure_transforms(pairs, timing=timing, desc="transforms")))
-            graph.fill_edge_costs(lambda shape, src, dst: measured[(tuple(shape), src, dst)])
+            graph.fill_edge_costs(_looked_up(measured))
             tie_fused_joins(graph)
             lap("transforms")
             solution, transform_rounds = solve(graph, method=solver, time_limit=time_limit), 1
@@ -466,9 +466,9 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
             lap("transforms")
         feedback = None
         if feedback_rounds and isinstance(runner, LocalRunner):
-            def solve_with(known: Mapping[_Pair, float]) -> tuple[Solution, Mapping[_Pair, float]]:
+            def solve_with(known: Mapping[Pair, float]) -> tuple[Solution, Mapping[Pair, float]]:
                 if transforms == "all":
-                    graph.fill_edge_costs(lambda shape, src, dst: known[(tuple(shape), src, dst)])
+                    graph.fill_edge_costs(_looked_up(known))
                     tie_fused_joins(graph)
                     return solve(graph, method=solver, time_limit=time_limit), known
                 solved, costs, _ = solve_measuring(
@@ -549,8 +549,6 @@ class _Timing(TypedDict):
     progress: bool
 
 
-_Pair = tuple[tuple[int, ...], str, str]
-"""A layout transform: ``(shape, src, dst)``."""
 
 
 def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> str:
@@ -564,9 +562,9 @@ def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> st
             f"--retry-errors){where}")
 
 
-def _measure_transforms(pairs: Sequence[_Pair], *, tgt: Any, store: Records, key: dict[str, Any],
+def _measure_transforms(pairs: Sequence[Pair], *, tgt: Any, store: Records, key: dict[str, Any],
                         runner: Runner, timing: _Timing, desc: str) -> list[float]:
-    """Measure the layout transforms ``pairs`` ((shape, src, dst)); their median ms, in order.
+    """Measure the layout transforms ``pairs`` ((shape, src, dst, dtype)); their median ms, in order.
 
     Raises
     ------
@@ -575,16 +573,21 @@ def _measure_transforms(pairs: Sequence[_Pair], *, tgt: Any, store: Records, key
     """
     tasks = [_transform_of(pair) for pair in pairs]
     records = measure(tasks, tgt, store, desc=desc, **timing)
-    for (shape, src, dst), rec in zip(pairs, records):
+    for (shape, src, dst, dtype), rec in zip(pairs, records):
         if not rec.ok:
-            raise MeasureError(f"layout transform {src} -> {dst} of shape {list(shape)} failed: "
+            raise MeasureError(f"layout transform {src} -> {dst} of {dtype} shape {list(shape)} failed: "
                                f"{rec.error}; {_retry_hint(store, [rec.task], key, runner.timing)}")
     return [cast(float, rec.median_ms) for rec in records]  # every one ok: it has a median
 
 
-def _transform_of(pair: _Pair) -> Task:
-    shape, src, dst = pair
-    return Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst, "dtype": "float32"})
+def _looked_up(costs: Mapping[Pair, float]) -> Callable[[Any, str, str, str], float]:
+    """The transform cost function reading ``costs`` (``(shape, src, dst, dtype)`` -> ms)."""
+    return lambda shape, src, dst, dtype: costs[(tuple(shape), src, dst, dtype)]
+
+
+def _transform_of(pair: Pair) -> Task:
+    shape, src, dst, dtype = pair
+    return Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst, "dtype": dtype})
 
 
 def _recorded_transforms(graph: LayoutGraph, store: Records, key: dict, runner: Runner) -> dict:
@@ -598,21 +601,24 @@ def _recorded_transforms(graph: LayoutGraph, store: Records, key: dict, runner: 
     return known
 
 
-def _fastest_per_layout_pair(node: str, tasks: list[tuple[Candidate, Task]], by_task: Mapping[Task, Any],
-                             store: Records, key: dict, timing: str) -> list[Candidate]:
-    """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair
-    (whatever precision it runs in: :func:`graphtune.ops.runs_as`)."""
-    best: dict[tuple[str, str], Candidate] = {}
+def _fastest_per_layout_pair(node: str, op: Op, tasks: list[tuple[Candidate, Task]],
+                             by_task: Mapping[Task, Any], store: Records, key: dict,
+                             timing: str) -> list[Candidate]:
+    """The fastest measured candidate of ``node`` for each (in_layout, out_layout) pair and
+    input dtype: a quantized node keeps its fastest int8 and fp32 candidate of each pair
+    (:func:`graphtune.ops.runs_as`), whose transforms before them differ
+    (:func:`graphtune.ops.input_dtype`), for the solver to choose."""
+    best: dict[tuple[str, str, str], Candidate] = {}
     errors = []
     for candidate, task in tasks:
         record = by_task[task]
         if not record.ok:
             errors.append(record.error)
             continue
-        layouts = (candidate.in_layout, candidate.out_layout)
-        cand = Candidate(candidate.knobs, *layouts, float(record.median_ms))
-        if layouts not in best or cand.cost < best[layouts].cost:
-            best[layouts] = cand
+        form = (candidate.in_layout, candidate.out_layout, input_dtype(op, candidate.knobs))
+        cand = Candidate(candidate.knobs, candidate.in_layout, candidate.out_layout, float(record.median_ms))
+        if form not in best or cand.cost < best[form].cost:
+            best[form] = cand
     if not best:
         raise MeasureError(f"node {node!r}: all {len(tasks)} candidates failed to build or run; "
                            f"first error: {errors[0] if errors else 'none'}; "

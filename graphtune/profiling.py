@@ -778,8 +778,8 @@ def _place_groups(labels: list[str], placed: list[list[str]], model: Any,
     return rows, moved, unmatched
 
 
-def _transform_pair(func: Any) -> tuple[tuple[int, ...], str, str] | None:
-    """``(logical NCHW shape, src, dst)`` of a ``layout_transform`` PrimFunc (None for another)."""
+def _transform_pair(func: Any) -> tuple[tuple[int, ...], str, str, str] | None:
+    """``(logical NCHW shape, src, dst, dtype)`` of a ``layout_transform`` PrimFunc (None for another)."""
     from .compiler.rewrite import TRANSFORM_ATTR
     from .layouts import block_of
 
@@ -793,7 +793,7 @@ def _transform_pair(func: Any) -> tuple[tuple[int, ...], str, str] | None:
     logical = shape[:4] if len(shape) == 4 else [shape[0], shape[1] * shape[4], shape[2], shape[3]]
     if len(shape) == 5 and block_of(src) != shape[4]:
         return None
-    return tuple(logical), src, dst
+    return tuple(logical), src, dst, str(func.params[0].ty.dtype)
 
 
 def _transform_ms(func: Any, records: Any) -> float | None:
@@ -803,9 +803,8 @@ def _transform_ms(func: Any, records: Any) -> float | None:
     pair = _transform_pair(func)
     if pair is None:
         return None
-    shape, src, dst = pair
-    record = records.get(Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst,
-                                            "dtype": "float32"}))
+    shape, src, dst, dtype = pair
+    record = records.get(Task(Op.TRANSFORM, {"shape": list(shape), "src": src, "dst": dst, "dtype": dtype}))
     return record.median_ms if record is not None and record.ok else None
 
 
@@ -819,7 +818,7 @@ class CallTimes:
         Per config node (layout node or join) that owns calls, the ms of its calls in each
         instrumented run: its kernel with its fused epilogue and the calls placed on it (pools,
         unfused ops: the first config node up the ONNX graph from a call's first node owns it).
-    transforms : dict of (shape, src, dst) to list of float
+    transforms : dict of (shape, src, dst, dtype) to list of float
         Per layout transform the model runs as a call of its own, its ms in each run (the mean
         of its calls when it runs more than once).
     other : list of float
@@ -829,7 +828,7 @@ class CallTimes:
     """
 
     nodes: dict[str, list[float]]
-    transforms: dict[tuple[tuple[int, ...], str, str], list[float]]
+    transforms: dict[tuple[tuple[int, ...], str, str, str], list[float]]
     other: list[float]
     vm_ms: float
 
@@ -883,7 +882,7 @@ def call_times(compiled: Any, config: Any, model: Any, repeat: int = 10) -> Call
 
     kernels = {name for name, node in config.nodes.items() if node.op in LAYOUT_OPS}
     nodes: dict[str, np.ndarray] = {}
-    transforms: dict[tuple[tuple[int, ...], str, str], list[np.ndarray]] = {}
+    transforms: dict[tuple[tuple[int, ...], str, str, str], list[np.ndarray]] = {}
     other = np.zeros(len(per_run))
     for i, (symbol, names) in enumerate(zip(order, placed)):
         func = compiled.functions[symbol]

@@ -70,11 +70,30 @@ def test_transform_pairs_lists_distinct_needed_transforms():
     g.add_edge("a", "b", shape=[1, 8, 4, 4])
     g.add_edge("b", "c", shape=[1, 8, 2, 2])
     g.add_edge("a", "c", cost=[[0.0], [1.0]], shape=[1, 8, 4, 4])
-    assert g.transform_pairs() == [((1, 8, 2, 2), "NCHW8c", "NCHW"), ((1, 8, 4, 4), "NCHW", "NCHW8c")]
-    assert ((1, 8, 4, 4), "NCHW8c", "NCHW") in g.transform_pairs(missing_only=False)
+    assert g.transform_pairs() == [((1, 8, 2, 2), "NCHW8c", "NCHW", "float32"),
+                                   ((1, 8, 4, 4), "NCHW", "NCHW8c", "float32")]
+    assert ((1, 8, 4, 4), "NCHW8c", "NCHW", "float32") in g.transform_pairs(missing_only=False)
     g.fill_edge_costs(lambda shape, src, dst: 1.0)
     assert g.transform_pairs() == []
     g.validate()
+
+
+def test_a_transform_before_an_int8_candidate_moves_uint8():
+    """The dtype of a transform is what the destination candidate reads (ops.input_dtype): uint8
+    before a quantized node's int8 candidate, float32 before its fp32 one; a cost function that
+    takes no dtype is refused there, naming the edge."""
+    g = LayoutGraph()
+    g.add_node("a", costs=[1.0], layouts=["NCHW8c"])
+    g.add_node("q", [Candidate({}, "NCHW16c", "NCHW16c", 1.0),
+                     Candidate({"precision": "float32"}, "NCHW16c", "NCHW16c", 1.0),
+                     Candidate({}, "NCHW8c", "NCHW8c", 1.0)], op="conv2d_int8")
+    g.add_edge("a", "q", shape=[1, 16, 4, 4])
+    assert g.transform_pairs() == [((1, 16, 4, 4), "NCHW8c", "NCHW16c", "float32"),
+                                   ((1, 16, 4, 4), "NCHW8c", "NCHW16c", "uint8")]
+    g.fill_edge_costs(lambda shape, src, dst, dtype: {"uint8": 0.25, "float32": 1.0}[dtype])
+    assert g.edge_cost("a", "q").tolist() == [[0.25, 1.0, 0.0]]
+    with pytest.raises(GraphError, match="a -> q: the transform cost function takes .* 'q' reads uint8"):
+        g.fill_edge_costs(lambda shape, src, dst: 1.0, overwrite=True)
 
 
 def test_transform_pairs_needs_shapes():
@@ -273,6 +292,6 @@ def test_edge_with_two_tensors_charges_two_transforms():
     g.fill_edge_costs(lambda shape, src, dst: float(np.prod(shape)))
     assert g.edge_cost("conv", "mul").tolist() == [[0.0, 272.0]]
     assert sorted(g.transform_pairs(missing_only=False)) == [
-        ((1, 16, 1, 1), "NCHW16c", "NCHW8c"), ((1, 16, 4, 4), "NCHW16c", "NCHW8c")]
+        ((1, 16, 1, 1), "NCHW16c", "NCHW8c", "float32"), ((1, 16, 4, 4), "NCHW16c", "NCHW8c", "float32")]
     runs = g.transforms({"conv": 0, "mul": 1})
     assert sorted(t for _, t, _, _ in runs) == ["mean", "x"] and sum(runs.values()) == 272.0

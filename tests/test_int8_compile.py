@@ -317,6 +317,8 @@ def test_tune_measures_int8_candidates(tmp_path):
     measured = {(r["kind"], r["workload"]["dtype"], r["workload"].get("out_dtype"))
                 for r in kernels if r["kind"] in ("conv2d", "conv2d_int8")}
     assert measured == {("conv2d_int8", "uint8", "float32"), ("conv2d", "float32", None)}, measured
+    # a transform before an int8 candidate moves uint8, before an fp32 one float32 (ops.input_dtype)
+    assert {dtype for *_, dtype in result.graph.transform_pairs(missing_only=False)} == {"float32", "uint8"}
     compiled = graphtune.compile(model, result.config)
     inputs = feeds(model)
     for feed, want in zip(inputs, ort_run(model, inputs)):

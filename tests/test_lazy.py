@@ -58,7 +58,7 @@ def counting(cost):
 
     def measure(pairs):
         asked.extend(pairs)
-        return [cost(list(shape), src, dst) for shape, src, dst in pairs]
+        return [cost(list(shape), src, dst) for shape, src, dst, _ in pairs]
 
     return measure, asked
 
