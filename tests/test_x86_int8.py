@@ -69,6 +69,9 @@ CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
     "dense (batch 1) as a 1x1 conv of a 1x1 map": ([1, 64, 1, 1], [24, 64, 1, 1], [1, 1], [0, 0, 0, 0],
                                                    {"ic_bn": 64, "oc_bn": 8, "reg_n": 1, "unroll_kw": False,
                                                     "widen": True}),
+    "1x1 s2, threads over rows": ([1, 32, 12, 12], [24, 32, 1, 1], [2, 2], [0, 0, 0, 0],
+                                  {"ic_bn": 8, "oc_bn": 8, "reg_n": 3, "unroll_kw": False, "oh_bn": 2,
+                                   "rows_outer": True}),
     "20 channels, blocks of no whole vector": ([1, 6, 6, 6], [20, 6, 3, 3], [1, 1], [0, 1, 2, 1],
                                                {"ic_bn": 6, "oc_bn": 20, "reg_n": 2, "unroll_kw": True}),
 }
@@ -321,6 +324,15 @@ def test_first_candidates_try_distinct_register_tiles(target):
     distinct = len(set(shapes))
     assert distinct >= 4 and len(set(shapes[:distinct])) == distinct
     assert all(k["ic_bn"] == k["oc_bn"] for k in found[:distinct])
+
+
+def test_threads_share_rows_of_a_1x1_conv_whose_input_is_largest():
+    """As the fp32 conv's (x86.tiles._rows_outer): each thread then reads a band of the input."""
+    wide_input = x86.conv2d_int8_workload([1, 256, 56, 56], [64, 256, 1, 1], weight_pair_max=128)
+    wide_output = x86.conv2d_int8_workload([1, 64, 56, 56], [256, 64, 1, 1], weight_pair_max=128)
+    three = x86.conv2d_int8_workload([1, 256, 56, 56], [64, 256, 3, 3], padding=[1, 1, 1, 1])
+    assert all(k.get("rows_outer") for k in x86.candidates(wide_input, ZNVER4))
+    assert not any(k.get("rows_outer") for wl in (wide_output, three) for k in x86.candidates(wl, ZNVER4))
 
 
 @pytest.mark.parametrize("target", [None, ZNVER4, {"kind": "llvm", "mcpu": "haswell"}])

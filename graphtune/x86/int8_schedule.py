@@ -1,14 +1,15 @@
 """Knob schedule of the int8 conv2d: the fp32 NCHWc template with a tensorized dot product.
 
 As :func:`graphtune.x86.schedule.schedule_conv2d`: threads over the fused ``(n, oc_chunk,
-oh_outer)``, a register tile of ``oh_bn x reg_n`` pixels x ``oc_bn`` int32 accumulators written
-out through the (requantizing) epilogue, the width tile and ``kw`` unrolled. The innermost
-``lanes`` output channels x ``dot`` input channels are one instruction of the knob ``isa``
-(:mod:`graphtune.x86.int8_isa`): ``vpmaddwd``, ``vpmaddubsw + vpmaddwd`` (by ones) or
-``vpdpbusd`` per pixel and vector of accumulators. An ``oc_bn`` that is no multiple of the
-instruction's lanes runs on plain int32 vectors instead (LLVM's code; exact, slower). The
-zero-point padding is one parallel pass over the input before the products (the tensorized
-loads read it unguarded).
+oh_outer)`` (``(n, oh_outer, oc_chunk)`` with ``rows_outer``: each thread reads a band of the
+input instead of all of it), a register tile of ``oh_bn x reg_n`` pixels x ``oc_bn`` int32
+accumulators written out through the (requantizing) epilogue, the width tile and ``kw``
+unrolled. The innermost ``lanes`` output channels x ``dot`` input channels are one instruction
+of the knob ``isa`` (:mod:`graphtune.x86.int8_isa`): ``vpmaddwd``, ``vpmaddubsw + vpmaddwd``
+(by ones) or ``vpdpbusd`` per pixel and vector of accumulators. An ``oc_bn`` that is no
+multiple of the instruction's lanes runs on plain int32 vectors instead (LLVM's code; exact,
+slower). The zero-point padding is one parallel pass over the input before the products (the
+tensorized loads read it unguarded).
 
 Examples
 --------
@@ -46,14 +47,15 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
     tensorized = knobs["oc_bn"] % isa.lanes == 0
-    tile = (n, oc_chunk, oh_outer, ow_outer, ic_chunk, kh, ic_outer, kw)
+    threads = (n, oh_outer, oc_chunk) if knobs.get("rows_outer") else (n, oc_chunk, oh_outer)
+    tile = (*threads, ow_outer, ic_chunk, kh, ic_outer, kw)
     if tensorized:
         vectors, lanes = sch.split(oc_block, [None, isa.lanes])
         sch.reorder(*tile, oh_inner, ow_inner, vectors, lanes, ic_inner)
     else:
         sch.reorder(*tile, ic_inner, oh_inner, ow_inner, oc_block)
     _write_back(sch, anchor, epilogue, ow_outer)
-    sch.parallel(sch.fuse(n, oc_chunk, oh_outer))
+    sch.parallel(sch.fuse(*threads))
     for loop in (oh_inner, ow_inner, vectors if tensorized else ic_inner):
         sch.unroll(loop)
     if knobs["unroll_kw"]:

@@ -26,7 +26,14 @@ from .dense_int8 import as_conv2d_int8
 from .int8_isa import isa_of
 from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
-from .tiles import MAX_BLOCK, _block_penalty, _depthwise_register_tiles, _ordered_blocks, _register_tiles
+from .tiles import (
+    MAX_BLOCK,
+    _block_penalty,
+    _depthwise_register_tiles,
+    _ordered_blocks,
+    _register_tiles,
+    _rows_outer,
+)
 
 __all__ = ["int8_blocks", "int8_tiles", "int8_order", "int8_default", "depthwise_int8_tiles",
            "dense_int8_blocks", "dense_int8_tiles", "dense_int8_default"]
@@ -49,10 +56,11 @@ def int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
 def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     """Knobs of an int8 conv2d with ``blocks``: the fp32 conv's register tiles on the target's
     best instruction, each with the activations widened to int16 by the padding pass first
-    (``vpmaddwd``), then without. A tensorized tile has no tail: the tiles whose ``reg_n`` /
-    ``oh_bn`` divide the output width / height come first, then the others with those made the
-    largest divisor below them (an output 37 wide, Inception-v3's stem at 75 px, gets
-    ``reg_n`` 1), duplicates dropped.
+    (``vpmaddwd``), then without; a 1x1 conv whose input is its largest operand has its threads
+    share output rows, as the fp32 conv's (``rows_outer``, :func:`graphtune.x86.tiles._rows_outer`).
+    A tensorized tile has no tail: the tiles whose ``reg_n`` / ``oh_bn`` divide the output width /
+    height come first, then the others with those made the largest divisor below them (an output
+    37 wide, Inception-v3's stem at 75 px, gets ``reg_n`` 1), duplicates dropped.
 
     Examples
     --------
@@ -73,7 +81,8 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
             tile["oh_bn"] = divisors(oh, cap=tile["oh_bn"])[-1]
         if tile not in tiles:
             tiles.append(tile)
-    return [{**blocks, **tile, "isa": isa.name, **({"widen": True} if wide else {})}
+    rows = {"rows_outer": True} if kh == kw == 1 and _rows_outer(workload) else {}
+    return [{**blocks, **tile, **rows, "isa": isa.name, **({"widen": True} if wide else {})}
             for tile in tiles for wide in widen]
 
 

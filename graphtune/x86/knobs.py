@@ -41,7 +41,8 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   :mod:`graphtune.x86.groups` (``oc_bn`` inside one group or spanning whole
   groups; ``ic_bn`` divides the input channels of the block's groups).
   Layouts ``NCHW{ic_bn}c -> NCHW{oc_bn}c``.
-- conv2d_int8: conv2d's ``ic_bn``, ``oc_bn``, ``reg_n``, ``unroll_kw``, optional ``oh_bn``, and
+- conv2d_int8: conv2d's ``ic_bn``, ``oc_bn``, ``reg_n``, ``unroll_kw``, optional ``oh_bn`` and
+  ``rows_outer``, and
   ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx2ubs``, ``avx512bw``,
   ``avx512ubs``, ``avx512vnni``), the exact dot-product instruction: ``ic_bn`` must be a multiple
   of its ``dot`` (2 or 4 channels per int32 lane); the ``ubs`` ones (``vpmaddubsw``) need the
@@ -344,7 +345,7 @@ DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rul
 """depthwise_conv2d knobs."""
 DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
 """dense knobs."""
-INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "widen"), _int8_rules)
+INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen"), _int8_rules)
 """conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
 DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
 """depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
