@@ -494,6 +494,22 @@ class LayoutGraph:
         """
         return self._require(name)["candidates"]
 
+    def reads(self, name: str) -> list[tuple[str, str]]:
+        """``(in_layout, dtype)`` of each candidate of node ``name``: the layout and dtype a
+        transform before it moves (:func:`graphtune.ops.input_dtype`: uint8 before a quantized
+        node's int8 candidate).
+
+        Examples
+        --------
+        >>> g = LayoutGraph()
+        >>> g.add_node("q", [Candidate({}, "NCHW8c", "NCHW8c", 1.0),
+        ...                  Candidate({"precision": "float32"}, "NCHW8c", "NCHW8c", 1.0)], op="conv2d_int8")
+        >>> g.reads("q")
+        [('NCHW8c', 'uint8'), ('NCHW8c', 'float32')]
+        """
+        op = self.op(name)
+        return [(c.in_layout, input_dtype(op, c.knobs)) for c in self.candidates(name)]
+
     def edge_shape(self, u: str, v: str) -> list[int] | None:
         """Logical tensor shape carried by edge ``u -> v``."""
         return self._edge(u, v)["shape"]
@@ -542,7 +558,7 @@ class LayoutGraph:
 
     def _evaluate(self, u: str, v: str, fn: TransformFn, data: _EdgeData) -> np.ndarray:
         src = [c.out_layout for c in self.candidates(u)]
-        dst = [(c.in_layout, input_dtype(self.op(v), c.knobs)) for c in self.candidates(v)]
+        dst = self.reads(v)
         with_dtype = _takes_dtype(fn)
         cache: dict[tuple[str, str, str], float] = {}
         matrix = np.zeros((len(src), len(dst)))
@@ -614,7 +630,7 @@ class LayoutGraph:
             if data["shape"] is None:
                 raise GraphError(f"edge {u} -> {v} has no shape; pass shape= to add_edge")
             for a in {c.out_layout for c in self.candidates(u)}:
-                for b, dtype in {(c.in_layout, input_dtype(self.op(v), c.knobs)) for c in self.candidates(v)}:
+                for b, dtype in set(self.reads(v)):
                     if a != b:
                         pairs.update((tuple(shape), a, b, dtype) for shape in _shapes(data)
                                      if shape is not None)

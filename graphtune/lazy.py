@@ -43,7 +43,6 @@ import numpy as np
 
 from .errors import GraphError
 from .graph import LayoutGraph, _shapes
-from .ops import input_dtype
 from .solve.solution import Solution
 
 __all__ = ["Pair", "transform_cells", "solve_measuring"]
@@ -79,7 +78,7 @@ def transform_cells(graph: LayoutGraph) -> dict[Edge, Grid]:
         shapes = [tuple(int(d) for d in shape) for shape in _shapes(data) if shape is not None]
         if not shapes:
             raise GraphError(f"edge {u} -> {v} has no shape; pass shape= or tensors= to add_edge")
-        reads = [(b.in_layout, input_dtype(graph.op(v), b.knobs)) for b in graph.candidates(v)]
+        reads = graph.reads(v)
         cells[u, v] = [[tuple((shape, a.out_layout, b, dtype) for shape in shapes)
                         if a.out_layout != b else ()
                         for b, dtype in reads]

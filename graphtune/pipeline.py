@@ -549,8 +549,6 @@ class _Timing(TypedDict):
     progress: bool
 
 
-
-
 def _retry_hint(store: Records, tasks: list[Task], key: dict, timing: str) -> str:
     """How to measure failed ``tasks`` again: retry_errors, or which record lines to delete."""
     lines = sorted({n for n in (store.line_of(t, key, timing) for t in tasks) if n is not None})

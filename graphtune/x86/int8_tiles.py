@@ -86,7 +86,6 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
             for tile in tiles for wide in widen]
 
 
-
 def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
     """The int8 conv2d's candidates ``ranked`` by block tier and tile rank, reordered: those whose
     output block is whole vectors of the instruction take turns by register-tile shape (output
