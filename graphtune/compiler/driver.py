@@ -40,6 +40,7 @@ from .legalize import legalize, schedule_counts
 from .lut import lookup_tables
 from .model import CompiledModel
 from .partitioned import PartitionedModel
+from .reciprocal import reciprocal_scales
 from .rewrite import NodePlan, rewrite
 from .sites import sites_of
 
@@ -157,7 +158,7 @@ def rewrite_model(mod: tvm.IRModule, config: Config,
     config.check(ops)
     plans = plan_nodes(ops, config, target)
     new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
-    return lookup_tables(new_mod), anchors, [op.name for op in ops]
+    return reciprocal_scales(lookup_tables(new_mod)), anchors, [op.name for op in ops]
 
 
 def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:

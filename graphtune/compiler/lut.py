@@ -47,7 +47,7 @@ import numpy as np
 import tvm
 from tvm import relax, te
 
-from ..frontend.walk import bindings, const_value, dtype_of, op_name, static_shape
+from ..frontend.walk import bindings, const_value, dtype_of, op_name, static_shape, vars_read
 from .consts import eval_const
 
 __all__ = ["lookup_tables", "lookup", "lookup_table_of", "ELEMENTWISE", "COSTLY", "LOOKUP",
@@ -100,7 +100,7 @@ class _Bindings:
         self.shapes = {b.var: static_shape(b.var) for b in self.binds}
         self.readers: dict[relax.Var, set[relax.Var]] = {}
         for binding in self.binds:
-            for arg in _vars_in(binding.value):
+            for arg in vars_read(binding.value):
                 self.readers.setdefault(arg, set()).add(binding.var)
 
 
@@ -145,7 +145,7 @@ def _chains(func: relax.Function) -> dict[relax.Var, tuple[relax.Var, np.ndarray
     """
     graph = _Bindings(func)
     ops, readers = graph.ops, graph.readers
-    outputs = _vars_in(func.body.body)
+    outputs = vars_read(func.body.body)
     found: dict[relax.Var, tuple[relax.Var, np.ndarray]] = {}
     for source in [*func.params, *(b.var for b in graph.binds)]:
         if dtype_of(source) != "uint8" or static_shape(source) is None:
@@ -169,18 +169,6 @@ def _chains(func: relax.Function) -> dict[relax.Var, tuple[relax.Var, np.ndarray
         if chosen and any(work.values()) and not any(work[v] for v in needed - covered):
             found.update((exit_, (source, values[exit_])) for exit_ in chosen)
     return found
-
-
-def _vars_in(expr: relax.Expr) -> set[relax.Var]:
-    """The vars an expression reads directly: itself, a tuple's fields, a call's arguments (and
-    the fields of a tuple argument, as ``call_tir`` passes its inputs)."""
-    if isinstance(expr, relax.Var):
-        return {expr}
-    if isinstance(expr, relax.Tuple):
-        return {f for f in expr.fields if isinstance(f, relax.Var)}
-    if isinstance(expr, relax.Call):
-        return set().union(*(_vars_in(a) for a in expr.args if isinstance(a, (relax.Var, relax.Tuple))))
-    return set()
 
 
 @relax.expr_functor.mutator

@@ -69,7 +69,7 @@ from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
     "LayoutOp", "Step", "Role", "Form", "ROLES", "layout_ops", "walk", "bindings", "op_name",
-    "static_shape", "dtype_of", "const_value",
+    "static_shape", "dtype_of", "const_value", "vars_read",
 ]
 
 ROLES = tuple(Role)
@@ -567,3 +567,22 @@ class _Walker:
                 "fixed-layout (NCHW) boundary",
                 stacklevel=3,
             )
+
+
+def vars_read(expr: relax.Expr) -> set[relax.Var]:
+    """The vars an expression reads directly: itself, a tuple's fields, a call's arguments (and
+    the fields of a tuple argument, as ``call_tir`` passes its inputs).
+
+    Examples
+    --------
+    >>> x = relax.Var("x", relax.TensorType([2], "float32"))
+    >>> vars_read(relax.op.add(x, relax.const(1.0))) == {x}
+    True
+    """
+    if isinstance(expr, relax.Var):
+        return {expr}
+    if isinstance(expr, relax.Tuple):
+        return {f for f in expr.fields if isinstance(f, relax.Var)}
+    if isinstance(expr, relax.Call):
+        return set().union(*(vars_read(a) for a in expr.args if isinstance(a, (relax.Var, relax.Tuple))))
+    return set()
