@@ -49,6 +49,7 @@ from tvm import relax, te
 
 from ..frontend.walk import bindings, const_value, dtype_of, op_name, static_shape, vars_read
 from .consts import eval_const
+from .rebind import rebind, rewritten_main
 
 __all__ = ["lookup_tables", "lookup", "lookup_table_of", "ELEMENTWISE", "COSTLY", "LOOKUP",
            "ELEMENTWISE_ATTR"]
@@ -188,9 +189,7 @@ class _UseTables(relax.PyExprMutator):
         call = self.builder_.call_te(lookup, self.visit_expr(source), relax.const(table),
                                      primfunc_name_hint=LOOKUP,
                                      primfunc_attrs={ELEMENTWISE_ATTR: True})
-        emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) \
-            else self.builder_.emit_output
-        self.set_var_remap(binding.var, emit(call, name_hint=binding.var.name))
+        rebind(self, binding.var, call)
 
 
 def lookup_tables(mod: tvm.IRModule) -> tvm.IRModule:
@@ -211,10 +210,7 @@ def lookup_tables(mod: tvm.IRModule) -> tvm.IRModule:
     tables = _chains(mod["main"])
     if not tables:
         return mod
-    mutator = _UseTables(mod, tables)
-    main = mutator.visit_expr(mod["main"])
-    mutator.builder_.update_func(mod.get_global_var("main"), main)
-    return relax.transform.DeadCodeElimination(["main"])(mutator.builder_.get())
+    return relax.transform.DeadCodeElimination(["main"])(rewritten_main(mod, _UseTables(mod, tables)))
 
 
 def lookup_table_of(mod: tvm.IRModule, index: int = 0) -> np.ndarray:

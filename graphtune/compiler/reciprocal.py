@@ -38,6 +38,7 @@ import tvm
 from tvm import relax
 
 from ..frontend.walk import bindings, const_value, op_name, vars_read
+from .rebind import rebind, rewritten_main
 
 __all__ = ["reciprocal_scales"]
 
@@ -48,10 +49,7 @@ def reciprocal_scales(mod: tvm.IRModule) -> tvm.IRModule:
     divisions = _rounded_divisions(mod["main"])
     if not divisions:
         return mod
-    mutator = _Multiply(mod, divisions)
-    main = mutator.visit_expr(mod["main"])
-    mutator.builder_.update_func(mod.get_global_var("main"), main)
-    return mutator.builder_.get()
+    return rewritten_main(mod, _Multiply(mod, divisions))
 
 
 def _rounded_divisions(func: relax.Function) -> dict[relax.Var, np.ndarray]:
@@ -91,7 +89,5 @@ class _Multiply(relax.PyExprMutator):
         if reciprocal is None:
             super().visit_var_binding_(binding)
             return
-        call = relax.op.multiply(self.visit_expr(binding.value.args[0]), relax.const(reciprocal))
-        emit = self.builder_.emit if isinstance(binding.var, relax.DataflowVar) \
-            else self.builder_.emit_output
-        self.set_var_remap(binding.var, emit(call, name_hint=binding.var.name))
+        rebind(self, binding.var,
+               relax.op.multiply(self.visit_expr(binding.value.args[0]), relax.const(reciprocal)))
