@@ -74,12 +74,25 @@ def in_session_tempdir(session_tempdir: pathlib.Path,
 @pytest.fixture(scope="session")
 def resnet18_records(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     """A records file of ResNet-18 at 32 px tuned once per run (2 candidates, quick timing,
-    lazy transforms): modules that tune it start from a copy (``shutil.copyfile``: a test may
-    append to its own) and measure only what their own settings add."""
+    every transform measured): modules that tune it, the docstring examples' shared records
+    file and the notebook start from a copy (``shutil.copyfile``: a test may append to its
+    own) and measure only what their own settings add. The xdist workers of a run share one
+    file: the first to ask tunes, under a lock, and the other waits for it."""
+    import fcntl
+
     import graphtune
 
-    path = tmp_path_factory.mktemp("resnet18") / "r18.records.jsonl"
-    graphtune.tune("resnet18", records=path, image_size=32, max_candidates=2, min_repeat_ms=1,
-                   repeat=1, progress=False, final_check=False)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    root = tmp_path_factory.getbasetemp()
+    folder = (root.parent if worker else root) / "resnet18-records"
+    folder.mkdir(exist_ok=True)
+    path = folder / "r18.records.jsonl"
+    with open(folder / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "done").exists():
+            graphtune.tune("resnet18", records=path, image_size=32, max_candidates=2,
+                           min_repeat_ms=1, repeat=1, transforms="all", progress=False,
+                           final_check=False)
+            (folder / "done").touch()
     return path
 

@@ -18,6 +18,7 @@ import doctest
 import importlib
 import io
 import pkgutil
+import shutil
 
 import pytest
 
@@ -85,7 +86,11 @@ def _marks(name: str) -> list:
 
 @pytest.mark.parametrize("docstring", [
     pytest.param(test, id=test.name, marks=_marks(test.name)) for _, test in DOCSTRINGS])
-def test_docstring_examples(docstring: doctest.DocTest, in_session_tempdir, pytestconfig):
+def test_docstring_examples(docstring: doctest.DocTest, in_session_tempdir, pytestconfig, request):
+    shared = in_session_tempdir / "graphtune-doctest-resnet18-32.records.jsonl"
+    if _integration(docstring.name) and not shared.exists():
+        # the examples' shared records start as the run's ResNet-18 records (tests/conftest.py)
+        shutil.copyfile(request.getfixturevalue("resnet18_records"), shared)
     flags = 0
     for flag in pytestconfig.getini("doctest_optionflags"):
         flags |= doctest.OPTIONFLAGS_BY_NAME[flag]
