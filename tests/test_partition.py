@@ -143,6 +143,25 @@ def nms_gather_model() -> onnx.ModelProto:
                     helper.make_tensor_value_info("total_score", TensorProto.FLOAT, [])])
 
 
+def row_scatter_model() -> onnx.ModelProto:
+    """conv -> rows (8 x 4 x 8 x 1) -> the rows with a positive value (``NonZero``) gathered
+    and put back in place in zeros, as torch exports ``result[rows] = picked``
+    (``ScatterElements`` of an expanded row index, torchvision's MultiScaleRoIAlign)."""
+    g = _Graph(4)
+    rows = g.node("Transpose", [g.conv("conv", "input", 3, 4)], "rows", perm=[2, 1, 3, 0])
+    best = g.node("ReduceMax", [rows], "best", axes=[1, 2, 3], keepdims=0)
+    positive = g.node("Greater", [best, g.const("zero", np.float32(0))], "positive")
+    kept = g.node("NonZero", [positive], "nonzero")
+    index = g.node("Squeeze", [kept, g.const("first", np.array([0], np.int64))], "kept")
+    picked = g.node("Gather", [rows, index], "picked", axis=0)
+    column = g.node("Reshape", [index, g.const("column", np.array([-1, 1, 1, 1], np.int64))],
+                    "column_index")
+    expanded = g.node("Expand", [column, g.node("Shape", [picked], "picked_shape")], "index")
+    zeros = g.node("ConstantOfShape", [g.node("Shape", [rows], "rows_shape")], "zeros")
+    g.node("ScatterElements", [zeros, expanded, picked], "scatter", axis=0)
+    return g.model([helper.make_tensor_value_info("scatter", TensorProto.FLOAT, [SIZE, 4, SIZE, 1])])
+
+
 def _compile(model: onnx.ModelProto, config: Config | None = None):
     """``graphtune.compile`` with a config, default knobs for unmentioned nodes (warning kept)."""
     with warnings.catch_warnings(record=True):
@@ -205,8 +224,8 @@ def test_plan_cuts_at_the_first_node_relax_cannot_import(make, tvm_nodes, cut, r
     assert f"cut at {cut!r}" in part.summary()
 
 
-@pytest.mark.parametrize("make", [loop_model, shape_model, nms_gather_model],
-                         ids=["loop", "shape", "nms"])
+@pytest.mark.parametrize("make", [loop_model, shape_model, nms_gather_model, row_scatter_model],
+                         ids=["loop", "shape", "nms", "row-scatter"])
 def test_partitioned_model_matches_ort_running_the_whole_model(make):
     model = make()
     compiled = _compile(model)
@@ -217,6 +236,13 @@ def test_partitioned_model_matches_ort_running_the_whole_model(make):
     parts = compiled.time_parts(repeat=2)
     assert sorted(parts) == ["onnxruntime", "total", "tvm"]
     assert all(v.shape == (2,) and (v > 0).all() for v in parts.values())
+
+
+def test_the_onnxruntime_part_scatters_rows_as_rows():
+    part = plan(row_scatter_model())
+    assert [c.node for c in part.cuts] == ["nonzero"]
+    ops = [n.op_type for n in part.ort_model.graph.node]
+    assert "ScatterND" in ops and "ScatterElements" not in ops
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,7 @@ from .importer import (
     prepare_onnx,
     relax_import,
 )
+from .scatter import scatter_rows
 from .walk import bindings
 
 if TYPE_CHECKING:
@@ -694,4 +695,4 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
             for name in crossing]
     by_name = {o.name: o for o in proto.graph.output}
     outs = [by_name[name] for name in outputs if name in made]
-    return _submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime")
+    return scatter_rows(_submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime"))
