@@ -36,6 +36,7 @@ from onnx import helper
 from tvm import relax
 
 from ..errors import ConfigMismatchError, ModelError
+from .appends import loop_appends
 from .fold import _reads, fold_constants
 from .importer import (
     ImportFailure,
@@ -684,7 +685,9 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
               types: dict[str, tuple[list[int], str]], shapes: dict[str, list[int]],
               outputs: list[str]) -> onnx.ModelProto | None:
     """The model of the ``removed`` nodes: reads the model inputs they need and the crossing
-    tensors, writes the model outputs they compute."""
+    tensors, writes the model outputs they compute; its appending loops and row scatters
+    rewritten (:func:`~graphtune.frontend.appends.loop_appends`,
+    :func:`~graphtune.frontend.scatter.scatter_rows`)."""
     if not removed:
         return None
     nodes = proto.graph.node
@@ -695,4 +698,5 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
             for name in crossing]
     by_name = {o.name: o for o in proto.graph.output}
     outs = [by_name[name] for name in outputs if name in made]
-    return scatter_rows(_submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime"))
+    part = _submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime")
+    return scatter_rows(loop_appends(part))
