@@ -73,7 +73,7 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
     isa = isa_of(target, workload)
     widen = (True, False) if isa.dot == 2 else (False,)
-    fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1)
+    fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1, in_flight=0)
     tiles = [tile for tile in fp32 if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0]
     for tile in fp32:  # the others, made to divide, after those
         tile = {**tile, "reg_n": divisors(ow, cap=tile["reg_n"])[-1]}

@@ -34,6 +34,11 @@ __all__ = [
 ]
 
 MAX_BLOCK = 64
+
+FMAS_IN_FLIGHT = 8
+"""Independent FMAs that keep an x86 core's two FMA pipes busy through their 4-cycle latency
+(every core since Haswell and Zen): a tile reducing over a conv's taps wants at least this many
+accumulator registers (docs/candidates.md, "Accumulators on AVX2")."""
 """Largest channel block enumerated by default (larger ones ran slower)."""
 
 
@@ -86,16 +91,24 @@ def _tile_key(extent: int, tile: int, acc: int, want: int) -> tuple:
 
 
 def _register_tiles(workload: dict, op: Op, oc_bn: int, target: TargetLike, kh: int, kw: int,
-                    phase: int) -> list:
+                    phase: int, in_flight: int = FMAS_IN_FLIGHT) -> list:
     """Register tiles of a (group / transposed) conv whose reduction runs over ``kh x kw`` taps.
 
     ``phase``: a width tile that is a multiple of it keeps a transposed conv's phases constant.
+    ``in_flight``: fewest accumulators of a tile of several output vectors reducing over taps
+    (the int8 kernels, whose instruction mix differs, pass 0).
     """
     lanes, budget = vector_lanes(target), register_budget(target)
     _, _, oh, ow = output_shape(workload, op)
     vecs = math.ceil(oc_bn / lanes)
     pointwise = kh == kw == 1
     row_tiles = [t for t in (1, 2, 4) if t <= oh] if pointwise else [1]
+    # 1x1 convs reload the whole kernel per tile: they like full tiles; others half the budget
+    # (the rest holds the taps' kernel vectors), and tiles of several vectors of output channels
+    # no fewer than the FMAs in flight (one-vector tiles of 8 pixels measured slower than of 5)
+    want = budget if pointwise else budget // 2
+    if not pointwise and vecs > 1:
+        want = max(want, min(in_flight, budget))
     ranked = []
     for oh_bn in row_tiles:
         limit = budget // (vecs * oh_bn)
@@ -103,8 +116,7 @@ def _register_tiles(workload: dict, op: Op, oc_bn: int, target: TargetLike, kh: 
             continue  # one row of one pixel already fills the registers
         for reg_n in _widths(ow, max(limit, 1)):
             acc = reg_n * oh_bn * vecs
-            # 1x1 convs reload the whole kernel per tile: they like fuller tiles.
-            key = (reg_n % phase != 0,) + _tile_key(ow, reg_n, acc, budget if pointwise else budget // 2)
+            key = (reg_n % phase != 0,) + _tile_key(ow, reg_n, acc, want)
             key += (oh % oh_bn != 0,)
             for unroll_kw in ((True, False) if kw > 1 else (False,)):
                 knobs = {"reg_n": reg_n, "unroll_kw": unroll_kw}
