@@ -7,7 +7,8 @@ anchor, boxes decoded against constant anchors, the top 200 anchors (``TopK``),
 suppression's readers make graphtune cut there (``docs/partition.md``): TVM compiles the
 network and the top-k, ONNX Runtime runs the suppression and the gathers. Prints ONNX
 Runtime (whole model) vs the partitioned model and the time of each part, in ms (medians of
-interleaved rounds, ``TVM_NUM_THREADS`` threads for both runtimes).
+interleaved rounds, each runtime first in turn, ``TVM_NUM_THREADS`` threads for both, ONNX
+Runtime's without spinning as in the partition).
 
 ``--model FILE.onnx`` takes a detector exported with its post-processing instead, e.g.
 torchvision's (``benchmarks/export_torchvision.py --exporter torchscript --models
@@ -35,6 +36,7 @@ from onnx import TensorProto, helper, numpy_helper
 import graphtune
 from e2e import cpu_name
 from graphtune import models
+from graphtune.frontend.cut import onnxruntime_session
 from graphtune.numerics import max_abs_diff
 
 RELATIVE_TOLERANCE = 1e-4
@@ -114,13 +116,10 @@ def main() -> None:
     args = parser.parse_args()
     os.makedirs(os.path.dirname(args.records) or ".", exist_ok=True)
     model = onnx.load(args.model) if args.model else detector(args.image_size)
-    import onnxruntime
-
     threads = int(os.environ["TVM_NUM_THREADS"])
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    # ONNX Runtime alone, as the partition runs its part: without spinning threads, which would
+    # slow whichever runtime comes next in the interleaved rounds (../shared/benchmark-notes.md)
+    session = onnxruntime_session(model, threads)
     start = time.perf_counter()
     result = graphtune.tune(model, records=args.records, max_candidates=args.max_candidates,
                             final_check=not args.no_final_check)
@@ -141,8 +140,9 @@ def main() -> None:
     run_ort = lambda: session.run(None, feeds)  # noqa: E731
     run_gt = compiled.bound_call(*inputs)
     times: dict[str, list[float]] = {"onnxruntime": [], "partitioned": []}
-    for _ in range(args.rounds):
-        for name, call in (("onnxruntime", run_ort), ("partitioned", run_gt)):
+    order = [("onnxruntime", run_ort), ("partitioned", run_gt)]
+    for round_ in range(args.rounds):
+        for name, call in order[round_ % 2:] + order[:round_ % 2]:  # each goes first in turn
             call()
             begin = time.perf_counter()
             for _ in range(5):
