@@ -54,7 +54,7 @@ from __future__ import annotations
 import onnx
 from onnx import helper, numpy_helper
 
-from .fold import _drop_dead, _reads
+from .fold import drop_dead, names_read
 
 __all__ = ["loop_appends"]
 
@@ -86,7 +86,7 @@ def _stacking(loop: onnx.NodeProto, consts: dict[str, onnx.TensorProto]
     producer = {o: n for n in body.node for o in n.output}
     readers: dict[str, list[onnx.NodeProto]] = {}
     for n in body.node:
-        for name in _reads(n):
+        for name in names_read(n):
             readers.setdefault(name, []).append(n)
     appended: dict[int, tuple[str, onnx.NodeProto]] = {}
     for k in range(carried):
@@ -113,7 +113,7 @@ def _stacking(loop: onnx.NodeProto, consts: dict[str, onnx.TensorProto]
     new_body.output.extend([body.output[0]] + [body.output[1 + k] for k in kept] + scans + [
         helper.make_tensor_value_info(row, body.output[1 + k].type.tensor_type.elem_type, None)
         for k, (row, _) in appended.items()])
-    _drop_dead(new_body)
+    drop_dead(new_body)
     name = loop.name or loop.output[0]
     stacked = {k: f"{name}/{row}" for k, (row, _) in appended.items()}
     new_loop = helper.make_node(

@@ -37,7 +37,7 @@ from tvm import relax
 
 from ..errors import ConfigMismatchError, ModelError
 from .appends import loop_appends
-from .fold import _reads, fold_constants
+from .fold import fold_constants, names_read
 from .importer import (
     ImportFailure,
     _load_onnx,
@@ -611,14 +611,14 @@ def _readers(nodes: list[onnx.NodeProto]) -> dict[str, list[int]]:
     """Tensor name -> indices of the nodes reading it (in their subgraphs too)."""
     readers: dict[str, list[int]] = {}
     for i, node in enumerate(nodes):
-        for name in _reads(node):
+        for name in names_read(node):
             readers.setdefault(name, []).append(i)
     return readers
 
 
 def _data_dependent_read(graph: onnx.GraphProto) -> list[int]:
     """Indices of the :data:`DATA_DEPENDENT` nodes whose outputs other nodes read."""
-    read = set().union(*(_reads(n) for n in graph.node)) if graph.node else set()
+    read = set().union(*(names_read(n) for n in graph.node)) if graph.node else set()
     return [i for i, n in enumerate(graph.node)
             if n.op_type in DATA_DEPENDENT and read & set(n.output)]
 
@@ -634,7 +634,7 @@ def _submodel(proto: onnx.ModelProto, keep: list[int], inputs: list[onnx.ValueIn
     """A model of the nodes ``keep`` of ``proto`` with these inputs and outputs, the
     initializers they read, and ``proto``'s opsets, IR version and functions."""
     nodes = [proto.graph.node[i] for i in keep]
-    reads = set().union(*(_reads(n) for n in nodes)) if nodes else set()
+    reads = set().union(*(names_read(n) for n in nodes)) if nodes else set()
     inits = [t for t in proto.graph.initializer if t.name in reads]
     graph = helper.make_graph(nodes, name, inputs, outputs, inits)
     sub = helper.make_model(graph, opset_imports=list(proto.opset_import))
@@ -650,9 +650,9 @@ def _tvm_part(proto: onnx.ModelProto, keep: list[int], removed: set[int],
     nodes = proto.graph.node
     made = [o for i in keep for o in nodes[i].output if o]
     made_set = set(made)
-    wanted = set().union(*(_reads(nodes[i]) for i in removed)) if removed else set()
+    wanted = set().union(*(names_read(nodes[i]) for i in removed)) if removed else set()
     crossing = [o for o in made if o in wanted and o not in outputs]
-    reads = set().union(*(_reads(nodes[i]) for i in keep))
+    reads = set().union(*(names_read(nodes[i]) for i in keep))
     ins = [_value_info(proto, name, shapes) for name in shapes if name in reads]
     outs = [helper.make_empty_tensor_value_info(o) for o in outputs if o in made_set] + \
         [helper.make_empty_tensor_value_info(o) for o in crossing]
@@ -691,7 +691,7 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
     if not removed:
         return None
     nodes = proto.graph.node
-    reads = set().union(*(_reads(nodes[i]) for i in removed))
+    reads = set().union(*(names_read(nodes[i]) for i in removed))
     made = {o for i in removed for o in nodes[i].output}
     ins = [_value_info(proto, name, shapes) for name in shapes if name in reads]
     ins += [helper.make_tensor_value_info(name, _elem_type(types[name][1]), types[name][0])

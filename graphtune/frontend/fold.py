@@ -34,7 +34,7 @@ from onnx.reference import ReferenceEvaluator
 
 from ..errors import ModelError
 
-__all__ = ["fold_constants"]
+__all__ = ["fold_constants", "names_read", "drop_dead"]
 
 _SHAPE_OPS = frozenset({"Shape", "Size"})
 _NONDETERMINISTIC = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
@@ -84,7 +84,7 @@ def fold_constants(model: onnx.ModelProto,
     for _ in range(_MAX_ROUNDS):
         if not _fold_once(folded):
             break
-    _drop_dead(folded.graph)
+    drop_dead(folded.graph)
     return folded
 
 
@@ -176,25 +176,44 @@ def _single_node_model(node: onnx.NodeProto, feeds: dict, opsets: list) -> onnx.
     return onnx.helper.make_model(graph, opset_imports=list(opsets))
 
 
-def _reads(node: onnx.NodeProto) -> set[str]:
-    """Names ``node`` reads, including those its subgraphs (If, Loop...) read from outside."""
+def names_read(node: onnx.NodeProto) -> set[str]:
+    """Names ``node`` reads, including those its subgraphs (If, Loop...) read from outside.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> sorted(names_read(helper.make_node("Add", ["a", "b"], ["c"])))
+    ['a', 'b']
+    """
     names = {i for i in node.input if i}
     for attr in node.attribute:
         for sub in [attr.g] * (attr.type == onnx.AttributeProto.GRAPH) + list(attr.graphs):
             for inner in sub.node:
-                names |= _reads(inner)
+                names |= names_read(inner)
     return names
 
 
-def _drop_dead(graph: onnx.GraphProto) -> None:
+def drop_dead(graph: onnx.GraphProto) -> None:
     """Remove nodes and initializers nothing reads any more (initializers that are also
-    graph inputs stay)."""
+    graph inputs stay).
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph(
+    ...     [helper.make_node("Relu", ["x"], ["y"]), helper.make_node("Neg", ["x"], ["unused"])],
+    ...     "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+    ...     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    >>> drop_dead(graph)
+    >>> [n.op_type for n in graph.node]
+    ['Relu']
+    """
     used = {o.name for o in graph.output} | {i.name for i in graph.input}
     alive = []
     for node in reversed(graph.node):
         if any(o in used for o in node.output):
             alive.append(node)
-            used |= _reads(node)
+            used |= names_read(node)
     del graph.node[:]
     graph.node.extend(reversed(alive))
     inits = [t for t in graph.initializer if t.name in used]

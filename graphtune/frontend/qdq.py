@@ -96,7 +96,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from ..errors import ModelError
-from .fold import _drop_dead
+from .fold import drop_dead
 
 __all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_NODES", "INT8_CHANNELS", "int8_nodes", "weight_pair_max"]
 
@@ -166,7 +166,7 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     rewriter.integer_ops()
     _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
-    _drop_dead(out.graph)
+    drop_dead(out.graph)
     _warn_left(out.graph)
     if quantized:
         out.metadata_props.add(key=INT8_NODES, value=json.dumps(quantized, sort_keys=True))

@@ -51,7 +51,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .fold import _drop_dead
+from .fold import drop_dead
 
 __all__ = ["scatter_rows"]
 
@@ -82,7 +82,7 @@ def scatter_rows(model: onnx.ModelProto) -> onnx.ModelProto:
     del out.graph.node[:]
     out.graph.node.extend(nodes)
     out.graph.initializer.extend(extra)
-    _drop_dead(out.graph)
+    drop_dead(out.graph)
     return out
 
 
