@@ -360,12 +360,13 @@ def profile_in_shared_state(profile: Callable[[], profiling.CallTimes],
     >>> times.vm_ms, state, taken
     (4.0, 'shared', 2)
     """
+    if host_ratio is None:
+        return profile(), "shared", 1
     best: tuple[profiling.CallTimes, str] | None = None
     for taken in range(1, max(1, tries) + 1):
-        before = host_ratio() if host_ratio is not None else None
+        before = host_ratio()
         times = profile()
-        state = "shared" if before is None or host_ratio is None \
-            else hoststate.state_of([before, host_ratio()])
+        state = hoststate.state_of([before, host_ratio()])
         if state == "shared":
             return times, state, taken
         if best is None or times.vm_ms < best[0].vm_ms:

@@ -64,9 +64,12 @@ def loop_appends(model: onnx.ModelProto) -> onnx.ModelProto:
     ``model`` itself when it has none."""
     consts = {t.name: t for t in model.graph.initializer}
     nodes: list[onnx.NodeProto] = []
+    changed = False
     for node in model.graph.node:
-        nodes += _stacking(node, consts) or [node]
-    if len(nodes) == len(model.graph.node):
+        stacked = _stacking(node, consts)
+        changed |= stacked is not None
+        nodes += stacked or [node]
+    if not changed:
         return model
     out = onnx.ModelProto()
     out.CopyFrom(model)
