@@ -31,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, cast
 
 from . import safejson
@@ -39,6 +39,7 @@ from .errors import ConfigError, ConfigMismatchError, KnobError, LayoutError, Mo
 from .graph import LayoutGraph
 from .layouts import DENSE, PLAIN, check_layout
 from .ops import NODE_OPS, ModelNode, Op, Workload, as_op, check_workload
+from .taps import without_dead_taps
 
 if TYPE_CHECKING:
     from .solve import Solution
@@ -651,7 +652,10 @@ class Config:
                     knobs: KnobCheck | None = None) -> list[str]:
         """Check this config against a model's layout nodes; return those it does not mention.
 
-        :meth:`check` with the model already read: no TVM needed.
+        :meth:`check` with the model already read: no TVM needed. A conv whose workload differs
+        from the model's only by the taps :func:`graphtune.taps.without_dead_taps` drops (a
+        config tuned before graphtune dropped them) matches, and its knobs are checked on the
+        model's workload.
 
         Parameters
         ----------
@@ -699,6 +703,10 @@ class Config:
                     f"nodes.{name}.op: config has {node.op!r}, the model has {op!r}; the config "
                     "was made for another model — re-tune it for this one")
             diff = _first_difference(workload, node.workload)
+            if diff is not None and node.workload is not None \
+                    and _first_difference(workload, without_dead_taps(node.workload)) is None:
+                node = replace(node, workload=workload)  # tuned before graphtune dropped dead taps
+                diff = None
             if diff is not None:
                 field_path = "".join(f".{key}" for key in diff)
                 raise ConfigMismatchError(

@@ -19,7 +19,8 @@ the layout-agnostic Relax ops. An inference ``BatchNormalization`` with
 constant statistics becomes what it computes, a per-channel scale and shift
 (``multiply`` + ``add`` by ``[C, 1, 1]`` constants), which runs in any channel
 layout. Shape computations (``Shape -> Gather -> ... -> Reshape``) are folded
-on the ONNX graph first (:func:`graphtune.frontend.fold.fold_constants`), and convs
+on the ONNX graph first (:func:`graphtune.frontend.fold.fold_constants`), dilated conv
+taps that read only padding are dropped (:func:`graphtune.frontend.taps.drop_dead_taps`), and convs
 with odd output-channel counts whose output leaves the blocked layout anyway
 compute a few zero channels more (:func:`graphtune.frontend.pad.pad_output_channels`).
 
@@ -52,6 +53,7 @@ from ..errors import ModelError
 from .fold import fold_constants
 from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_NODES, rewrite_qdq
+from .taps import drop_dead_taps
 from .walk import _DEFAULT_NAME, bindings, const_value, op_name
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
@@ -315,7 +317,8 @@ def _quiet() -> Iterator[None]:
 def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) -> onnx.ModelProto:
     """The ONNX graph :func:`import_model` hands to TVM: quantization nodes rewritten into fp32
     (:func:`~graphtune.frontend.qdq.rewrite_qdq`), shape computations folded for the static
-    input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), odd output channels padded
+    input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), conv taps that read only
+    padding dropped (:func:`~graphtune.frontend.taps.drop_dead_taps`), odd output channels padded
     where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`), the input channels
     of int8 convs padded to what the int8 kernels read
     (:func:`~graphtune.frontend.pad.pad_int8_input_channels`). Its node names are
@@ -328,7 +331,8 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     >>> "class_predictors.0.unpad" in {n.name for n in ssd.graph.node}
     True
     """
-    return pad_output_channels(pad_int8_input_channels(fold_constants(rewrite_qdq(proto), shapes)))
+    folded = drop_dead_taps(fold_constants(rewrite_qdq(proto), shapes))
+    return pad_output_channels(pad_int8_input_channels(folded))
 
 
 def _load_onnx(model) -> onnx.ModelProto:
