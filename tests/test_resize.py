@@ -126,7 +126,8 @@ def test_a_join_gathered_by_a_bilinear_resize_is_computed_once_per_input_element
 
 
 @pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric"])
-@pytest.mark.parametrize("layout, size", [("NCHW", (13, 3)), ("NCHW4c", (1, 16)), ("NCHW", (4, 1))])
+@pytest.mark.parametrize("layout, size", [("NCHW", (13, 3)), ("NCHW4c", (1, 16)), ("NCHW", (4, 1)),
+                                          ("NCHW", (12, 28)), ("NCHW", (5, 112))])
 def test_separable_bilinear_resize_equals_tvms_resize(mode, layout, size):
     """Row pass then column pass (x86/resize.py) against TVM's one-pass resize: up, down, to 1."""
     if mode == "align_corners" and 1 in size:
@@ -138,6 +139,27 @@ def test_separable_bilinear_resize_equals_tvms_resize(mode, layout, size):
                                 coordinate_transformation_mode=mode)
     data = random_array(shape, "float32", 3)
     got, want = (run_prim_func(te.create_prim_func([x, y]), [data]) for y in (ours, stock))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners"])
+@pytest.mark.parametrize("factor", [2, 4, 16, 40])
+def test_integer_width_factors_vectorise_over_phases(mode, factor):
+    """A width grown by an integer factor >= 4 reads one column per vector of phases: scheduled,
+    the column loop is split by the factor and still equals TVM's resize."""
+    shape = [1, 3, 5, 7]
+    x = te.placeholder(shape, name="x")
+    y = bilinear_resize2d(x, "NCHW", (9, 7 * factor), mode)
+    scheduled, kind = schedule_generic(te.create_prim_func([x, y]), x86.host_target())
+    assert kind == "injective" and audit(scheduled) == []
+    phased = factor >= 4 and mode != "align_corners"
+    lanes = max(d for d in range(1, 4 * x86.vector_lanes(x86.host_target()) + 1) if factor % d == 0)
+    assert (f"T.vectorized({lanes})" in scheduled.script()) == phased, scheduled.script()
+    stock = topi.image.resize2d(x, [0.0] * 4, [9, 7 * factor], layout="NCHW", method="linear",
+                                coordinate_transformation_mode=mode)
+    data = random_array(shape, "float32", 4)
+    got = run_prim_func(scheduled, [data])
+    want = run_prim_func(te.create_prim_func([x, stock]), [data])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 

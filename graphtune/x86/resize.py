@@ -13,6 +13,15 @@ a vector the neighbours are contiguous vector loads and the row pass only adds a
 buffer: U-Net's 2x resizes in ``NCHW16c`` (fused with their concat) took 1.37 ms
 one-pass, 1.54 separable, so :func:`supported` leaves those to TVM.
 
+In plain ``NCHW`` the column pass runs along the output width, and its neighbours are a
+gather. When the width grows by an integer factor ``r >=`` :data:`MIN_PHASES` (segmentation
+heads upsampling to the input size: 8x, 16x) and the coordinate mode is ``half_pixel``,
+``pytorch_half_pixel`` or ``asymmetric``, output column ``w = r * i + p`` reads input columns
+``i - 1``, ``i``, ``i + 1`` only, whichever phase ``p`` it has, with a weight that depends on
+``p`` alone: the pass is written that way and its loop split by ``r``
+(:data:`~graphtune.x86.schedule.VECTOR_SPLIT_ATTR`), so one vector of phases reads three
+scalars of one row.
+
 Examples
 --------
 >>> from tvm import te
@@ -30,11 +39,17 @@ from tvm import te, tirx
 
 from ..errors import LayoutError
 from ..layouts import DENSE, block_of
+from .schedule import VECTOR_SPLIT_ATTR
 
-__all__ = ["COORDINATE_MODES", "supported", "bilinear_resize2d"]
+__all__ = ["COORDINATE_MODES", "MIN_PHASES", "supported", "bilinear_resize2d"]
 
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
 """ONNX ``coordinate_transformation_mode`` values :func:`bilinear_resize2d` implements."""
+
+MIN_PHASES = 4
+"""Smallest integer width factor whose column pass is vectorised over phases (module docstring)."""
+
+_PHASED_MODES = ("half_pixel", "pytorch_half_pixel", "asymmetric")
 
 
 def supported(layout: str, method: str, coordinate_mode: str, lanes: int | None = None) -> bool:
@@ -121,9 +136,40 @@ def bilinear_resize2d(data: te.Tensor, layout: str, size: Sequence[int],
         return data(n, c, top, w, *block) * (1 - weight) + data(n, c, bottom, w, *block) * weight
 
     rows = te.compute([*shape[:2], out_h, in_w, *shape[4:]], rows_of, name="resize_rows")
+    factor = out_w // in_w
+    if len(shape) == 4 and out_w == factor * in_w and factor >= MIN_PHASES \
+            and coordinate_mode in _PHASED_MODES:
+        return te.compute([*shape[:2], out_h, out_w], _phased_columns(rows, in_w, factor, coordinate_mode),
+                          name="resize", attrs={VECTOR_SPLIT_ATTR: factor})
 
     def columns_of(n, c, h, w, *block):
         left, right, weight = _source(w, in_w, out_w, coordinate_mode)
         return rows(n, c, h, left, *block) * (1 - weight) + rows(n, c, h, right, *block) * weight
 
     return te.compute([*shape[:2], out_h, out_w, *shape[4:]], columns_of, name="resize")
+
+
+def _phased_columns(rows: te.Tensor, in_w: int, factor: int, mode: str):
+    """The column pass of an integer width ``factor`` (module docstring): output column
+    ``w = factor * i + p`` blends input columns ``i - 1`` and ``i`` (phases below
+    ``factor // 2``, half-pixel modes) or ``i`` and ``i + 1``, weights by phase only, indices
+    clamped to the row as ONNX's ``Resize`` clamps them."""
+    last = tirx.const(in_w - 1, "int32")
+    zero = tirx.const(0, "int32")
+    inverse = tirx.const(1.0 / factor, "float32")
+
+    def columns_of(n, c, h, w):
+        column, phase = w // factor, w % factor
+        mid = rows(n, c, h, column)
+        right = rows(n, c, h, te.min(column + 1, last))
+        offset = phase.astype("float32") * inverse
+        if mode == "asymmetric":
+            return mid + (right - mid) * offset
+        left = rows(n, c, h, te.max(column - 1, zero))
+        below = phase < factor // 2  # the source position lies left of input column i
+        weight = offset + tirx.const(0.5 / factor - 0.5, "float32") \
+            + tirx.Select(below, tirx.const(1.0, "float32"), tirx.const(0.0, "float32"))
+        low, high = tirx.Select(below, left, mid), tirx.Select(below, mid, right)
+        return low + (high - low) * weight
+
+    return columns_of

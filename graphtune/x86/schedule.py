@@ -18,7 +18,13 @@ Examples
 
 from tvm import s_tir, tirx
 
-__all__ = ["schedule_conv2d", "fold_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise"]
+__all__ = ["schedule_conv2d", "fold_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise",
+           "VECTOR_SPLIT_ATTR"]
+
+VECTOR_SPLIT_ATTR = "graphtune.vector_split"
+"""Block annotation (an int ``r``) asking :func:`schedule_elementwise` to split the innermost
+loop by ``r`` and vectorise that part: a compute whose innermost index ``w`` reads
+``w // r`` (a bilinear resize by an integer factor) then reads one element per vector."""
 
 _REDUCE = tirx.IterVar.CommReduce
 
@@ -361,7 +367,9 @@ def schedule_elementwise(sch: s_tir.Schedule, block, lanes: int) -> None:
 
     The loops but the last two (or one) are fused and parallelised; the
     innermost is vectorised whole when short (``<= 4 * lanes``), else split by
-    its largest divisor ``<= lanes`` first.
+    its largest divisor ``<= lanes`` first. A block annotated with
+    :data:`VECTOR_SPLIT_ATTR` ``r`` has its innermost loop split by ``r`` instead (and ``r``
+    by its largest divisor ``<= 4 * lanes`` when longer).
 
     Examples
     --------
@@ -378,7 +386,14 @@ def schedule_elementwise(sch: s_tir.Schedule, block, lanes: int) -> None:
         return
     inner = loops[-1]
     extent = int(sch.get(inner).extent)
-    if extent > 4 * lanes:
+    split = sch.get(block).annotations.get(VECTOR_SPLIT_ATTR)
+    if split is not None and extent % int(split) == 0 and int(split) > 1:
+        _, inner = sch.split(inner, [None, int(split)])
+        extent = int(split)
+        if extent > 4 * lanes:
+            factor = max(d for d in range(1, 4 * lanes + 1) if extent % d == 0)
+            _, inner = sch.split(inner, [None, factor])
+    elif extent > 4 * lanes:
         factor = max(d for d in range(1, lanes + 1) if extent % d == 0)
         _, inner = sch.split(inner, [None, factor])
     outer = loops[:-2] if len(loops) > 2 else loops[:-1]
