@@ -22,7 +22,7 @@ pytestmark = pytest.mark.unit
 
 PACKAGE = Path(__file__).resolve().parents[1] / "graphtune"
 
-CORE = ("graphtune.ops", "graphtune.layouts", "graphtune.graph", "graphtune.solve",
+CORE = ("graphtune.ops", "graphtune.taps", "graphtune.layouts", "graphtune.graph", "graphtune.solve",
         "graphtune.config", "graphtune.lazy", "graphtune.errors")
 """The TVM-free core (``graphtune.solve`` with its submodules)."""
 

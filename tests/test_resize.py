@@ -171,3 +171,29 @@ def test_bilinear_resizes_are_separable_where_the_block_does_not_fill_a_vector(b
     (name,) = [n for n in compiled.functions if "resize2d" in n]
     separable = 'sblock("resize_rows")' in compiled.functions[name].script()
     assert separable == (block < x86.vector_lanes(x86.host_target())), name
+
+
+@pytest.mark.parametrize("mode, consumer", [("half_pixel", None), ("asymmetric", None),
+                                            ("half_pixel", "Relu"), ("align_corners", None)])
+def test_an_upsampling_head_resizes_in_nchw_after_moving_its_small_input(mode, consumer):
+    """conv (8 -> 21) -> 16x bilinear resize -> model output: the transform to NCHW moves the
+    conv's 6x7 output, not the 96x112 resize, when the resize runs per phase and every reader
+    wants NCHW; otherwise (a Relu reader keeps the block, align_corners has no phases) the
+    resize runs blocked."""
+    b = Builder(seed=9)
+    b.inits.append(numpy_helper.from_array(np.array([1, 21, 96, 112], np.int64), "sizes"))
+    up = b.node("Resize", [b.conv("head", "input", 8, 21, k=(1, 1)), "", "", "sizes"], "up",
+                mode="linear", coordinate_transformation_mode=mode)
+    out = b.node("Relu", [up], "up.relu") if consumer else up
+    model = b.model("upsampling_head", [1, 8, 6, 7], out)
+    config = Config.uniform(model, block=7)
+    new_mod = rewrite_model(import_model(model), config, x86.host_target())[0]
+    moved_first = mode != "align_corners" and consumer is None
+    assert transforms_in(new_mod) == [f"NCHW->{config.nodes['head'].in_layout}", "NCHW7c->NCHW"]
+    lines = new_mod["main"].script().splitlines()
+    (moved,) = [line for line in lines if "layout_transform_NCHW7c_NCHW" in line]
+    assert ("(1, 21, 6, 7)" in moved) == moved_first, moved
+    resized = [line for line in lines if "R.image.resize2d" in line]
+    assert ('layout="NCHW"' in resized[0]) == moved_first, resized
+    compiled = graphtune.compile(model, config)
+    assert_matches_ort(model, compiled)

@@ -44,6 +44,7 @@ from ..frontend.roles import Form, Role
 from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout
+from ..x86.resize import phased
 from .consts import eval_const
 from .int8 import emit_int8, stored_uint8
 from .plan import NODE_ATTR, NodePlan
@@ -73,8 +74,9 @@ class _Rewriter:
     """State of one rewrite: emitted tensors, their blocks and the transform cache."""
 
     def __init__(self, bb: relax.BlockBuilder, plans: Mapping[relax.Var, NodePlan],
-                 joins: Mapping[str, str]):
+                 joins: Mapping[str, str], plain_readers: frozenset = frozenset()):
         self.bb = bb
+        self.plain_readers = plain_readers  # old vars every reader of which takes plain layouts
         self.plans = plans
         self.joins = joins
         self.value: dict[relax.Var, relax.Expr] = {}   # old var -> new expr (current layout)
@@ -300,9 +302,16 @@ class _Rewriter:
             self.get(step.inputs[0], blk), size, layout=layout, out_layout=layout), blk)
 
     def resize(self, step: Step, blk: int) -> None:
-        """A resize2d in the blocked layout of its input, every other attr of the call kept."""
+        """A resize2d in the blocked layout of its input, every other attr of the call kept; in
+        ``NCHW`` instead when its readers all want ``NCHW`` and it upsamples the width by an
+        integer factor :func:`graphtune.x86.resize.phased` runs per phase: the layout transform
+        then moves the small input, not the large output."""
         call, attrs = step.value, step.value.attrs
         out_dtype = None if attrs.out_dtype is None else str(attrs.out_dtype)
+        before, after = _shape(step.inputs[0]), _shape(step.var)  # the import's NCHW shapes
+        if step.var in self.plain_readers and before and after and len(before) == len(after) == 4 \
+                and phased(str(attrs.method), str(attrs.coordinate_transformation_mode), before[3], after[3]):
+            blk = 0
         resized = relax.op.image.resize2d(
             self.get(step.inputs[0], blk), call.args[1], roi=[float(v) for v in attrs.roi],
             layout=data_layout(blk), method=str(attrs.method),
@@ -377,6 +386,18 @@ def _failed_at(binding: relax.VarBinding, last: str | None, err: Exception) -> s
             "onnxruntime and report it")
 
 
+def _plain_readers(steps: Sequence[Step], output: relax.Expr) -> frozenset:
+    """Old variables read only by ``fixed`` steps (plain layouts) or as the function's output."""
+    outputs = list(output.fields) if isinstance(output, relax.Tuple) else [output]
+    readers: dict[relax.Var, list[Role]] = {}
+    for step in steps:
+        for var in step.inputs:
+            readers.setdefault(var, []).append(step.role)
+    for var in outputs:
+        readers.setdefault(var, []).append(Role.FIXED)
+    return frozenset(var for var, roles in readers.items() if all(role == Role.FIXED for role in roles))
+
+
 def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
             joins: Mapping[str, str] | None = None,
             steps: Sequence[Step] | None = None) -> tuple[tvm.IRModule, dict]:
@@ -431,7 +452,7 @@ def rewrite(mod: tvm.IRModule, plans: Mapping[relax.Var, NodePlan],
         raise LayoutError("function main: expected a body of binding blocks")
     steps = walk(mod) if steps is None else steps
     bb = relax.BlockBuilder()
-    state = _Rewriter(bb, plans, joins or {})
+    state = _Rewriter(bb, plans, joins or {}, _plain_readers(steps, body.body))
     attrs = {str(k): v for k, v in func.attrs.items()} if func.attrs is not None else {}
     with bb.function("main", list(func.params), attrs=attrs):
         with bb.dataflow():

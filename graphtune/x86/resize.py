@@ -41,7 +41,7 @@ from ..errors import LayoutError
 from ..layouts import DENSE, block_of
 from .schedule import VECTOR_SPLIT_ATTR
 
-__all__ = ["COORDINATE_MODES", "MIN_PHASES", "supported", "bilinear_resize2d"]
+__all__ = ["COORDINATE_MODES", "MIN_PHASES", "supported", "phased", "bilinear_resize2d"]
 
 COORDINATE_MODES = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric")
 """ONNX ``coordinate_transformation_mode`` values :func:`bilinear_resize2d` implements."""
@@ -72,6 +72,22 @@ def supported(layout: str, method: str, coordinate_mode: str, lanes: int | None 
     except LayoutError:
         return False
     return lanes is None or block < lanes
+
+
+def phased(method: str, coordinate_mode: str, in_width: int, out_width: int) -> bool:
+    """Whether a bilinear resize in ``NCHW`` runs its column pass per phase (module docstring):
+    the width grows by an integer factor of at least :data:`MIN_PHASES`, in a mode whose phases
+    repeat.
+
+    Examples
+    --------
+    >>> phased("linear", "half_pixel", 14, 224), phased("linear", "align_corners", 14, 224)
+    (True, False)
+    >>> phased("linear", "half_pixel", 14, 28), phased("nearest_neighbor", "asymmetric", 14, 224)
+    (False, False)
+    """
+    return method == "linear" and coordinate_mode in _PHASED_MODES and out_width % in_width == 0 \
+        and out_width // in_width >= MIN_PHASES
 
 
 def _source(out_index, in_size: int, out_size: int, mode: str) -> tuple:
@@ -137,8 +153,7 @@ def bilinear_resize2d(data: te.Tensor, layout: str, size: Sequence[int],
 
     rows = te.compute([*shape[:2], out_h, in_w, *shape[4:]], rows_of, name="resize_rows")
     factor = out_w // in_w
-    if len(shape) == 4 and out_w == factor * in_w and factor >= MIN_PHASES \
-            and coordinate_mode in _PHASED_MODES:
+    if len(shape) == 4 and phased("linear", coordinate_mode, in_w, out_w):
         return te.compute([*shape[:2], out_h, out_w], _phased_columns(rows, in_w, factor, coordinate_mode),
                           name="resize", attrs={VECTOR_SPLIT_ATTR: factor})
 
