@@ -63,7 +63,7 @@ import re
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict, cast
 
@@ -491,24 +491,45 @@ def _place(model: Any, sites: list[tuple[str, list[str]]]) -> tuple[list[list[st
 
 
 # ------------------------------------------------------------------ ORT side
-def _ort_node(name: str, known: Iterable[str]) -> str | None:
+def _ort_node(name: str, known: Mapping[str, str]) -> str | None:
     """ONNX node an ONNX Runtime profiler node name stands for (None: ORT's own node).
 
     ORT appends to the name of the node it keeps (``relu_nchwc``,
-    ``features.0.2/QuickGeluFusion/``, ``norm1.mul_mul_nchwc``): the longest
-    prefix ending before a ``_`` or ``/`` that names an ONNX node is it.
+    ``features.0.2/QuickGeluFusion/``, ``norm1.mul_mul_nchwc``) and names the
+    nodes its layout pass writes after their output tensor (``getitem_3_nchwc``
+    for the node ``node_Conv_12`` writing ``getitem_3``, as torch's ``dynamo``
+    exporter names them): the longest prefix ending before a ``_`` or ``/`` that
+    is a key of ``known`` (:func:`_ort_names`) is it.
 
     Examples
     --------
-    >>> _ort_node("b.mul_mul_nchwc_kernel_time", ["b.mul", "b"])
+    >>> _ort_node("b.mul_mul_nchwc_kernel_time", {"b.mul": "b.mul", "b": "b"})
     'b.mul'
-    >>> _ort_node("ReorderOutput_token_3_kernel_time", ["b"]) is None
+    >>> names = {"node_Conv_12": "node_Conv_12", "getitem_3": "node_Conv_12"}
+    >>> _ort_node("getitem_3_nchwc_kernel_time", names)
+    'node_Conv_12'
+    >>> _ort_node("ReorderOutput_token_3_kernel_time", {"b": "b"}) is None
     True
     """
-    known = set(known)
     base = re.sub(r"_kernel_time$", "", name)
     cuts = [m.start() for m in re.finditer(r"[_/]", base)]
-    return next((c for c in [base, *(base[:i] for i in reversed(cuts))] if c in known), None)
+    found = next((c for c in [base, *(base[:i] for i in reversed(cuts))] if c in known), None)
+    return None if found is None else known[found]
+
+
+def _ort_names(model: Any) -> dict[str, str]:
+    """ONNX node of each name ORT may report: node names, then the output tensors of nodes.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="node_relu")], "g", [], [])
+    >>> _ort_names(helper.make_model(graph))
+    {'y': 'node_relu', 'node_relu': 'node_relu'}
+    """
+    names = {out: node.name for node in model.graph.node for out in node.output if out}
+    names.update({node.name: node.name for node in model.graph.node if node.name})
+    return names
 
 
 def _ort_kind(op: str, node: str | None, onnx_kinds: Mapping[str, str]) -> str:
@@ -593,7 +614,7 @@ def ort_profile(model: Any, repeat: int = 10, threads: int | None = None,
             continue
         runs.setdefault(event["name"], []).append(event["dur"] / 1e3)
         ops[event["name"]] = event.get("args", {}).get("op_name", "")
-    known = [n.name for n in model.graph.node]
+    known = _ort_names(model)
     # the first run's events belong to the untimed run: keep the last ``repeat``
     nodes = [{"name": name, "op": ops[name], "node": _ort_node(name, known),
               "ms": float(np.median(times[-repeat:]))} for name, times in runs.items()]

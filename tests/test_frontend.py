@@ -88,6 +88,27 @@ def test_layout_ops_take_onnx_names_and_workloads():
     assert [op.var.name for op in ops] == ["stem.conv", "layer1.conv", "fc"]
 
 
+def test_a_conv_read_late_keeps_its_own_name():
+    # a projection shortcut first in graph order but read only by the residual add after the
+    # other branch (torch's dynamo exports, convs without bias): the importer binds such a call
+    # when it is read, so names handed out by position went to the wrong convs
+    def conv(name, x, out, c_in, k=1, stride=1):
+        node, inits = _conv(name, x, out, c_in, 8, k=k, stride=stride)
+        del node.input[2]
+        return node, inits[:1]
+
+    proj, i1 = conv("proj", "input", "p", 3, stride=2)
+    a, i2 = conv("a", "input", "ca", 3)
+    b, i3 = conv("b", "ra", "cb", 8, k=3, stride=2)
+    nodes = [proj, a, helper.make_node("Relu", ["ca"], ["ra"], name="a.relu"), b,
+             helper.make_node("Relu", ["cb"], ["rb"], name="b.relu"),
+             helper.make_node("Add", ["p", "rb"], ["output"], name="join")]
+    mod = import_model(_model(nodes, i1 + i2 + i3))
+    assert {op.name: (op.workload["kernel"][2], op.workload["strides"][0]) for op in layout_ops(mod)} \
+        == {"proj": (1, 2), "a": (1, 1), "b": (3, 2)}
+    assert "join" in {s.name for s in walk(mod)}
+
+
 def test_conv_weights_are_constants():
     for op in layout_ops(import_model(_tiny_resnet())):
         if op.op == "conv2d":

@@ -307,3 +307,28 @@ def test_overhead_and_scale_arithmetic():
     assert "| total | | 2.000 | - | 2.500 | 0.80 |" in result.table()
     assert ort_scale_factor(4.0, 2.5) == pytest.approx(0.625) and ort_scale_factor(2.0, 2.5) == 1.0
     assert ProfileResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+
+
+def test_ort_nodes_named_after_their_outputs_are_matched():
+    # torch's dynamo exporter names nodes "node_Conv_3" writing "getitem_1"; ORT's NCHWc pass
+    # names its fused conv after the output ("relu_nchwc"): both must map to ONNX nodes
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from graphtune.profiling import ort_profile
+
+    rng = np.random.default_rng(0)
+    weights = [numpy_helper.from_array(rng.standard_normal(shape).astype("float32"), name)
+               for name, shape in (("w1", [32, 16, 3, 3]), ("w2", [32, 32, 1, 1]))]
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["conv"], name="node_Conv_3", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["conv"], ["relu"], name="node_relu"),
+             helper.make_node("Conv", ["relu", "w2"], ["getitem_1"], name="node_Conv_5")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [1, 16, 16, 16])],
+                              [helper.make_tensor_value_info("getitem_1", TensorProto.FLOAT, None)],
+                              weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    convs = [n for n in ort_profile(model, repeat=2, threads=1)["nodes"] if n["op"] == "Conv"]
+    assert len(convs) == 2
+    assert {n["node"] for n in convs} <= {"node_Conv_3", "node_relu", "node_Conv_5"}
+    assert "node_Conv_5" in {n["node"] for n in convs}

@@ -3,14 +3,12 @@
 ONNX models go through ``tvm.relax.frontend.onnx.from_onnx`` with the
 initializers as constants (``keep_params_in_input=False``), so every conv and
 dense weight is a ``Constant`` the compiler can pre-transform and fold. The
-Relax importer forgets ONNX node names (its variables are ``lv``, ``lv1``...),
-so :func:`import_model` renames the variable bound to each conv, matmul and
-join call after its ONNX node (``layer1.0.conv1``, ``layer1.0.add``): the
-importer converts nodes in graph order and every ONNX ``Conv`` / ``Gemm`` /
-``MatMul`` / ``ConvTranspose`` yields exactly one ``conv*d`` / ``matmul`` call (every ``Add`` /
-``Mul`` / ``Concat`` of activations one ``add`` / ``multiply`` / ``concat``),
-so the k-th call of a family is the k-th node of that family; a family whose
-counts differ keeps derived names. :func:`graphtune.frontend.walk` then reads
+Relax importer forgets ONNX node names (its variables are ``lv``, ``lv1``...)
+and binds a call only when a later node reads it (a residual branch's conv after
+the other branch), so :func:`relax_import` binds the conv, matmul, add, multiply
+or concat call of each ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` / ``Add``
+/ ``Mul`` / ``Concat`` node as the node is converted, under the node's name
+(``layer1.0.conv1``, ``layer1.0.add``). :func:`graphtune.frontend.walk` then reads
 these names.
 
 The importer lowers ``Clip`` (relu6) to TIR ``maximum`` / ``minimum``
@@ -54,22 +52,22 @@ from .fold import fold_constants
 from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_NODES, rewrite_qdq
 from .taps import drop_dead_taps
-from .walk import _DEFAULT_NAME, bindings, const_value, op_name
+from .walk import _DEFAULT_NAME, const_value, op_name
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
 
-# ONNX op types and the Relax op each becomes, one call per node, in graph order;
-# True: count only nodes / calls whose inputs are all activations (joins), which
-# leaves out the adds the importer emits for Conv and Gemm biases.
-_NAMED_FAMILIES = (
-    (frozenset({"Conv"}), frozenset({"relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d"}), False),
-    (frozenset({"ConvTranspose"}),
-     frozenset({"relax.nn.conv1d_transpose", "relax.nn.conv2d_transpose"}), False),
-    (frozenset({"Gemm", "MatMul"}), frozenset({"relax.matmul"}), False),
-    (frozenset({"Add"}), frozenset({"relax.add"}), True),
-    (frozenset({"Mul"}), frozenset({"relax.multiply"}), True),
-    (frozenset({"Concat"}), frozenset({"relax.concat"}), True),
-)
+# ONNX op types and the Relax op whose binding is named after the node: the call the
+# importer returns for the node, or the first such call nested in it (a Conv's bias add
+# wraps its conv2d, a Gemm's add its matmul).
+_NAMED_CALLS = {
+    "Conv": frozenset({"relax.nn.conv1d", "relax.nn.conv2d", "relax.nn.conv3d"}),
+    "ConvTranspose": frozenset({"relax.nn.conv1d_transpose", "relax.nn.conv2d_transpose"}),
+    "Gemm": frozenset({"relax.matmul"}),
+    "MatMul": frozenset({"relax.matmul"}),
+    "Add": frozenset({"relax.add"}),
+    "Mul": frozenset({"relax.multiply"}),
+    "Concat": frozenset({"relax.concat"}),
+}
 
 
 def import_model(
@@ -124,7 +122,7 @@ def import_model(
     assert mod is not None  # no failure: a module
     main = _TirClipToRelax(mod).visit_expr(mod["main"])
     main = _ClippedCastToAstype(mod).visit_expr(_BatchNormToAffine(mod).visit_expr(main))
-    mod["main"] = _name_after_onnx(main, proto)
+    mod["main"] = main
     quantized = {p.key: p.value for p in proto.metadata_props}.get(INT8_NODES)
     if quantized:  # the convs and dense layers the int8 kernels run, for frontend.walk
         mod = mod.with_attr(INT8_NODES, quantized)
@@ -215,6 +213,8 @@ def relax_import(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], *,
             f"{type(err).__name__}: {_first_line(err)}"
         node = proto.graph.node[index]
         return None, ImportFailure(index, _node_name(node, index), node.op_type, reason)
+    if importer.names:
+        mod["main"] = _Renamer(importer.names).visit_expr(mod["main"])
     return mod, None
 
 
@@ -250,10 +250,31 @@ class _TracingImporter(onnx_frontend.ONNXGraphImporter):
         self.strict = strict
         self.current: str | None = None
         self.last_done: str | None = None
+        self.bound: set[str] = set()
+        self.names: dict[relax.Var, str] = {}  # bindings named after their ONNX node
+
+    def _free_name(self, name: str | None) -> bool:
+        """True (and taken from now on) if ``name`` may name a binding: not empty or made up by
+        :func:`_uniquely_named`, not a default variable name, not a graph input's, not bound
+        before."""
+        if (not name or name.startswith("#") or _DEFAULT_NAME.match(name) or name in self.bound
+                or name in self._inputs):
+            return False
+        self.bound.add(name)
+        return True
 
     def _convert_operator(self, op_name, inputs, attrs, opset):  # TVM importer hook
         self.current = attrs["tvm_custom"]["name"]
-        sym = super()._convert_operator(op_name, inputs, attrs, opset)
+        # TVM's _convert_operator, binding the named call before normalize binds its nested
+        # calls under default names
+        if op_name not in onnx_frontend._get_convert_map():
+            raise NotImplementedError(f"Operator {op_name} not implemented.")
+        converter = onnx_frontend._get_convert_map()[op_name].get_converter(opset)
+        sym = converter(self.bb, inputs, attrs, [self._nodes, self._params])
+        if op_name in _NAMED_CALLS and self._free_name(self.current):
+            sym = _bind_named(self.bb, sym, _NAMED_CALLS[op_name], self.current, self.names)
+        if isinstance(sym, relax.Expr):
+            sym = self.bb.normalize(sym)
         if self.strict and isinstance(sym, relax.Expr) and not _static_type(sym.ty):
             raise _NotStatic(f"its output shape {sym.ty} is data-dependent")
         self.last_done, self.current = self.current, None
@@ -282,6 +303,43 @@ class _TracingImporter(onnx_frontend.ONNXGraphImporter):
         if self.current in names:
             return names.index(self.current)
         return names.index(self.last_done) + 1 if self.last_done in names else 0
+
+
+def _bind_named(bb: relax.BlockBuilder, expr: Any, ops: frozenset, name: str,
+                names: dict[relax.Var, str]) -> Any:
+    """``expr`` with its first call of ``ops`` (itself, else depth-first in its arguments)
+    bound by ``bb``, the variable recorded in ``names`` under ``name`` (``bb`` would rewrite
+    the dots of ONNX names); unchanged when there is none."""
+    if not isinstance(expr, relax.Call):
+        return expr
+    if op_name(expr) in ops:
+        var = bb.emit(expr)
+        names[var] = name
+        return var
+    args = list(expr.args)
+    for k, arg in enumerate(args):
+        bound = _bind_named(bb, arg, ops, name, names)
+        if bound is not arg:
+            args[k] = bound
+            return relax.Call(expr.op, args, expr.attrs, expr.ty_args)
+    return expr
+
+
+@relax.expr_functor.mutator
+class _Renamer(relax.PyExprMutator):
+    """Give the variables in ``names`` new names; their uses follow automatically."""
+
+    def __init__(self, names: dict) -> None:
+        super().__init__()
+        self.names = names
+
+    def visit_dataflow_var_def_(self, var):  # TVM visitor hook
+        name = self.names.get(var)
+        return var if name is None else relax.DataflowVar(name, var.ty)
+
+    def visit_var_def_(self, var):  # TVM visitor hook
+        name = self.names.get(var)
+        return var if name is None else relax.Var(name, var.ty)
 
 
 def _static_type(ty) -> bool:
@@ -380,57 +438,6 @@ def _static_input_shapes(proto: onnx.ModelProto, shape_dict) -> dict[str, list[i
                 )
         shapes[value.name] = shape
     return shapes
-
-
-def _name_after_onnx(func: relax.Function, proto: onnx.ModelProto) -> relax.Function:
-    """Rename the vars bound to conv / matmul / join calls after their ONNX nodes."""
-    steps = bindings(func)
-    names: dict[relax.Var, str] = {}
-    taken = {b.var.name for b in steps} | {p.name for p in func.params}
-    consts = set(t.name for t in proto.graph.initializer)
-    consts |= {o for n in proto.graph.node if n.op_type == "Constant" for o in n.output}
-    const_vars = _const_vars(steps)
-    for onnx_ops, relax_ops, joins_only in _NAMED_FAMILIES:
-        nodes = [
-            n for n in proto.graph.node
-            if n.op_type in onnx_ops and (not joins_only or (len(n.input) > 1 and not consts & set(n.input)))
-        ]
-        calls = [
-            b.var for b in steps
-            if op_name(b.value) in relax_ops and (not joins_only or _all_activations(b.value, const_vars))
-        ]
-        if len(nodes) != len(calls):  # importer lowered a node unusually: keep derived names
-            continue
-        for node, var in zip(nodes, calls):
-            if node.name and not _DEFAULT_NAME.match(node.name) and node.name not in taken:
-                names[var] = node.name
-                taken.add(node.name)
-    return _Renamer(names).visit_expr(func) if names else func
-
-
-def _operands(expr) -> list:
-    """Arguments of a call, tuple fields flattened."""
-    args: list = []
-    for arg in expr.args:
-        args.extend(arg.fields if isinstance(arg, relax.Tuple) else [arg])
-    return args
-
-
-def _const_vars(steps) -> set:
-    """Variables computed from constants only."""
-    consts = set()
-    for b in steps:
-        if isinstance(b.value, relax.Call) and all(
-            not isinstance(a, relax.Var) or a in consts for a in _operands(b.value)
-        ):
-            consts.add(b.var)
-    return consts
-
-
-def _all_activations(call, const_vars) -> bool:
-    """True if every operand of ``call`` is a non-constant variable (at least two)."""
-    args = _operands(call)
-    return len(args) > 1 and all(isinstance(a, relax.Var) and a not in const_vars for a in args)
 
 
 _CALL_TIR = tvm.ir.Op.get("relax.call_tir")
@@ -565,20 +572,3 @@ class _BatchNormToAffine(relax.PyExprMutator):
         scaled = self.builder_.emit(relax.op.multiply(
             x, relax.const(scale.reshape(-1, *tail).astype(dtype))))
         return relax.op.add(scaled, relax.const(shift.reshape(-1, *tail).astype(dtype)))
-
-
-@relax.expr_functor.mutator
-class _Renamer(relax.PyExprMutator):
-    """Give the variables in ``names`` new names; their uses follow automatically."""
-
-    def __init__(self, names: dict) -> None:
-        super().__init__()
-        self.names = names
-
-    def visit_dataflow_var_def_(self, var):  # TVM visitor hook
-        name = self.names.get(var)
-        return var if name is None else relax.DataflowVar(name, var.ty)
-
-    def visit_var_def_(self, var):  # TVM visitor hook
-        name = self.names.get(var)
-        return var if name is None else relax.Var(name, var.ty)
