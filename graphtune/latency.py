@@ -34,7 +34,13 @@ from typing import Protocol, Union, cast
 
 import numpy as np
 
-__all__ = ["cpu_seconds", "gauged_rounds", "interleaved", "median_ms", "settled_call_ms", "wait_idle"]
+__all__ = ["SETTLE_CALLS", "SETTLE_MS", "cpu_seconds", "gauged_rounds", "interleaved", "median_ms",
+           "settled_call_ms", "wait_idle"]
+
+SETTLE_CALLS = 3
+"""Fewest untimed calls before a timed one (:func:`settled_call_ms`)."""
+SETTLE_MS = 50.0
+"""Least time of untimed calls before a timed one: outlasts another runtime's spinning workers."""
 
 
 class TimedTurn(Protocol):
@@ -51,7 +57,7 @@ Runtime = Union[Callable[[], object], TimedTurn]
 
 
 def interleaved(calls: Mapping[str, Runtime], repeat: int = 30, warmup: int = 3,
-                settle: int = 3, settle_ms: float = 50.0) -> dict[str, np.ndarray]:
+                settle: int = SETTLE_CALLS, settle_ms: float = SETTLE_MS) -> dict[str, np.ndarray]:
     """Time each zero-argument call ``repeat`` times, interleaved; milliseconds per call.
 
     Parameters

@@ -22,13 +22,13 @@ to ONNX nodes:
 Predicted costs come from the config: every node's ``cost_ms`` (whatever op
 it is, so new per-op costs show up), and the solution's ``transform_ms`` for
 the kind ``transform``. ONNX Runtime runs the same model configured like
-:mod:`graphtune.peers` (fp32, same threads, no spinning) with its profiler on;
+:mod:`graphtune.peers` (fp32, same threads, spinning workers) with its profiler on;
 its per-node ``dur`` medians are mapped to ONNX nodes by name (``_nchwc``,
 ``/…Fusion/`` and ``_kernel_time`` suffixes dropped; ``Reorder*`` nodes are
 transforms).
 
-Both sides are put on the footing of their unprofiled latency, measured run for
-run beside the profiled runs: graphtune's uninstrumented VM latency is split into
+Both sides are put on the footing of their unprofiled latency, measured next to
+the profiled runs: graphtune's uninstrumented VM latency is split into
 the calls' medians, their *spread* (the median run's calls minus the per-call
 medians: time a loaded host takes from a few calls of each run) and the VM's own
 *overhead* (dispatch, allocation, the Python call), the rest. ONNX Runtime's
@@ -72,6 +72,7 @@ import numpy as np
 from .checks import check_positive
 from .errors import ArgumentError
 from .hoststate import SHARED_LIMIT, HandoffGauge
+from .latency import SETTLE_CALLS, SETTLE_MS, settled_call_ms
 from .ops import FAMILIES, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
 if TYPE_CHECKING:  # for annotations: imported on use (the compiler loads TVM)
@@ -553,13 +554,16 @@ def ort_profile(model: Any, repeat: int = 10, threads: int | None = None,
                 feeds: Mapping[str, np.ndarray] | None = None, seed: int = 0) -> OrtProfile:
     """ONNX Runtime's per-node medians from its profiler, and its latency without the profiler.
 
-    ONNX Runtime is configured like :mod:`graphtune.peers` (fp32, all graph
-    optimizations, ``threads`` intra-op threads) with spinning off. Two sessions
-    of that configuration, one profiling and one not, each run once untimed, then
-    ``repeat`` rounds of one run of each, timed by the wall clock, on ``feeds``
-    (default: standard-normal arrays of the inputs' static shapes, ``seed``): the
-    unprofiled session's median is ORT's end-to-end latency measured beside the
-    profiled runs, under the same host load.
+    ONNX Runtime is configured like :mod:`graphtune.peers`, as users run it (fp32,
+    all graph optimizations, ``threads`` intra-op threads, its workers spinning
+    between nodes: without spinning small models ran 1.3-1.5x slower). Two
+    sessions of that configuration, one not profiling, then one profiling, each
+    alone (a session's spinning workers slowed another one run beside it up to
+    2x), run ``repeat`` timed runs back to back after the untimed runs of
+    :func:`graphtune.latency.settled_call_ms` on ``feeds`` (default:
+    standard-normal arrays of the inputs' static shapes, ``seed``): the
+    unprofiled session's median is ORT's end-to-end latency, measured next to the
+    profiled runs, and the node times are the profiled session's.
 
     Returns
     -------
@@ -583,27 +587,18 @@ def ort_profile(model: Any, repeat: int = 10, threads: int | None = None,
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if feeds is None:
         rng = np.random.default_rng(seed)
         feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim])
                  .astype("float32") for i in model.graph.input}
-    plain = ort.InferenceSession(model.SerializeToString(), options,
-                                 providers=["CPUExecutionProvider"])
-    plain.run(None, feeds)
-    plain_ms: list[float] = []
-    profiled_ms: list[float] = []
+    plain_ms = _timed_runs(ort.InferenceSession(model.SerializeToString(), options,
+                                                providers=["CPUExecutionProvider"]), feeds, repeat)
     with tempfile.TemporaryDirectory() as folder:
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(folder, "ort")
         session = ort.InferenceSession(model.SerializeToString(), options,
                                        providers=["CPUExecutionProvider"])
-        session.run(None, feeds)  # the first run of a session allocates; not counted
-        for _ in range(repeat):
-            for runner, walls in ((plain, plain_ms), (session, profiled_ms)):
-                start = time.perf_counter()
-                runner.run(None, feeds)
-                walls.append((time.perf_counter() - start) * 1e3)
+        profiled_ms = _timed_runs(session, feeds, repeat)
         path = session.end_profiling()
         with open(path) as handle:
             events = json.load(handle)
@@ -615,12 +610,24 @@ def ort_profile(model: Any, repeat: int = 10, threads: int | None = None,
         runs.setdefault(event["name"], []).append(event["dur"] / 1e3)
         ops[event["name"]] = event.get("args", {}).get("op_name", "")
     known = _ort_names(model)
-    # the first run's events belong to the untimed run: keep the last ``repeat``
+    timed = {name: times[-repeat:] for name, times in runs.items()}  # the timed runs are the last
     nodes = [{"name": name, "op": ops[name], "node": _ort_node(name, known),
-              "ms": float(np.median(times[-repeat:]))} for name, times in runs.items()]
-    runs_ms = [float(sum(times[-repeat:][k] for times in runs.values())) for k in range(repeat)]
+              "ms": float(np.median(times))} for name, times in timed.items() if times]
+    runs_ms = [float(sum(times[k] for times in timed.values() if k < len(times))) for k in range(repeat)]
     return {"nodes": nodes, "runs_ms": runs_ms, "e2e_ms": float(np.median(plain_ms)),
             "profiled_ms": float(np.median(profiled_ms))}
+
+
+def _timed_runs(session: Any, feeds: Mapping[str, np.ndarray], repeat: int) -> list[float]:
+    """Wall times (ms) of ``repeat`` runs of ``session`` back to back after the untimed runs of
+    :func:`graphtune.latency.settled_call_ms`; the session is the only one running."""
+    settled_call_ms(lambda: session.run(None, feeds), SETTLE_CALLS, SETTLE_MS)
+    walls = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        session.run(None, feeds)
+        walls.append((time.perf_counter() - start) * 1e3)
+    return walls
 
 
 def ort_node_times(model: Any, repeat: int = 10, threads: int | None = None,
