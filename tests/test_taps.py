@@ -8,8 +8,9 @@ from onnx import numpy_helper
 
 from graphtune import Config, compile, extract
 from graphtune.errors import ConfigMismatchError
-from graphtune.frontend.taps import drop_dead_taps
-from graphtune.taps import live_taps, without_dead_taps
+from graphtune.frontend.qdq import INT8_NODES
+from graphtune.frontend.taps import drop_dead_taps, split_by_band
+from graphtune.taps import MIN_BAND_SAVING, band_split, bands, live_taps, without_dead_taps
 from onnx_blocks import Builder
 
 pytestmark = pytest.mark.unit
@@ -155,3 +156,87 @@ def test_a_config_tuned_before_dead_taps_were_dropped_still_matches():
     old["nodes"][name]["workload"].update(padding=[23] * 4)  # not what dropping taps explains
     with pytest.raises(ConfigMismatchError, match="workload"):
         Config.from_dict(old).check(model)
+
+
+# ------------------------------------------------------------------ split by band
+@pytest.mark.parametrize("size, k, pads, dilations, strides, group", [
+    ((14, 14), (3, 3), (12, 12, 12, 12), (12, 12), (1, 1), 1),   # DeepLabV3's ASPP rate 12
+    ((14, 14), (3, 3), (12, 12, 12, 12), (12, 12), (1, 1), 2),   # grouped
+    ((9, 14), (3, 3), (1, 12, 1, 12), (1, 12), (1, 1), 1),       # columns only
+    ((15, 13), (3, 3), (10, 9, 10, 9), (10, 9), (2, 2), 1),      # strided, odd sizes
+    ((12, 12), (5, 5), (10, 10, 10, 10), (5, 5), (1, 1), 1),     # five taps
+    ((14, 14), (3, 3), (12, 0, 12, 12), (12, 12), (1, 1), 1),    # asymmetric pads
+])
+def test_convs_split_by_band_equal_the_original(size, k, pads, dilations, strides, group):
+    model = conv_model(size, k=k, pads=pads, dilations=dilations, strides=strides, group=group, seed=9)
+    split = split_by_band(model, min_macs_per_call=0)  # so small a conv: split by the rule alone
+    assert split is not model
+    assert "conv.w" not in {t.name for t in split.graph.initializer}
+    x = np.random.default_rng(4).standard_normal((1, 8, *size)).astype(np.float32)
+    expected = run(model, x)
+    got = run(split, x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_bands_are_the_runs_of_live_taps_per_output_position():
+    """Brute force through ONNX Runtime: per output row, the taps whose weight changes it."""
+    extent, kernel, dilation, pad = 9, 3, 4, 4
+    x = np.random.default_rng(5).standard_normal((1, 8, extent, 3)).astype(np.float32)
+    base = np.zeros((16, 8, kernel, 1), np.float32)
+    rows = extent + 2 * pad - dilation * (kernel - 1)
+    moved = np.zeros((rows, kernel), bool)
+    reference = run(conv_model((extent, 3), k=(kernel, 1), pads=(pad, 0, pad, 0), dilations=(dilation, 1),
+                               weight=base), x)
+    for tap in range(kernel):
+        weight = base.copy()
+        weight[:, :, tap, 0] = 1.0
+        out = run(conv_model((extent, 3), k=(kernel, 1), pads=(pad, 0, pad, 0), dilations=(dilation, 1),
+                             weight=weight), x)
+        moved[:, tap] = np.abs(out - reference).max(axis=(0, 1, 3)) > 0
+    for band in bands(extent, kernel, 1, dilation, (pad, pad)):
+        for y in range(band.out_begin, band.out_end):
+            assert list(np.flatnonzero(moved[y])) == list(range(band.first, band.first + band.taps))
+    assert sum(b.out_end - b.out_begin for b in bands(extent, kernel, 1, dilation, (pad, pad))) == rows
+
+
+def test_convs_not_worth_splitting_stay():
+    borders_only = conv_model((56, 56), pads=(1, 1, 1, 1))  # the border rows miss a tap: saves 7%
+    assert split_by_band(borders_only, min_macs_per_call=0) is borders_only
+    small = conv_model((14, 14), pads=(12, 12, 12, 12), dilations=(12, 12))  # saves 5.4x, 0.2M MACs
+    assert split_by_band(small) is small
+    slim = drop_dead_taps(conv_model((14, 14), pads=(36, 36, 36, 36), dilations=(36, 36)))  # 1x1 now
+    assert split_by_band(slim, min_macs_per_call=0) is slim
+    quantized = conv_model((14, 14), pads=(12, 12, 12, 12), dilations=(12, 12))
+    quantized.metadata_props.add(key=INT8_NODES, value='{"conv": {"w_scale": [1.0], "x_scale": 1.0, '
+                                                       '"x_zero_point": 0}}')
+    assert split_by_band(quantized, min_macs_per_call=0) is quantized  # left whole for the int8 kernels
+    b = Builder(seed=11)
+    old = b.model("opset9", [1, 8, 14, 14], b.conv("conv", "input", 8, 16, pads=[12] * 4, dilations=[12, 12]),
+                  opset=9)
+    assert split_by_band(old, min_macs_per_call=0) is old  # Slice takes its bounds as inputs from opset 10 on
+
+
+def test_split_by_band_saves_at_least_min_band_saving():
+    from graphtune.ops import conv2d_workload
+    for d in range(1, 14):
+        workload = conv2d_workload([1, 8, 14, 14], [16, 8, 3, 3], padding=[d] * 4, dilation=[d, d])
+        found = band_split(workload, min_macs_per_call=0)
+        rows = bands(14, 3, 1, d, (d, d))
+        work = sum((b.out_end - b.out_begin) * b.taps for b in rows) ** 2
+        assert (found is not None) == (work * MIN_BAND_SAVING <= 14 * 14 * 9)
+    aspp = conv2d_workload([1, 960, 14, 14], [256, 960, 3, 3], padding=[12] * 4, dilation=[12, 12])
+    assert band_split(aspp) is not None  # DeepLabV3's: saves 354M multiply-adds over 21 calls
+    assert band_split({**aspp, "data": [1, 96, 14, 14], "kernel": [16, 96, 3, 3]}) is None  # 2.2M
+
+
+def test_graphtune_tunes_and_compiles_a_conv_split_by_band():
+    b = Builder(seed=10)  # big enough to be split by default: 35M multiply-adds saved
+    aspp = b.conv("conv", "input", 96, 256, pads=[12] * 4, dilations=[12, 12])
+    model = b.model("aspp", [1, 96, 14, 14], aspp)
+    graph = extract(model)
+    kernels = sorted(graph.workload(name)["kernel"][2:] for name in graph.nodes if graph.workload(name))
+    assert kernels == [[1, 1], [1, 2], [1, 2], [2, 1], [2, 1], [2, 2], [2, 2], [2, 2], [2, 2]]
+    compiled = compile(model, Config.uniform(model))
+    x = compiled.random_inputs(seed=2)[0]
+    np.testing.assert_allclose(compiled(x), run(model, x), rtol=1e-4, atol=1e-4)

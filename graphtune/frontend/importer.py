@@ -6,8 +6,8 @@ dense weight is a ``Constant`` the compiler can pre-transform and fold. The
 Relax importer forgets ONNX node names (its variables are ``lv``, ``lv1``...)
 and binds a call only when a later node reads it (a residual branch's conv after
 the other branch), so :func:`relax_import` binds the conv, matmul, add, multiply
-or concat call of each ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` / ``Add``
-/ ``Mul`` / ``Concat`` node as the node is converted, under the node's name
+or concat call of each ``Conv`` / ``ConvTranspose`` / ``Gemm`` / ``MatMul`` node and each
+``Add`` / ``Mul`` / ``Concat`` of activations as the node is converted, under the node's name
 (``layer1.0.conv1``, ``layer1.0.add``). :func:`graphtune.frontend.walk` then reads
 these names.
 
@@ -18,7 +18,9 @@ constant statistics becomes what it computes, a per-channel scale and shift
 (``multiply`` + ``add`` by ``[C, 1, 1]`` constants), which runs in any channel
 layout. Shape computations (``Shape -> Gather -> ... -> Reshape``) are folded
 on the ONNX graph first (:func:`graphtune.frontend.fold.fold_constants`), dilated conv
-taps that read only padding are dropped (:func:`graphtune.frontend.taps.drop_dead_taps`), and convs
+taps that read only padding are dropped (:func:`graphtune.frontend.taps.drop_dead_taps`) and
+convs whose output positions mostly read padding with some taps are split by band
+(:func:`graphtune.frontend.taps.split_by_band`), and convs
 with odd output-channel counts whose output leaves the blocked layout anyway
 compute a few zero channels more (:func:`graphtune.frontend.pad.pad_output_channels`).
 
@@ -51,7 +53,7 @@ from ..errors import ModelError
 from .fold import fold_constants
 from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_NODES, rewrite_qdq
-from .taps import drop_dead_taps
+from .taps import drop_dead_taps, split_by_band
 from .walk import _DEFAULT_NAME, const_value, op_name
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
@@ -68,6 +70,7 @@ _NAMED_CALLS = {
     "Mul": frozenset({"relax.multiply"}),
     "Concat": frozenset({"relax.concat"}),
 }
+_JOIN_OPS = frozenset({"Add", "Mul", "Concat"})
 
 
 def import_model(
@@ -200,7 +203,7 @@ def relax_import(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], *,
                                        "not supported by the Relax ONNX frontend")
     graph = _uniquely_named(proto).graph
     opset = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), 1)
-    importer = _TracingImporter(dict(shapes), strict)
+    importer = _TracingImporter(dict(shapes), strict, _joins(graph))
     try:
         with _quiet():
             mod = importer.from_onnx(graph, opset)
@@ -245,12 +248,13 @@ class _NotStatic(Exception):
 class _TracingImporter(onnx_frontend.ONNXGraphImporter):
     """TVM's importer, remembering the node it converts (and, strict, checking its shapes)."""
 
-    def __init__(self, shapes: dict, strict: bool) -> None:
+    def __init__(self, shapes: dict, strict: bool, joins: set[str]) -> None:
         super().__init__(shapes, "float32", keep_params_in_input=False, sanitize=True)
         self.strict = strict
         self.current: str | None = None
         self.last_done: str | None = None
         self.bound: set[str] = set()
+        self.joins = joins  # the Add / Mul / Concat nodes named: those of activations only
         self.names: dict[relax.Var, str] = {}  # bindings named after their ONNX node
 
     def _free_name(self, name: str | None) -> bool:
@@ -271,7 +275,8 @@ class _TracingImporter(onnx_frontend.ONNXGraphImporter):
             raise NotImplementedError(f"Operator {op_name} not implemented.")
         converter = onnx_frontend._get_convert_map()[op_name].get_converter(opset)
         sym = converter(self.bb, inputs, attrs, [self._nodes, self._params])
-        if op_name in _NAMED_CALLS and self._free_name(self.current):
+        if op_name in _NAMED_CALLS and (op_name not in _JOIN_OPS or self.current in self.joins) \
+                and self._free_name(self.current):
             sym = _bind_named(self.bb, sym, _NAMED_CALLS[op_name], self.current, self.names)
         if isinstance(sym, relax.Expr):
             sym = self.bb.normalize(sym)
@@ -303,6 +308,25 @@ class _TracingImporter(onnx_frontend.ONNXGraphImporter):
         if self.current in names:
             return names.index(self.current)
         return names.index(self.last_done) + 1 if self.last_done in names else 0
+
+
+def _joins(graph: onnx.GraphProto) -> set[str]:
+    """Names of the Add / Mul / Concat nodes of two or more activations (no initializer or
+    ``Constant`` output among their inputs): a conv's or a quantization's constant operand
+    leaves its node unnamed.
+
+    Examples
+    --------
+    >>> from onnx import helper
+    >>> nodes = [helper.make_node("Add", ["x", "y"], ["s"], name="join"),
+    ...          helper.make_node("Add", ["s", "b"], ["t"], name="bias")]
+    >>> sorted(_joins(helper.make_graph(nodes, "g", [], [], [helper.make_tensor("b", 1, [1], [0.0])])))
+    ['join']
+    """
+    consts = {t.name for t in graph.initializer}
+    consts |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    return {n.name for n in graph.node
+            if n.op_type in _JOIN_OPS and len(n.input) > 1 and not consts & set(n.input)}
 
 
 def _bind_named(bb: relax.BlockBuilder, expr: Any, ops: frozenset, name: str,
@@ -376,7 +400,9 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     """The ONNX graph :func:`import_model` hands to TVM: quantization nodes rewritten into fp32
     (:func:`~graphtune.frontend.qdq.rewrite_qdq`), shape computations folded for the static
     input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), conv taps that read only
-    padding dropped (:func:`~graphtune.frontend.taps.drop_dead_taps`), odd output channels padded
+    padding dropped (:func:`~graphtune.frontend.taps.drop_dead_taps`), convs where most output
+    positions read padding with some taps split by band (:func:`~graphtune.frontend.taps.split_by_band`),
+    odd output channels padded
     where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`), the input channels
     of int8 convs padded to what the int8 kernels read
     (:func:`~graphtune.frontend.pad.pad_int8_input_channels`). Its node names are
@@ -389,7 +415,7 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     >>> "class_predictors.0.unpad" in {n.name for n in ssd.graph.node}
     True
     """
-    folded = drop_dead_taps(fold_constants(rewrite_qdq(proto), shapes))
+    folded = split_by_band(drop_dead_taps(fold_constants(rewrite_qdq(proto), shapes)))
     return pad_output_channels(pad_int8_input_channels(folded))
 
 
