@@ -271,9 +271,10 @@ class _TracingImporter(onnx_frontend.ONNXGraphImporter):
         self.current = attrs["tvm_custom"]["name"]
         # TVM's _convert_operator, binding the named call before normalize binds its nested
         # calls under default names
-        if op_name not in onnx_frontend._get_convert_map():
+        convert_map = onnx_frontend._get_convert_map()
+        if op_name not in convert_map:
             raise NotImplementedError(f"Operator {op_name} not implemented.")
-        converter = onnx_frontend._get_convert_map()[op_name].get_converter(opset)
+        converter = convert_map[op_name].get_converter(opset)
         sym = converter(self.bb, inputs, attrs, [self._nodes, self._params])
         if op_name in _NAMED_CALLS and (op_name not in _JOIN_OPS or self.current in self.joins) \
                 and self._free_name(self.current):
