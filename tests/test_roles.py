@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 import pytest
 import tvm
+from onnx import numpy_helper
 from tvm import relax
 
 from compile_check import (
@@ -25,7 +26,7 @@ from graphtune.config import Config, NodeConfig
 from graphtune.errors import ConfigMismatchError
 from graphtune.frontend import Form, Role, import_model, walk
 from graphtune.frontend.roles import BINARY, KNOWN_FIXED, POOLS, UNARY
-from onnx_blocks import CHAINS, elementwise_chain, shared_producer_joins, squeeze_excite
+from onnx_blocks import CHAINS, Builder, elementwise_chain, shared_producer_joins, squeeze_excite
 
 pytest.importorskip("onnxruntime")
 
@@ -152,3 +153,34 @@ def test_every_pass_and_join_step_says_how_it_is_re_emitted(name):
         assert (s.form is not None) == (s.role in (Role.PASS, Role.JOIN)), (s.var.name, s.role)
         assert (s.form in joins) == (s.role is Role.JOIN), (s.var.name, s.form)
         assert (s.name is not None) == (s.role in (Role.LAYOUT, Role.JOIN))
+
+
+def _spatial_model():
+    """conv a -> Slice of H and W -> conv b; conv b and conv c -> Concat along H -> conv d;
+    a channel Slice stays a boundary."""
+    b = Builder(seed=12)
+    a = b.conv("a", "input", 8, 16)
+    for name, values in (("starts", [1, 2]), ("ends", [9, 10]), ("axes", [2, -1])):
+        b.inits.append(numpy_helper.from_array(np.array(values, np.int64), name))
+    starts, ends, axes = "starts", "ends", "axes"
+    window = b.node("Slice", [a, starts, ends, axes], "window")
+    conv_b = b.conv("b", window, 16, 16)
+    conv_c = b.conv("c", window, 16, 16)
+    stacked = b.node("Concat", [conv_b, conv_c], "stacked", axis=2)
+    return b.model("spatial", [1, 8, 12, 12], b.conv("d", stacked, 16, 8))
+
+
+def test_spatial_slices_and_concats_run_blocked_and_match_onnxruntime():
+    model = _spatial_model()
+    steps = {s.op_name: (s.role, s.form) for s in walk(import_model(model)) if s.op_name}
+    assert steps["relax.strided_slice"] == (Role.PASS, Form.SPATIAL_SLICE)
+    assert steps["relax.concat"] == (Role.JOIN, Form.CONCAT_JOIN)
+    config = Config.uniform(model, block=8)
+    assert sorted(transforms_in(_rewritten(model, config))) == ["NCHW->NCHW8c", "NCHW8c->NCHW"]
+    assert_matches_ort(model, compile(model, config))
+    graph = _quiet_graph(model)
+    assert graph.op("stacked") == "join"
+    for seed in range(3):
+        config, assignment = random_config(graph, seed)
+        check_contract(model, graph, config, assignment)
+    assert_matches_ort(model, compile(model, config))

@@ -91,7 +91,8 @@ class _Rewriter:
                       Role.JOIN: self.join, Role.FIXED: self.fixed, Role.TUPLE: self.tuple_binding}
         self.forms = {Form.ALIAS: self.alias, Form.UNARY: self.unary, Form.POOL: self.pool,
                       Form.ADAPTIVE_POOL: self.adaptive_pool, Form.MEAN: self.spatial_mean,
-                      Form.CHANNEL_CONST: self.channel_binary, Form.RESIZE: self.resize}
+                      Form.CHANNEL_CONST: self.channel_binary, Form.RESIZE: self.resize,
+                      Form.SPATIAL_SLICE: self.unary}
 
     # ------------------------------------------------------------ tensors
     def get(self, expr: relax.Expr, block: int) -> relax.Expr:
@@ -181,8 +182,9 @@ class _Rewriter:
         """Add / concat of activations: every input brought to the join's block."""
         blk = self.join_block(step)
         value = step.value
-        if step.form is Form.CONCAT_JOIN:  # axis 1 (or -3 in NCHW) is axis 1 in NCHW{x}c too
-            self.bind(step.var, relax.op.concat(self.get(value.args[0], blk), axis=1), blk)
+        if step.form is Form.CONCAT_JOIN:  # axes 1, 2, 3 of NCHW are the same in NCHW{x}c
+            axis = int(value.attrs.axis) % 4
+            self.bind(step.var, relax.op.concat(self.get(value.args[0], blk), axis=axis), blk)
         else:
             self.bind(step.var, self.with_args(value, [self.get(a, blk) for a in value.args]), blk)
 

@@ -59,7 +59,9 @@ class Form(StrEnum):
     ``BINARY_JOIN``
         Binary elementwise op of two tensors (residual add, SE gating).
     ``CONCAT_JOIN``
-        Channel concat.
+        Concat along the channels, or along H or W (the same axis in ``NCHW{x}c``).
+    ``SPATIAL_SLICE``
+        ``strided_slice`` of H and W only: the same axes in ``NCHW{x}c``.
     ``RESIZE``
         ``image.resize2d`` of an ``NCHW`` tensor, re-made with ``NCHW{x}c``
         layout and its other attrs kept.
@@ -79,6 +81,7 @@ class Form(StrEnum):
     BINARY_JOIN = "binary_join"
     CONCAT_JOIN = "concat_join"
     RESIZE = "resize"
+    SPATIAL_SLICE = "spatial_slice"
 
     @classmethod
     def of(cls, op: str | None, join: bool = False) -> "Form | None":
@@ -108,6 +111,7 @@ POOLS = _relax("nn.max_pool2d", "nn.avg_pool2d")
 ADAPTIVE_POOL = "relax.nn.adaptive_avg_pool2d"
 MEAN = "relax.mean"
 RESIZE = "relax.image.resize2d"
+SLICE = "relax.strided_slice"
 CONCAT = "relax.concat"
 BINARY = _relax("add", "subtract", "multiply", "divide", "maximum", "minimum", "power")
 """Broadcasting binary elementwise ops: ``pass`` with a scalar / per-channel constant, else ``join``."""
@@ -127,6 +131,7 @@ _PASS_FORMS = {
     ADAPTIVE_POOL: Form.ADAPTIVE_POOL,
     MEAN: Form.MEAN,
     RESIZE: Form.RESIZE,
+    SLICE: Form.SPATIAL_SLICE,
     **{op: Form.CHANNEL_CONST for op in BINARY},
 }
 _JOIN_FORMS = {**{op: Form.BINARY_JOIN for op in BINARY}, CONCAT: Form.CONCAT_JOIN}

@@ -303,6 +303,17 @@ def _spatial_resize(call, x) -> bool:
             and (static_shape(call) or [])[:2] == (static_shape(x) or [])[:2])
 
 
+def _spatial_slice(call, x) -> bool:
+    """A ``strided_slice`` of ``x``'s H and W only: it runs in ``x``'s block."""
+    axes = call.args[1] if len(call.args) > 1 else None
+    if not call.args[0].same_as(x) or not isinstance(axes, relax.Tuple):
+        return False
+    try:
+        return bool(axes.fields) and all(int(a.value) % 4 in (2, 3) for a in axes.fields)
+    except (AttributeError, TypeError):  # a symbolic axis
+        return False
+
+
 def dtype_of(expr) -> str | None:
     """The element type of a tensor-typed Relax expression, else None."""
     ty = getattr(expr, "ty", None)
@@ -434,6 +445,8 @@ class _Walker:
             return _spatial_mean(call)
         if form is Form.RESIZE:
             return _spatial_resize(call, x)
+        if form is Form.SPATIAL_SLICE:
+            return _spatial_slice(call, x)
         # pools and adaptive pools: Relax re-makes them with NCHW{x}c layout attrs
         return str(call.attrs.layout) == "NCHW" and str(call.attrs.out_layout) == "NCHW"
 
@@ -469,7 +482,7 @@ class _Walker:
         shapes = [static_shape(f) for f in fields.fields]
         if any(self._is_const(f) for f in fields.fields) or not all(s and len(s) == 4 for s in shapes):
             return fixed
-        return (Role.JOIN, Form.CONCAT_JOIN) if int(call.attrs.axis) in (1, -3) else fixed
+        return (Role.JOIN, Form.CONCAT_JOIN) if int(call.attrs.axis) % 4 in (1, 2, 3) else fixed
 
     # ------------------------------------------------------------ layout ops
     def _layout_op(self, var, call, name) -> LayoutOp | None:
