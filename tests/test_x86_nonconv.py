@@ -53,6 +53,23 @@ def test_fastmath_matches_numpy_and_calls_no_scalar_exp(op):
         np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_round_is_ties_to_even_on_whole_vectors():
+    """ONNX Round / QuantizeLinear's rounding as COMPUTES lowers it: numpy's rint, bit for bit,
+    vectorized by TVM (its stock ``nearbyint`` stays a scalar loop LLVM gathers 8 lanes at a time)."""
+    x = te.placeholder((4096,), name="x")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, COMPUTES["relax.round"](x)]))
+    block = sch.get_sblock("round")
+    sch.vectorize(sch.split(sch.get_loops(block)[0], [None, 16])[1])
+    executable = tvm.compile(sch.mod, target=x86.host_target())
+    ll = executable.mod.inspect_source("ll")
+    assert "llvm.nearbyint.v16f32" in ll and "gather" not in ll and "scatter" not in ll
+    rng = np.random.default_rng(0)
+    a = np.concatenate([np.arange(-8, 8, 0.5), rng.uniform(-300, 300, 4064)]).astype("float32")
+    out = tvm.runtime.tensor(np.zeros(4096, "float32"))
+    executable(tvm.runtime.tensor(a), out)
+    np.testing.assert_array_equal(out.numpy(), np.rint(a))
+
+
 # ------------------------------------------------------------------ models
 def _act(b: Builder, kind: str, h: str) -> str:
     """Append an activation as exporters write it."""

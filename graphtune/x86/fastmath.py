@@ -9,6 +9,12 @@ that way. The functions here build the same values from multiplies, adds, a
 and a degree-6 polynomial; relative error about 2e-7 on the clamped range
 ``[-87.3, 88]``), which LLVM compiles to vector instructions.
 
+``round`` (ties to even, ONNX ``Round`` and the rounding of every ``QuantizeLinear``) is no
+approximation: TVM's stock legalization computes it with ``tirx.nearbyint``, which TVM's
+vectorizer leaves a scalar loop (LLVM then vectorizes it at 8 lanes with gathers and scatters),
+while ``tirx.round`` is the same ``llvm.nearbyint`` on whole vectors. The requantizing epilogue
+of a quantized model's conv rounds twice per value: on AVX-512 it ran on 8-lane halves.
+
 Scalar builders (:func:`exp`, :func:`sigmoid`, :func:`tanh`) take and return a
 float32 ``PrimExpr``; :data:`COMPUTES` maps a Relax op name to a TE compute
 over a tensor, which :mod:`graphtune.compiler.legalize` uses in place of
@@ -119,5 +125,6 @@ COMPUTES: dict[str, Callable[[te.Tensor], te.Tensor]] = {
     "relax.nn.silu": _silu,
     "relax.erf": topi.fast_erf,
     "relax.nn.gelu": _gelu,
+    "relax.round": _elementwise(tirx.round, "round"),
 }
 """Relax op name -> vectorisable TE compute of the op on a float32 tensor."""
