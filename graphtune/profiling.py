@@ -689,7 +689,10 @@ def _vm_call_times(compiled: Any, repeat: int) -> _VmRuns:
     import tvm
     from tvm import relax
 
+    from .x86.amx import request_permission
+
     args = compiled._tensors(compiled.random_inputs())
+    request_permission()  # before an AMX kernel runs in this process
     plain = relax.VirtualMachine(compiled.executable, tvm.cpu(0))["main"]
     vm = relax.VirtualMachine(compiled.executable, tvm.cpu(0))
     main = vm["main"]

@@ -29,6 +29,7 @@ from graphtune.errors import ModelError
 from graphtune.frontend import import_model, layout_ops
 from graphtune.measure.build import arg_specs
 from graphtune.ops import INT8_OPS
+from graphtune.x86 import ISAS, isa_of
 from onnx_blocks import Builder, onnx_model
 from schedule_check import assert_scheduled
 
@@ -202,7 +203,8 @@ def test_workloads_carry_the_weight_pair_bound():
     assert "weight_pair_max" not in narrow["dw"].workload
     for name in ("stem", "pw", "fc"):
         assert narrow[name].workload["weight_pair_max"] <= 128 < wide[name].workload["weight_pair_max"]
-        assert {k["isa"] for k in graphtune.x86.candidates(narrow[name].workload)} == {"avx2ubs"}
+        haswell = {"kind": "llvm", "mcpu": "haswell"}  # AVX2 only: its best exact instruction
+        assert {k["isa"] for k in graphtune.x86.candidates(narrow[name].workload, haswell)} == {"avx2ubs"}
 
 
 def test_pmaddubsw_on_weights_beyond_its_bound_is_refused_when_packing():
@@ -216,12 +218,14 @@ def test_pmaddubsw_on_weights_beyond_its_bound_is_refused_when_packing():
 
 @pytest.mark.integration
 def test_reduce_range_model_runs_pmaddubsw_and_matches_onnxruntime():
-    """7-bit weights: the uniform config's int8 convs and head run avx2ubs (int8 weights, no
-    int16 anywhere), matching ORT's QDQ reference; forcing avx2ubs on 8-bit weights is refused."""
+    """7-bit weights: the uniform config's int8 convs and head run on int8 weights (avx2ubs, or
+    VNNI where the host has it; no int16 anywhere), matching ORT's QDQ reference; forcing avx2ubs
+    on 8-bit weights is refused."""
     model = quantized("rdh", reduce_range=True)
     config = graphtune.Config.uniform(model)
-    assert {name: config.nodes[name].knobs["isa"] for name in ("stem", "pw", "fc")} == dict.fromkeys(
-        ("stem", "pw", "fc"), "avx2ubs")
+    isas = {config.nodes[name].knobs["isa"] for name in ("stem", "pw", "fc")}
+    best = isa_of(None, {"weight_pair_max": 128})  # vpmaddubsw where it is the best exact one
+    assert best.weight_dtype == "int8" and all(ISAS[isa].pairs == best.pairs for isa in isas), isas
     compiled = graphtune.compile(model, config)
     kernels = int8_functions(compiled)
     assert "int16" not in set().union(*kernels.values()) and "int8" in kernels["conv2d_int8"], kernels
@@ -244,7 +248,8 @@ def test_conv_relu_conv_matches_onnxruntime_and_numpy():
     model = quantized("crc")
     compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     kernels = int8_functions(compiled)
-    assert set(kernels) == {"conv2d_int8"} and {"uint8", "int16"} <= kernels["conv2d_int8"], kernels
+    weights = isa_of().weight_dtype  # int16 for vpmaddwd, int8 for VNNI
+    assert set(kernels) == {"conv2d_int8"} and {"uint8", weights} <= kernels["conv2d_int8"], kernels
     assert compiled.schedules["conv2d_int8"] == {"kernel": 2}
     step = output_step(model)
     inputs = feeds(model)
@@ -255,12 +260,34 @@ def test_conv_relu_conv_matches_onnxruntime_and_numpy():
 
 
 @pytest.mark.integration
+def test_amx_convs_match_onnxruntime():
+    """Both convs on AMX tiles (12-pixel rows, 8 and 16 input channels per tile row): the model's
+    output is ORT's QDQ reference, as with the vector kernels."""
+    if not graphtune.x86.amx.usable():
+        pytest.skip("the host has no AMX (or Linux did not grant its tile state)")
+    model = quantized("crc")
+    config = graphtune.Config.uniform(model)
+    for name in ("conv1", "conv2"):
+        knobs = config.nodes[name].knobs
+        config.nodes[name].knobs = {"ic_bn": knobs["ic_bn"], "oc_bn": 16, "reg_n": 12, "unroll_kw": False,
+                                    "isa": "amx"}
+    compiled = graphtune.compile(model, config)
+    assert sum("llvm.x86.tdpbusd" in f.script() for f in compiled.functions.values()) == 2
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        got = compiled(feed["input"])
+        assert np.abs(got - want).max() <= output_step(model) * 1.001
+        assert np.abs(got - numpy_qdq(model, feed)).max() <= output_step(model) * 1.001
+
+
+@pytest.mark.integration
 def test_residual_depthwise_head_matches_onnxruntime():
     model = quantized("rdh")
     compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     kernels = int8_functions(compiled)
     assert set(kernels) == {"conv2d_int8", "depthwise_conv2d_int8", "dense_int8"}
-    assert {"uint8", "int16", "float32"} <= kernels["dense_int8"], kernels  # [1, K] uint8 -> [1, M] float32
+    # [1, K] uint8 -> [1, M] float32
+    assert {"uint8", isa_of().weight_dtype, "float32"} <= kernels["dense_int8"], kernels
     assert compiled.schedules["dense_int8"] == {"kernel": 1} and "dense" not in compiled.schedules
     assert_scheduled(compiled)
     inputs = feeds(model)

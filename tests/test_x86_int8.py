@@ -3,9 +3,11 @@
 Every kernel here is compared element for element with
 :func:`graphtune.x86.conv2d_int8_reference` (NumPy, int64) on random uint8 activations, int8
 weights, int32 biases, zero points and per-channel scales (an int8 dense against the reference of
-its 1x1 map); the instruction of the host (``isa_of``) runs, the AVX-512 ones are compiled and
-their assembly checked only.
+its 1x1 map); the instruction of the host (``isa_of``) runs, and so does every other one the host
+has; those it lacks are compiled and their assembly checked only.
 """
+
+import re
 
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from graphtune.errors import KnobError, ModelError
 from graphtune.measure.build import prim_func_of
 from graphtune.measure.task import Task
 from graphtune.ops import Op, check_workload, flops, op_of, runs_as
+from graphtune.x86.int8_isa import isa_for, isas_of
 from graphtune.x86.packing import pack_data, unpack_data
 
 pytestmark = pytest.mark.unit
@@ -72,6 +75,9 @@ CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
     "1x1 s2, threads over rows": ([1, 32, 12, 12], [24, 32, 1, 1], [2, 2], [0, 0, 0, 0],
                                   {"ic_bn": 8, "oc_bn": 8, "reg_n": 3, "unroll_kw": False, "oh_bn": 2,
                                    "rows_outer": True}),
+    "24 channels: 8-lane vectors (ymm vpdpbusd where the host has AVX-512 VNNI)": (
+        [1, 16, 6, 6], [24, 16, 3, 3], [1, 1], [1, 1, 1, 1],
+        {"ic_bn": 16, "oc_bn": 24, "reg_n": 3, "unroll_kw": True}),
     "20 channels, blocks of no whole vector": ([1, 6, 6, 6], [20, 6, 3, 3], [1, 1], [0, 1, 2, 1],
                                                {"ic_bn": 6, "oc_bn": 20, "reg_n": 2, "unroll_kw": True}),
 }
@@ -82,11 +88,12 @@ CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
 def test_int8_conv_is_bit_exact(case, out_dtype):
     data, kernel, strides, padding, knobs = CASES[case]
     wl = x86.conv2d_int8_workload(data, kernel, strides, padding, out_dtype=out_dtype)
-    knobs = {**knobs, "isa": ISA}
-    if ISA == "avx512vnni":
+    isa = isa_for(HOST, wl, knobs["oc_bn"])  # the host's instruction for the output block
+    knobs = {**knobs, "isa": isa.name}
+    if isa.dot == 4:
         knobs.pop("widen", None)
-    if knobs["ic_bn"] % x86.ISAS[ISA].dot:  # the host's instruction sums more channels than the case
-        pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {ISA}")
+    if knobs["ic_bn"] % isa.dot:  # the host's instruction sums more channels than the case
+        pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {isa.name}")
     got, ref = _run(wl, knobs, relu=case == "1x1")
     np.testing.assert_array_equal(got, ref)
 
@@ -104,11 +111,12 @@ def test_int8_dense_is_bit_exact(case, out_dtype):
     """A batch-1 dense runs the conv2d_int8 kernel on a 1x1 map, reading [1, K] and writing [1, M]."""
     k, m, knobs = DENSE[case]
     wl = x86.dense_int8_workload([1, k], [m, k], out_dtype=out_dtype)
-    knobs = {**knobs, "isa": ISA}
-    if ISA == "avx512vnni":
+    isa = isa_for(HOST, wl, knobs["oc_bn"])
+    knobs = {**knobs, "isa": isa.name}
+    if isa.dot == 4:
         knobs.pop("widen", None)
-    if knobs["ic_bn"] % x86.ISAS[ISA].dot:
-        pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {ISA}")
+    if knobs["ic_bn"] % isa.dot:
+        pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {isa.name}")
     got, ref = _run(wl, knobs, relu=out_dtype == "uint8", seed=2)
     np.testing.assert_array_equal(got, ref)
 
@@ -123,7 +131,8 @@ def test_dense_int8_workload_knobs_and_candidates():
         check_workload({**wl, "data": [2, 256]}, Op.DENSE_INT8)
     found = x86.candidates(wl, HOST)
     assert found and all(x86.layouts_of(wl, k) == ("NC", "NC") for k in found)
-    assert all(set(k) <= {"ic_bn", "oc_bn", "isa", "widen"} and k["isa"] == ISA for k in found)
+    assert all(set(k) <= {"ic_bn", "oc_bn", "isa", "widen"} and k["isa"] == isa_for(HOST, wl, k["oc_bn"]).name
+               for k in found)
     assert x86.default_knobs(wl, block=16, target=HOST) == found[0]
     good = {"ic_bn": 16, "oc_bn": 8, "isa": "avx2"}
     for knobs, message in [({"ic_bn": 3}, "dense_int8 knob 'ic_bn' = 3 must divide the 256 input channels"),
@@ -160,8 +169,8 @@ def test_int8_depthwise_is_bit_exact(case, out_dtype):
 def test_requantization_rounds_half_to_even_and_saturates(widen):
     # scale 0.5: every odd accumulator is a tie; large accumulators clip at 0 and 255
     wl = x86.conv2d_int8_workload([1, 8, 4, 4], [8, 8, 1, 1])
-    knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 4, "unroll_kw": False, "isa": ISA,
-             **({"widen": True} if widen else {})}
+    knobs = {"ic_bn": 8, "oc_bn": 8, "reg_n": 4, "unroll_kw": False,  # widening: a 2-channel dot's
+             **({"widen": True, "isa": "avx2"} if widen else {"isa": ISA})}
     got, ref = _run(wl, knobs, scale=0.5, x_zero_point=0, y_zero_point=128)
     np.testing.assert_array_equal(got, ref)
     assert {0, 255} <= set(np.unique(ref).tolist())
@@ -184,15 +193,18 @@ UBS = {  # name: (data, kernel, padding, knobs without isa)
 }
 
 
+@pytest.mark.parametrize("isa", ["avx2ubs", "avx512ubs"])
 @pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
 @pytest.mark.parametrize("case", list(UBS))
-def test_pmaddubsw_kernel_is_bit_exact_on_7_bit_weights(case, out_dtype):
-    """``avx2ubs`` (vpmaddubsw + vpmaddwd by ones) on weights in -64..64, activations 255 beside
-    pairs of +-64: the largest int16 pair sums (+-255 * 128) fit."""
+def test_pmaddubsw_kernel_is_bit_exact_on_7_bit_weights(case, out_dtype, isa):
+    """``avx2ubs`` / ``avx512ubs`` (vpmaddubsw + vpmaddwd by ones) on weights in -64..64,
+    activations 255 beside pairs of +-64: the largest int16 pair sums (+-255 * 128) fit."""
+    if x86.ISAS[isa] not in isas_of(HOST):
+        pytest.skip(f"the host lacks {isa}")
     data, kernel, padding, knobs = UBS[case]
     wl = x86.conv2d_int8_workload(data, kernel, padding=padding, out_dtype=out_dtype, weight_pair_max=128)
-    assert x86.isa_of(HOST, wl).name == "avx2ubs"
-    got, ref = _run(wl, {**knobs, "isa": "avx2ubs"}, w_max=64, relu=out_dtype == "uint8")
+    assert x86.ISAS[isa].exact_for(wl) and not x86.ISAS[isa].exact_for({**wl, "weight_pair_max": 129})
+    got, ref = _run(wl, {**knobs, "isa": isa}, w_max=64, relu=out_dtype == "uint8")
     np.testing.assert_array_equal(got, ref)
 
 
@@ -244,6 +256,16 @@ def test_vnni_kernel_compiles_to_vpdpbusd_for_an_avx512_target():
     assert knobs["isa"] == "avx512vnni" and "widen" not in knobs
     asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, ZNVER4), target=ZNVER4).mod.inspect_source("asm")
     assert "vpdpbusd" in asm and "zmm" in asm
+
+
+def test_blocks_of_8_lane_vectors_run_ymm_vnni_on_an_avx512_target():
+    """24 output channels: whole ymm vectors, no whole zmm one: vpdpbusd on ymm, not int32 vectors."""
+    wl = x86.conv2d_int8_workload([1, 32, 8, 8], [24, 32, 1, 1], out_dtype="float32")
+    found = x86.candidates(wl, ZNVER4, max_candidates=4)
+    assert found and {k["isa"] for k in found if k["oc_bn"] % 8 == 0} == {"avx512vnni256"}
+    knobs = next(k for k in found if k["isa"] == "avx512vnni256")
+    asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, ZNVER4), target=ZNVER4).mod.inspect_source("asm")
+    assert re.search(r"vpdpbusd\t.*%ymm", asm) and not re.search(r"vpdpbusd\t.*%zmm", asm)
 
 
 @pytest.mark.parametrize("isa, mcpu, instruction", [
@@ -316,11 +338,12 @@ def test_first_candidates_try_distinct_register_tiles(target):
     """int8_order: the first candidates each try another (output vectors x pixels) tile shape,
     square blocks first; partial-vector output blocks come after every whole-vector one."""
     wl = x86.conv2d_int8_workload([1, 256, 56, 56], [128, 256, 1, 1], weight_pair_max=128)
-    lanes = x86.isa_of(target, wl).lanes
     found = x86.candidates(wl, target)
-    whole = [k["oc_bn"] % lanes == 0 for k in found]
+    lanes = [x86.ISAS[k["isa"]].lanes for k in found]  # of the instruction each output block runs on
+    whole = [k["oc_bn"] % n == 0 for k, n in zip(found, lanes)]
     assert whole == sorted(whole, reverse=True) and not all(whole)
-    shapes = [(k["oc_bn"] // lanes, k["reg_n"] * k.get("oh_bn", 1)) for k in found if k["oc_bn"] % lanes == 0]
+    shapes = [(k["oc_bn"] // n, k["reg_n"] * k.get("oh_bn", 1))
+              for k, n in zip(found, lanes) if k["oc_bn"] % n == 0]
     distinct = len(set(shapes))
     assert distinct >= 4 and len(set(shapes[:distinct])) == distinct
     assert all(k["ic_bn"] == k["oc_bn"] for k in found[:distinct])
@@ -342,7 +365,7 @@ def test_candidates_are_valid_and_fit_the_target(target):
     assert found and len({str(sorted(k.items())) for k in found}) == len(found)
     isa = x86.isa_of(target).name
     for knobs in found:
-        assert knobs["isa"] == isa
+        assert knobs["isa"] == isa_for(target, wl, knobs["oc_bn"]).name
         assert x86.layouts_of(wl, knobs) == (f"NCHW{knobs['ic_bn']}c", f"NCHW{knobs['oc_bn']}c")
     default = x86.default_knobs(wl, block=16, target=target)
     assert (default["ic_bn"], default["oc_bn"]) == (16, 16)
@@ -350,3 +373,70 @@ def test_candidates_are_valid_and_fit_the_target(target):
         x86.ISAS[isa].weight_dtype)
     stem = x86.conv2d_int8_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])
     assert x86.candidates(stem, target) == []  # 3 channels: pad them to a multiple of the dot
+
+
+AMX_CASES = {  # name: (data, kernel, padding, knobs without isa)
+    "3x3, 14-pixel rows, two tiles of channels": ([1, 64, 14, 14], [32, 64, 3, 3], [1, 1, 1, 1],
+                                                  {"ic_bn": 64, "oc_bn": 32, "reg_n": 14}),
+    "1x1, 32 input channels (a 32-byte tile row)": ([1, 32, 7, 7], [16, 32, 1, 1], [0, 0, 0, 0],
+                                                    {"ic_bn": 32, "oc_bn": 16, "reg_n": 7}),
+    "3x3, asymmetric padding, 9-pixel rows": ([1, 64, 9, 9], [48, 64, 3, 3], [0, 1, 2, 1],
+                                              {"ic_bn": 64, "oc_bn": 16, "reg_n": 9}),
+    "3x3, two input chunks, three tiles of channels": ([1, 128, 8, 8], [48, 128, 3, 3], [1, 1, 1, 1],
+                                                       {"ic_bn": 64, "oc_bn": 48, "reg_n": 8}),
+}
+
+
+@pytest.mark.parametrize("out_dtype", ["uint8", "float32"])
+@pytest.mark.parametrize("case", list(AMX_CASES))
+def test_amx_kernel_is_bit_exact(case, out_dtype):
+    """AMX tiles (tdpbusd) where this process may run them: the same integers as the reference."""
+    if not x86.amx.usable(HOST):
+        pytest.skip("the host has no AMX (or Linux did not grant its tile state)")
+    data, kernel, padding, knobs = AMX_CASES[case]
+    wl = x86.conv2d_int8_workload(data, kernel, padding=padding, out_dtype=out_dtype)
+    got, ref = _run(wl, {**knobs, "unroll_kw": False, "isa": "amx"}, relu=out_dtype == "uint8", seed=4)
+    np.testing.assert_array_equal(got, ref)
+
+
+def test_amx_kernel_compiles_to_tile_instructions():
+    """Compiled for an AMX CPU on any host: the tile configuration once per register tile, then
+    tile loads, tdpbusd and stores."""
+    spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
+    wl = x86.conv2d_int8_workload([1, 64, 14, 14], [32, 64, 3, 3], padding=[1, 1, 1, 1])
+    knobs = {"ic_bn": 64, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": "amx"}
+    asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, spr), target=spr).mod.inspect_source("asm")
+    assert all(op in asm for op in ("ldtilecfg", "tileloadd", "tdpbusd", "tilestored"))
+
+
+def test_amx_knobs_name_their_rules():
+    wl = x86.conv2d_int8_workload([1, 64, 28, 28], [32, 64, 3, 3], padding=[1, 1, 1, 1])
+    good = {"ic_bn": 64, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": "amx"}
+    x86.check_knobs(wl, good)
+    strided = x86.conv2d_int8_workload([1, 64, 28, 28], [32, 64, 3, 3], [2, 2], [1, 1, 1, 1])
+    for workload, knobs, message in [
+            (strided, {**good, "reg_n": 14},
+             r"'isa' = 'amx' needs a stride-1, undilated conv .* strides are \[2, 2\]"),
+            (wl, {**good, "reg_n": 28}, "'reg_n' = 28 is 2 to 16 with isa amx"),
+            (wl, {**good, "ic_bn": 32, "oc_bn": 8}, "'oc_bn' = 8 is a multiple of 16 up to 96 with isa amx"),
+            (wl, {**good, "oh_bn": 2}, "'oh_bn' = 2 is not an amx knob")]:
+        with pytest.raises(KnobError, match=message):
+            x86.check_knobs(workload, knobs)
+    wide = x86.conv2d_int8_workload([1, 128, 28, 28], [32, 128, 1, 1])
+    with pytest.raises(KnobError, match="'ic_bn' = 128 is at most 64 with isa amx"):
+        x86.check_knobs(wide, {**good, "ic_bn": 128})
+    dense = x86.dense_int8_workload([1, 64], [16, 64])
+    with pytest.raises(KnobError, match="'isa' = 'amx' runs conv2d_int8 only"):
+        x86.check_knobs(dense, {"ic_bn": 64, "oc_bn": 16, "isa": "amx"})
+
+
+def test_amx_candidates_only_where_usable_and_beside_the_general_instruction():
+    wl = x86.conv2d_int8_workload([1, 64, 28, 28], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    assert not any(k["isa"] == "amx" for k in x86.candidates(wl, ZNVER4))
+    strided = x86.conv2d_int8_workload([1, 64, 28, 28], [64, 64, 3, 3], [2, 2], [1, 1, 1, 1])
+    assert not any(k["isa"] == "amx" for k in x86.candidates(strided, HOST))
+    found = x86.candidates(wl, HOST, max_candidates=4)
+    assert any(k["isa"] == "amx" for k in found) == x86.amx.usable(HOST)
+    assert x86.default_knobs(wl, target=HOST)["isa"] != "amx"  # uniform configs stay general
+    assert x86.amx.usable(HOST) == ("amx_int8" in open("/proc/cpuinfo").read().split()
+                                    and x86.amx.request_permission())

@@ -20,6 +20,7 @@ import tvm
 from tvm import relax
 
 from ..errors import ModelError
+from ..x86 import amx
 from ..x86.generic import GENERIC, SCHEDULES
 
 __all__ = ["CompiledModel"]
@@ -109,6 +110,7 @@ class CompiledModel:
     def vm(self) -> relax.VirtualMachine:
         """The Relax virtual machine running the model on ``tvm.cpu(0)`` (created once)."""
         if self._vm is None:
+            amx.request_permission()  # before any AMX kernel runs in this process
             self._vm = relax.VirtualMachine(self.executable, tvm.cpu(0))
         return self._vm
 

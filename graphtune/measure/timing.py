@@ -431,6 +431,9 @@ def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float, 
     """
     import tvm
 
+    from ..x86.amx import request_permission
+
+    request_permission()  # before an AMX kernel runs in this process
     module = tvm.runtime.load_module(path)
     dev = tvm.cpu(0)
     args = []

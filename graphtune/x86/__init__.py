@@ -31,6 +31,7 @@ from ..ops import (
     op_of,
     output_shape,
 )
+from . import amx
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, param_shape, quantize, requantize
@@ -57,6 +58,7 @@ from .transform import layout_transform, schedule_transform, transform_func, tra
 
 __all__ = [
     "ISAS",
+    "amx",
     "KNOBS",
     "MAX_BLOCK",
     "OpSpec",

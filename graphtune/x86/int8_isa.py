@@ -20,6 +20,17 @@ is one instruction (sequence) doing that step exactly — never saturating:
 - ``avx512vnni``: ``vpdpbusd`` (uint8 x int8 -> int32 quads, accumulating; 64 MACs), as TVM's
   ``dot_16x4_vnni`` intrinsic (whose call no longer type-checks with the LLVM 22 of the TVM
   0.27 wheel: the intrinsic now takes ``<64 x i8>`` operands); the weights stay int8.
+- ``amx``: ``tdpbusd`` on AMX tiles (``rows x 16 x 64`` MACs per instruction) for stride-1
+  convs, offered beside the best general instruction where the process may run it
+  (:mod:`graphtune.x86.amx`); not a tensor intrinsic of this module: the schedule takes its own
+  path.
+- ``avx512vnni256``: ``vpdpbusd`` on ymm registers (AVX512-VL; 32 MACs), the same layout: it runs
+  output blocks that are whole 8-lane vectors but not 16-lane ones (24, 40 channels; a 1000-class
+  head, 8 x 125), which ``avx512vnni`` could only compute on plain int32 vectors.
+
+An output block runs on the best instruction whose ``lanes`` divide it among those of the same
+layout (``dot`` and weight type) as the best one (:func:`isa_for`): ``avx512vnni256`` beside
+``avx512vnni``, ``avx2ubs`` beside ``avx512ubs``, ``avx2`` beside ``avx512bw``.
 
 :func:`isa_of` detects the best one a target has (features are read from the target, never
 assumed: a Zen 4 guest may hide AVX-512) for a workload.
@@ -45,9 +56,10 @@ from tvm.script import tirx as T
 
 from ..errors import KnobError
 from ..ops import WEIGHT_PAIR_MAX
+from .amx import FEATURES as AMX_FEATURES
 from .target import TargetLike, _features, host_target
 
-__all__ = ["Isa", "ISAS", "isa_of", "isas_of", "check_isa", "check_exact", "tensor_intrin"]
+__all__ = ["Isa", "ISAS", "isa_of", "isa_for", "isas_of", "check_isa", "check_exact", "tensor_intrin"]
 
 _INT16_MAX = 32767
 _UINT8_MAX = 255
@@ -74,6 +86,9 @@ class Isa:
     pairs : str
         The saturating ``vpmaddubsw`` intrinsic summing channel pairs into int16 before ``llvm``
         (``vpmaddwd`` by ones) adds them, or ``""``.
+    general : bool
+        Whether it runs any register tile of the conv (False: AMX tiles, stride-1 convs only,
+        offered beside the best general one, :mod:`graphtune.x86.amx`).
     """
 
     name: str
@@ -83,6 +98,7 @@ class Isa:
     features: tuple
     llvm: str
     pairs: str = ""
+    general: bool = True
 
     @property
     def pair_limit(self) -> int | None:
@@ -116,8 +132,11 @@ ISAS = {
     "avx512bw": Isa("avx512bw", 2, 16, "int16", ("avx512bw",), "llvm.x86.avx512.pmaddw.d.512"),
     "avx512ubs": Isa("avx512ubs", 4, 16, "int8", ("avx512bw",), "llvm.x86.avx512.pmaddw.d.512",
                      "llvm.x86.avx512.pmaddubs.w.512"),
+    "avx512vnni256": Isa("avx512vnni256", 4, 8, "int8", ("avx512vnni", "avx512vl"),
+                         "llvm.x86.avx512.vpdpbusd.256"),
     "avx512vnni": Isa("avx512vnni", 4, 16, "int8", ("avx512vnni", "avx512bw"),
                       "llvm.x86.avx512.vpdpbusd.512"),
+    "amx": Isa("amx", 4, 16, "int8", (*AMX_FEATURES, "avx512bw"), "llvm.x86.tdpbusd", general=False),
 }
 """The exact int8 instructions by knob name, worst first."""
 
@@ -222,10 +241,30 @@ def isa_of(target: TargetLike = None, workload: dict | None = None) -> Isa:
     >>> isa_of({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]}, {"weight_pair_max": 200}).name
     'avx2'
     """
-    found = [isa for isa in isas_of(target) if isa.exact_for(workload or {})]
+    found = [isa for isa in isas_of(target) if isa.general and isa.exact_for(workload or {})]
     if not found:
         raise KnobError(f"target {host_target(target)} has no AVX2: graphtune's int8 kernels need it")
     return found[0]
+
+
+def isa_for(target: TargetLike, workload: dict | None, oc_bn: int) -> Isa:
+    """The instruction an output block of ``oc_bn`` channels runs on: the best of ``target``
+    exact on ``workload`` (:func:`isa_of`), or, when its ``lanes`` do not divide ``oc_bn``, the
+    best one of the same layout (``dot``, weight type) whose lanes do; else the best (the block
+    then runs on plain int32 vectors).
+
+    Examples
+    --------
+    >>> spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
+    >>> isa_for(spr, None, 64).name, isa_for(spr, None, 40).name, isa_for(spr, None, 20).name
+    ('avx512vnni', 'avx512vnni256', 'avx512vnni')
+    """
+    best = isa_of(target, workload)
+    if oc_bn % best.lanes == 0:
+        return best
+    same = [isa for isa in isas_of(target) if isa.general and isa.exact_for(workload or {})
+            and (isa.dot, isa.weight_dtype) == (best.dot, best.weight_dtype) and oc_bn % isa.lanes == 0]
+    return same[0] if same else best
 
 
 def check_isa(name: str, target: TargetLike = None) -> Isa:

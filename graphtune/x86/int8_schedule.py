@@ -23,6 +23,7 @@ True
 
 from tvm import s_tir
 
+from . import amx
 from .int8_isa import ISAS, tensor_intrin
 from .schedule import _domain, _fold_epilogue, _try, _vectorize_init, _write_back, schedule_elementwise
 
@@ -42,6 +43,9 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
     for pad in sch.get_producers(anchor):
         if not _domain(sch, pad)[1]:
             schedule_elementwise(sch, pad, _BYTES_PER_VECTOR)
+    if isa.name == "amx":
+        _schedule_amx(sch, anchor, epilogue, knobs)
+        return
     data_dtype = "int16" if knobs.get("widen") else "uint8"
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
@@ -65,6 +69,35 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
     if tensorized:
         sch.tensorize(lanes, tensor_intrin(isa.name, data_dtype))
+
+
+def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+    """isa ``amx``: threads over ``(n, oc_chunk, oh)``; per ``reg_n``-pixel register tile of
+    ``oc_bn`` channels, the accumulator zeroed (and the tile configuration loaded,
+    :func:`graphtune.x86.amx.init_intrin`), the whole reduction on tiles
+    (:func:`graphtune.x86.amx.reduction_intrin`), the epilogue written out from the accumulator."""
+    n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
+    rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
+    steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
+    ow_outer, ow_inner = sch.split(ow, [None, rows])
+    if width > 16:
+        tiles, lanes = sch.split(oc_block, [None, 16])
+        first = tiles
+        sch.reorder(n, oc_chunk, oh, ow_outer, tiles, ow_inner, lanes, ic_chunk, kh, kw, ic_outer, ic_inner)
+    else:  # one tile: no extent-1 loop (the intrinsic's description has none)
+        first = ow_inner
+        sch.reorder(n, oc_chunk, oh, ow_outer, ow_inner, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner)
+    _write_back(sch, anchor, epilogue, ow_outer)
+    sch.parallel(sch.fuse(n, oc_chunk, oh))
+    init = sch.decompose_reduction(anchor, first)
+    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps))
+    if width > 16:
+        init_tiles, init_rows, init_lanes = sch.get_loops(init)[-3:]
+        sch.reorder(init_rows, init_tiles, init_lanes)
+        sch.fuse(init_tiles, init_lanes)
+    else:
+        init_rows = sch.get_loops(init)[-2]
+    sch.tensorize(init_rows, amx.init_intrin(rows, k, width))
 
 
 def fold_nc(sch: s_tir.Schedule, anchor, knobs: dict):

@@ -4,7 +4,8 @@ The fp32 conv's rules (:mod:`graphtune.x86.tiles`) with the target's best instru
 the workload's weights (:func:`graphtune.x86.int8_isa.isa_of`: ``avx2ubs`` only where its
 ``weight_pair_max`` allows ``vpmaddubsw``, else ``avx2`` on an AVX2 host): input blocks are
 multiples of its ``dot``, output blocks are ranked by how they fill its int32 ``lanes``, and
-every tile carries its ``isa``.
+every tile carries the ``isa`` its output block runs on (:func:`graphtune.x86.int8_isa.isa_for`:
+a block of whole 8-lane but not 16-lane vectors on ``avx512vnni256`` beside ``avx512vnni``).
 
 Examples
 --------
@@ -22,8 +23,9 @@ Examples
 from itertools import zip_longest
 
 from ..ops import Op, output_shape
+from . import amx
 from .dense_int8 import as_conv2d_int8
-from .int8_isa import isa_of
+from .int8_isa import ISAS, isa_for, isa_of
 from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
 from .tiles import (
@@ -71,7 +73,7 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     """
     kh, kw = workload["kernel"][2:]
     _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
-    isa = isa_of(target, workload)
+    isa = isa_for(target, workload, blocks["oc_bn"])
     widen = (True, False) if isa.dot == 2 else (False,)
     fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1, in_flight=0)
     tiles = [tile for tile in fp32 if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0]
@@ -83,7 +85,19 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
             tiles.append(tile)
     rows = {"rows_outer": True} if kh == kw == 1 and _rows_outer(workload) else {}
     return [{**blocks, **tile, **rows, "isa": isa.name, **({"widen": True} if wide else {})}
-            for tile in tiles for wide in widen]
+            for tile in tiles for wide in widen] + _amx_tiles(workload, blocks, target, ow)
+
+
+def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> list:
+    """The AMX register tiles of a stride-1 undilated conv with ``blocks`` where this process may
+    run them (:func:`graphtune.x86.amx.usable`; ``knobs._amx_rules``): a row of ``reg_n`` pixels,
+    the two largest divisors of the output width from 2 to 16 (a tile's rows), every 16 output
+    channels one tile."""
+    if (workload["strides"][1] != 1 or workload["dilation"] != [1, 1] or blocks["ic_bn"] > amx.MAX_K
+            or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES or not amx.usable(target)):
+        return []
+    rows = [d for d in divisors(ow, cap=amx.MAX_ROWS) if d >= 2][-2:][::-1]
+    return [{**blocks, "reg_n": r, "unroll_kw": False, "isa": "amx"} for r in rows]
 
 
 def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
@@ -106,19 +120,29 @@ def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
     >>> [(k["ic_bn"], k["oc_bn"]) for k in int8_order(ranked, wl, haswell)]
     [(8, 8), (8, 64), (16, 8), (16, 64), (8, 4)]
     """
-    lanes = isa_of(target, workload).lanes
-    shapes: dict[tuple[int, int], list] = {}
+    shapes: dict[tuple[bool, int, int], list] = {}
     partial = []
     for knobs in ranked:
-        if knobs["oc_bn"] % lanes:
+        isa = ISAS[knobs["isa"]]
+        if knobs["oc_bn"] % isa.lanes:
             partial.append(knobs)
         else:
-            shape = (knobs["oc_bn"] // lanes, knobs["reg_n"] * knobs.get("oh_bn", 1))
+            shape = (isa.general, knobs["oc_bn"] // isa.lanes, knobs["reg_n"] * knobs.get("oh_bn", 1))
             shapes.setdefault(shape, []).append(knobs)
-    for found in shapes.values():  # square blocks first: a chain of them needs no layout transform
-        found.sort(key=lambda knobs: knobs["ic_bn"] != knobs["oc_bn"])
-    turns = [knobs for turn in zip_longest(*shapes.values()) for knobs in turn if knobs is not None]
-    return turns + partial
+    for (general, _, _), found in shapes.items():
+        # square blocks first: a chain of them needs no layout transform; an AMX tile sums
+        # ic_bn channels per instruction, so the widest input block before that
+        found.sort(key=lambda knobs: (0 if general else -knobs["ic_bn"], knobs["ic_bn"] != knobs["oc_bn"]))
+
+    def turns(general: bool) -> list:
+        groups = [found for shape, found in shapes.items() if shape[0] == general]
+        if not general:  # AMX: the longest rows and the most accumulator tiles first
+            groups.sort(key=lambda found: (-found[0]["reg_n"], -found[0]["oc_bn"]))
+        return [knobs for turn in zip_longest(*groups) for knobs in turn if knobs is not None]
+
+    # the AMX tiles take every other turn: the first few candidates try both instructions
+    both = zip_longest(turns(True), turns(False))
+    return [knobs for pair in both for knobs in pair if knobs is not None] + partial
 
 
 def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
@@ -168,7 +192,7 @@ def dense_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> lis
     cap = min(max_block, register_budget(target) * isa.lanes)
 
     def tier(block: int) -> int:
-        return 0 if block % isa.lanes == 0 else _block_penalty(block, isa.lanes)
+        return 0 if block % isa_for(target, workload, block).lanes == 0 else _block_penalty(block, isa.lanes)
 
     ocs = sorted(divisors(workload["weight"][0], cap), key=lambda o: (tier(o), -o))
     return [(tier(o) + rank, {"ic_bn": i, "oc_bn": o}) for o in ocs for rank, i in enumerate(ics)]

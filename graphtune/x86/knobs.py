@@ -44,7 +44,9 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
 - conv2d_int8: conv2d's ``ic_bn``, ``oc_bn``, ``reg_n``, ``unroll_kw``, optional ``oh_bn`` and
   ``rows_outer``, and
   ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx2ubs``, ``avx512bw``,
-  ``avx512ubs``, ``avx512vnni``), the exact dot-product instruction: ``ic_bn`` must be a multiple
+  ``avx512ubs``, ``avx512vnni256``, ``avx512vnni``, ``amx``), the exact dot-product instruction
+  (``amx``: stride-1 convs, ``reg_n`` <= 16 pixels, ``ic_bn`` <= 64, ``oc_bn`` a multiple of 16, no
+  ``oh_bn`` / ``rows_outer``; :mod:`graphtune.x86.amx`): ``ic_bn`` must be a multiple
   of its ``dot`` (2 or 4 channels per int32 lane); the ``ubs`` ones (``vpmaddubsw``) need the
   workload's ``weight_pair_max`` <= 128 (:func:`graphtune.x86.int8_isa.check_exact`); ``reg_n``
   and ``oh_bn`` divide the output width and height (no guarded tail);
@@ -80,6 +82,7 @@ from typing import Callable
 
 from ..errors import KnobError
 from ..ops import Op, check_workload, output_shape
+from .amx import MAX_K, MAX_ROWS, MAX_TILES
 from .groups import check_group_blocks
 from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
@@ -270,6 +273,31 @@ def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
               [True, False] if dot == 2 else [False])
 
 
+def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """isa ``amx``: the ``reg_n`` pixels of a stride-1 row are a tile's rows (at most 16), its
+    ``ic_bn`` channels a row's bytes (at most 64), ``oc_bn`` whole tiles of 16 output channels."""
+    if op is not Op.CONV2D_INT8:
+        _fail(op, "isa", "amx", "runs conv2d_int8 only", [i for i in ISAS if ISAS[i].general])
+    if workload["strides"][1] != 1 or workload["dilation"] != [1, 1]:
+        _fail(op, "isa", "amx", f"needs a stride-1, undilated conv (consecutive pixels are a tile's rows); "
+              f"this one's strides are {workload['strides']}, dilation {workload['dilation']}",
+              [i for i in ISAS if ISAS[i].general])
+    if not 2 <= knobs["reg_n"] <= MAX_ROWS:
+        _fail(op, "reg_n", knobs["reg_n"], f"is 2 to {MAX_ROWS} with isa amx (a tile's rows)",
+              [d for d in divisors(output_shape(workload, op)[3]) if 2 <= d <= MAX_ROWS] or "none")
+    if knobs["ic_bn"] > MAX_K:
+        _fail(op, "ic_bn", knobs["ic_bn"], f"is at most {MAX_K} with isa amx (a tile row's bytes)",
+              [d for d in divisors(workload["data"][1]) if d <= MAX_K and d % 4 == 0])
+    if knobs["oc_bn"] % 16 or knobs["oc_bn"] > 16 * MAX_TILES:
+        _fail(op, "oc_bn", knobs["oc_bn"], f"is a multiple of 16 up to {16 * MAX_TILES} with isa amx "
+              f"(whole tiles of output channels, at most {MAX_TILES})",
+              [d for d in divisors(output_shape(workload, op)[1], cap=16 * MAX_TILES) if d % 16 == 0]
+              or "none")
+    for name in ("oh_bn", "rows_outer"):
+        if knobs.get(name) not in (None, 1, False):
+            _fail(op, name, knobs[name], "is not an amx knob (a register tile is one row of pixels)", [None])
+
+
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     _, o, oh, ow = output_shape(workload, op)
     _int8_block_rules(op, workload["data"][1], o, knobs)
@@ -278,12 +306,16 @@ def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     _check_divides(op, knobs, "reg_n", ow, "output columns (a tensorized tile has no tail)")
     if "oh_bn" in knobs:
         _check_divides(op, knobs, "oh_bn", oh, "output rows (a tensorized tile has no tail)")
+    if knobs["isa"] == "amx":
+        _amx_rules(op, workload, knobs)
 
 
 def _dense_int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     m, k = workload["weight"]
     _int8_block_rules(op, k, m, knobs)
     check_exact(op, ISAS[knobs["isa"]], workload)
+    if not ISAS[knobs["isa"]].general:
+        _amx_rules(op, workload, knobs)
 
 
 def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:

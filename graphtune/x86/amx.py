@@ -1,0 +1,212 @@
+"""Intel AMX for the int8 conv2d: the tile instructions as TIR tensor intrinsics.
+
+AMX (Sapphire / Emerald Rapids and later) multiplies tiles: ``tdpbusd tmm0, tmm1, tmm2`` adds to
+the int32 tile ``C`` (``rows x 16``) the products of the uint8 tile ``A`` (``rows x K`` bytes,
+``K <= 64``) and the int8 tile ``B`` (``K/4 x 64`` bytes: 16 output channels x 4 input channels
+per row), ``rows x 16 x K`` multiply-adds in one instruction (VNNI's ``vpdpbusd`` does 64).
+The blocked layouts of the int8 conv2d already are the tiles' (:mod:`graphtune.x86.conv2d_int8`,
+isa ``amx``): the ``ic_bn`` channels of consecutive output pixels of a stride-1 conv are the rows
+of ``A`` (``ic_bn`` bytes apart), the packed kernel ``OIHW{ic_bn/4}i{oc_bn}o4i`` holds ``B``
+(rows ``oc_bn * 4`` bytes apart, one tile per 16 output channels), the int32 accumulator of a
+``reg_n``-pixel register tile holds ``C``.
+
+- :func:`reduction_intrin`: a register tile's whole reduction: its ``oc_bn / 16`` accumulator
+  tiles zeroed, then for every ``(ic_chunk, kh, kw)`` one input row and, per 16 channels, one
+  kernel slice loaded and one ``tdpbusd``, the accumulators stored once;
+- :func:`init_intrin`: the register tile's init, as loading the tile configuration
+  (``ldtilecfg``: the tiles' shapes) -- once per register tile, so every thread has it before
+  its first step.
+
+Linux hands AMX's tile state to a process only after it asks (``arch_prctl
+ARCH_REQ_XCOMP_PERM``); until then the first tile instruction is a SIGILL.
+:func:`request_permission` asks (once per process; graphtune.x86 asks when imported), and
+:func:`usable` says whether this process may run AMX code for a target: the target has
+``amx-int8`` and ``amx-tile`` and the kernel granted the tile state.
+
+Examples
+--------
+>>> reduction_intrin(14, 64, 2, (1, 3, 3)), init_intrin(14, 64, 32)
+('graphtune_amx_14x64x2_1x3x3', 'graphtune_amx_init_14x64x32')
+>>> usable({"kind": "llvm", "mcpu": "znver4"})
+False
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import platform
+from functools import cache
+
+from tvm.s_tir import TensorIntrin
+from tvm.script import tirx as T
+from tvm.script.parser import parse
+
+from .target import TargetLike, _features, host_target
+
+__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "request_permission", "usable", "reduction_intrin",
+           "init_intrin"]
+
+FEATURES = ("amx-int8", "amx-tile")
+"""The LLVM target features the int8 tile instructions need."""
+
+MAX_ROWS = 16
+"""Rows of a tile: output pixels of one ``tdpbusd``."""
+
+MAX_K = 64
+"""Bytes per tile row: input channels one ``tdpbusd`` sums."""
+
+MAX_TILES = 6
+"""Accumulator tiles of a register tile (16 output channels each): AMX has 8 tile registers, one
+holds the input row, one the kernel slice."""
+
+_SYS_ARCH_PRCTL = 158  # x86-64
+_ARCH_REQ_XCOMP_PERM = 0x1023
+_XFEATURE_XTILEDATA = 18
+
+
+@cache
+def request_permission() -> bool:
+    """Ask Linux for the AMX tile state for this process (once); whether it was granted.
+
+    False where the CPU has no AMX, the kernel predates the request (Linux < 5.16) or this is
+    not Linux x86-64: then no AMX candidate is offered.
+    """
+    if platform.system() != "Linux" or platform.machine() != "x86_64":
+        return False
+    try:
+        flags = open("/proc/cpuinfo").read().split()
+    except OSError:
+        return False
+    if "amx_int8" not in flags or "amx_tile" not in flags:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
+
+
+def usable(target: TargetLike = None) -> bool:
+    """Whether AMX int8 candidates may be offered for ``target``: it has :data:`FEATURES` and this
+    process was granted the tile state (it runs and measures them)."""
+    key = json.dumps(target, sort_keys=True) if isinstance(target, dict) else str(target)
+    if key not in _HAS_FEATURES:  # resolving a target takes a millisecond; candidates ask often
+        features = _features(host_target(target))
+        _HAS_FEATURES[key] = all(f in features for f in FEATURES)
+    return _HAS_FEATURES[key] and request_permission()
+
+
+_HAS_FEATURES: dict[str, bool] = {}
+
+
+def _source(name: str, lines: list[str]) -> str:
+    signature = f"def {name}(a: T.handle, b: T.handle, c: T.handle) -> None:"
+    return "\n".join(["@T.prim_func(s_tir=True)", signature, *("    " + line for line in lines)])
+
+
+def _tile_op(op: str, *args: str) -> str:
+    """TVMScript of one AMX intrinsic call (tile register numbers and pointers as given)."""
+    return f"T.evaluate(T.call_llvm_intrin('void', 'llvm.x86.{op}', {', '.join(args)}))"
+
+
+@cache
+def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int]) -> str:
+    """Register (once) and name the whole reduction of a register tile: for every ``(ic_chunk,
+    kh, kw)`` of ``steps`` (their extents) and each of ``tiles`` 16-channel tiles,
+    ``C[rows, 16 * tiles] += A . B`` by ``tdpbusd``, in the tiles ``tmm0..`` (zeroed first, stored
+    to ``C`` after), ``A`` (``rows`` pixels x ``k`` uint8 of the tap's input row) loaded into
+    ``tmm6``, each ``B`` (``k / 4 x 16 x 4`` int8 of the packed kernel) into ``tmm7``.
+
+    The tiles start from zero, not from ``C``: the schedule puts this right after the register
+    tile's init (:func:`init_intrin`, which therefore only loads the tile configuration), and
+    the reduction is the conv's whole one, so ``C`` holds zeros there anyway.
+
+    The description spells the conv's update block as the schedule leaves it: loops ``[tile,]
+    pixel, lane, ic_chunk, kh, kw, ic_outer, ic_inner`` (one extent-1 ``tile`` loop is never
+    split off), block axes only for the reduction loops longer than 1 (TVM drops the others).
+    """
+    icc, kh, kw = steps
+    quads, width = k // 4, 16 * tiles
+    head = [f"A = T.match_buffer(a, ({icc}, {kh}, {rows + kw - 1}, {k}), 'uint8', "
+            "strides=[T.int32(), T.int32(), T.int32(), 1], offset_factor=1)",
+            f"B = T.match_buffer(b, ({icc}, {kh}, {kw}, {quads}, {width}, 4), 'int8', "
+            "strides=[T.int32(), T.int32(), T.int32(), T.int32(), 4, 1], offset_factor=1)",
+            f"C = T.match_buffer(c, ({rows}, {width}), 'int32', strides=[T.int32(), 1], offset_factor=1, "
+            "scope='local')",
+            "with T.sblock('root'):",
+            f"    T.reads(C[0:{rows}, 0:{width}], A[0:{icc}, 0:{kh}, 0:{rows + kw - 1}, 0:{k}], "
+            f"B[0:{icc}, 0:{kh}, 0:{kw}, 0:{quads}, 0:{width}, 0:4])",
+            f"    T.writes(C[0:{rows}, 0:{width}])"]
+    loops = ([("v", tiles)] if tiles > 1 else []) + [("i", rows), ("j", 16), ("q", icc), ("h", kh), ("w", kw),
+                                                      ("ko", quads), ("ki", 4)]
+    reduce = {name: (f"v{name}" if extent > 1 else "0") for name, extent in loops[-5:]}
+    desc = head + [
+        f"    for {', '.join(n for n, _ in loops)} in T.grid({', '.join(str(e) for _, e in loops)}):",
+        "        with T.sblock('update'):",
+        f"            vi = T.axis.spatial({rows}, i)",
+        f"            vj = T.axis.spatial({width}, {'v * 16 + j' if tiles > 1 else 'j'})",
+        *(f"            v{name} = T.axis.reduce({extent}, {name})" for name, extent in loops[-5:]
+          if extent > 1),
+        f"            C[vi, vj] = C[vi, vj] + T.cast(A[{reduce['q']}, {reduce['h']}, vi + {reduce['w']}, "
+        f"{reduce['ko']} * 4 + {reduce['ki']}], 'int32') * T.cast(B[{reduce['q']}, {reduce['h']}, "
+        f"{reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}], 'int32')"]
+    c_tile = "C.access_ptr('{}', offset=t * 16), T.int64(C.strides[0] * 4)"
+    a_row = "A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + w * A.strides[2])"
+    b_slice = "B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1] + w * B.strides[2] + t * 64)"
+    impl = head + [
+        f"    for t in T.unroll({tiles}):",
+        "        " + _tile_op("tilezero", "T.int8(t)"),
+        f"    for q, h, w in T.grid({icc}, {kh}, {kw}):",
+        "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, "T.int64(A.strides[2])"),
+        f"        for t in T.unroll({tiles}):",
+        "            " + _tile_op("tileloadd64", "T.int8(7)", b_slice, "T.int64(B.strides[3])"),
+        "            " + _tile_op("tdpbusd", "T.int8(t)", "T.int8(6)", "T.int8(7)"),
+        f"    for t in T.unroll({tiles}):",
+        "        " + _tile_op("tilestored64", "T.int8(t)", c_tile.format("w"))]
+    name = f"graphtune_amx_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}"
+    TensorIntrin.register(name, parse(_source("desc", desc), extra_vars={"T": T}, s_tir=True),
+                          parse(_source("impl", impl), extra_vars={"T": T}, s_tir=True), override=True)
+    return name
+
+
+@cache
+def init_intrin(rows: int, k: int, width: int) -> str:
+    """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32), done as
+    ``ldtilecfg`` of the tiles :func:`reduction_intrin` uses (``tmm0..`` one C per 16 of
+    ``width`` channels and ``tmm6`` A, ``rows`` rows each, ``tmm7`` B of ``k / 4`` rows): the
+    reduction right after it zeroes its tiles itself and overwrites ``C`` whole, so the zeros
+    are never stored."""
+
+    @T.prim_func(s_tir=True)
+    def desc(c: T.handle) -> None:
+        sc = T.int32()
+        C = T.match_buffer(c, (rows, width), "int32", strides=[sc, 1], offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads()
+            T.writes(C[0:rows, 0:width])
+            for i, j in T.grid(rows, width):
+                with T.sblock("init"):
+                    vi, vj = T.axis.remap("SS", [i, j])
+                    C[vi, vj] = 0
+
+    @T.prim_func(s_tir=True)
+    def impl(c: T.handle) -> None:
+        sc = T.int32()
+        C = T.match_buffer(c, (rows, width), "int32", strides=[sc, 1], offset_factor=1, scope="local")
+        with T.sblock("root"):
+            T.reads()
+            T.writes(C[0:rows, 0:width])
+            config = T.decl_buffer((64,), "uint8", scope="local")  # palette 1, per tile: bytes, rows
+            for i in range(64):
+                config[i] = T.uint8(0)
+            config[0] = T.uint8(1)
+            for t in range(width // 16):  # C: tmm0.. (bytes per row: uint16 at 16 + 2t; rows: 48 + t)
+                config[16 + 2 * t] = T.uint8(64)
+                config[48 + t] = T.uint8(rows)
+            config[28] = T.uint8(k)  # A: tmm6
+            config[54] = T.uint8(rows)
+            config[30] = T.uint8(64)  # B: tmm7
+            config[55] = T.uint8(k // 4)
+            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", T.address_of(config[0])))
+
+    name = f"graphtune_amx_init_{rows}x{k}x{width}"
+    TensorIntrin.register(name, desc, impl, override=True)
+    return name
