@@ -19,9 +19,9 @@ of ``A`` (``ic_bn`` bytes apart), the packed kernel ``OIHW{ic_bn/4}i{oc_bn}o4i``
 
 Linux hands AMX's tile state to a process only after it asks (``arch_prctl
 ARCH_REQ_XCOMP_PERM``); until then the first tile instruction is a SIGILL.
-:func:`request_permission` asks (once per process; graphtune.x86 asks when imported), and
-:func:`usable` says whether this process may run AMX code for a target: the target has
-``amx-int8`` and ``amx-tile`` and the kernel granted the tile state.
+:func:`request_permission` asks (once per process; graphtune asks before it runs a compiled
+model or times a kernel), and :func:`usable` says whether this process may run AMX code for a
+target: the target has ``amx-int8`` and ``amx-tile`` and the kernel granted the tile state.
 
 Examples
 --------
