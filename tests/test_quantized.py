@@ -136,6 +136,28 @@ def test_rewrite_keeps_every_rounding():
         sorted((op.name, int8.get(op.op, op.op)) for op in layout_ops(fp32))
 
 
+def test_residual_branches_round_in_fp32_without_storing_uint8():
+    """A residual Add's conv branch (Q -> DQ whose integers nothing else reads) is fake
+    quantization, ``Mul(Clip(Round(Div(x))))``, not a uint8 store and a cast back; the identity
+    branch, whose uint8 the next conv also reads, keeps its storage form. (Bit-exactness of the
+    whole rewrite: test_rewrite_keeps_every_rounding.)"""
+    rewritten = rewrite_qdq(quantized("resnet18"))
+    producer = {out: node for node in rewritten.graph.node for out in node.output}
+
+    def ops_before(name: str) -> list[str]:
+        kinds = []
+        while name in producer and len(kinds) < 4:
+            kinds.append(producer[name].op_type)
+            name = producer[name].input[0]
+        return kinds
+
+    adds = [n for n in rewritten.graph.node if n.op_type == "Add" and n.name.endswith(".add")]
+    fake = ["Mul", "Clip", "Round", "Div"]
+    branches = [sorted(ops_before(name) == fake for name in add.input) for add in adds]
+    assert len(adds) == 8
+    assert branches.count([True, True]) == 3 and branches.count([False, True]) == 5, branches  # 3 downsamples
+
+
 @pytest.mark.parametrize("name", FAST_ZOO)
 def test_uniform_config_matches_onnxruntime(name):
     """Quantized by ONNX Runtime's quantizer: compiled uniform (int8 kernels), scheduled, and

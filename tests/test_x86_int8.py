@@ -364,8 +364,9 @@ def test_candidates_are_valid_and_fit_the_target(target):
     found = x86.candidates(wl, target)
     assert found and len({str(sorted(k.items())) for k in found}) == len(found)
     isa = x86.isa_of(target).name
-    for knobs in found:
-        assert knobs["isa"] == isa_for(target, wl, knobs["oc_bn"]).name
+    for knobs in found:  # the best vector instruction for the block, or AMX tiles beside it
+        assert knobs["isa"] == isa_for(target, wl, knobs["oc_bn"]).name or (
+            knobs["isa"] == "amx" and x86.amx.usable(target))
         assert x86.layouts_of(wl, knobs) == (f"NCHW{knobs['ic_bn']}c", f"NCHW{knobs['oc_bn']}c")
     default = x86.default_knobs(wl, block=16, target=target)
     assert (default["ic_bn"], default["oc_bn"]) == (16, 16)
@@ -375,15 +376,21 @@ def test_candidates_are_valid_and_fit_the_target(target):
     assert x86.candidates(stem, target) == []  # 3 channels: pad them to a multiple of the dot
 
 
-AMX_CASES = {  # name: (data, kernel, padding, knobs without isa)
-    "3x3, 14-pixel rows, two tiles of channels": ([1, 64, 14, 14], [32, 64, 3, 3], [1, 1, 1, 1],
+AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
+    "3x3, 14-pixel rows, two tiles of channels": ([1, 64, 14, 14], [32, 64, 3, 3], [1, 1], [1, 1, 1, 1],
                                                   {"ic_bn": 64, "oc_bn": 32, "reg_n": 14}),
-    "1x1, 32 input channels (a 32-byte tile row)": ([1, 32, 7, 7], [16, 32, 1, 1], [0, 0, 0, 0],
+    "1x1, 32 input channels (a 32-byte tile row)": ([1, 32, 7, 7], [16, 32, 1, 1], [1, 1], [0, 0, 0, 0],
                                                     {"ic_bn": 32, "oc_bn": 16, "reg_n": 7}),
-    "3x3, asymmetric padding, 9-pixel rows": ([1, 64, 9, 9], [48, 64, 3, 3], [0, 1, 2, 1],
+    "3x3, asymmetric padding, 9-pixel rows": ([1, 64, 9, 9], [48, 64, 3, 3], [1, 1], [0, 1, 2, 1],
                                               {"ic_bn": 64, "oc_bn": 16, "reg_n": 9}),
-    "3x3, two input chunks, three tiles of channels": ([1, 128, 8, 8], [48, 128, 3, 3], [1, 1, 1, 1],
+    "3x3, two input chunks, three tiles of channels": ([1, 128, 8, 8], [48, 128, 3, 3], [1, 1], [1, 1, 1, 1],
                                                        {"ic_bn": 64, "oc_bn": 48, "reg_n": 8}),
+    "1x1 stride 2, two input chunks (rows every other pixel)": (
+        [1, 128, 14, 14], [64, 128, 1, 1], [2, 2], [0, 0, 0, 0], {"ic_bn": 64, "oc_bn": 64, "reg_n": 7}),
+    "3x3 stride 2, padded, odd input width": ([1, 64, 15, 15], [32, 64, 3, 3], [2, 2], [1, 1, 1, 1],
+                                              {"ic_bn": 64, "oc_bn": 32, "reg_n": 8}),
+    "3x3 stride (1, 3)": ([1, 32, 8, 13], [16, 32, 3, 3], [1, 3], [1, 1, 1, 1],
+                          {"ic_bn": 32, "oc_bn": 16, "reg_n": 5}),
 }
 
 
@@ -393,8 +400,8 @@ def test_amx_kernel_is_bit_exact(case, out_dtype):
     """AMX tiles (tdpbusd) where this process may run them: the same integers as the reference."""
     if not x86.amx.usable(HOST):
         pytest.skip("the host has no AMX (or Linux did not grant its tile state)")
-    data, kernel, padding, knobs = AMX_CASES[case]
-    wl = x86.conv2d_int8_workload(data, kernel, padding=padding, out_dtype=out_dtype)
+    data, kernel, strides, padding, knobs = AMX_CASES[case]
+    wl = x86.conv2d_int8_workload(data, kernel, strides, padding, out_dtype=out_dtype)
     got, ref = _run(wl, {**knobs, "unroll_kw": False, "isa": "amx"}, relu=out_dtype == "uint8", seed=4)
     np.testing.assert_array_equal(got, ref)
 
@@ -413,10 +420,10 @@ def test_amx_knobs_name_their_rules():
     wl = x86.conv2d_int8_workload([1, 64, 28, 28], [32, 64, 3, 3], padding=[1, 1, 1, 1])
     good = {"ic_bn": 64, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": "amx"}
     x86.check_knobs(wl, good)
-    strided = x86.conv2d_int8_workload([1, 64, 28, 28], [32, 64, 3, 3], [2, 2], [1, 1, 1, 1])
+    x86.check_knobs(x86.conv2d_int8_workload([1, 64, 28, 28], [32, 64, 3, 3], [2, 2], [1, 1, 1, 1]), good)
+    dilated = x86.conv2d_int8_workload([1, 64, 28, 28], [32, 64, 3, 3], [1, 1], [2, 2, 2, 2], [2, 2])
     for workload, knobs, message in [
-            (strided, {**good, "reg_n": 14},
-             r"'isa' = 'amx' needs a stride-1, undilated conv .* strides are \[2, 2\]"),
+            (dilated, good, r"'isa' = 'amx' needs an undilated conv .* dilation is \[2, 2\]"),
             (wl, {**good, "reg_n": 28}, "'reg_n' = 28 is 2 to 16 with isa amx"),
             (wl, {**good, "ic_bn": 32, "oc_bn": 8}, "'oc_bn' = 8 is a multiple of 16 up to 96 with isa amx"),
             (wl, {**good, "oh_bn": 2}, "'oh_bn' = 2 is not an amx knob")]:
@@ -433,10 +440,12 @@ def test_amx_knobs_name_their_rules():
 def test_amx_candidates_only_where_usable_and_beside_the_general_instruction():
     wl = x86.conv2d_int8_workload([1, 64, 28, 28], [64, 64, 3, 3], padding=[1, 1, 1, 1])
     assert not any(k["isa"] == "amx" for k in x86.candidates(wl, ZNVER4))
+    dilated = x86.conv2d_int8_workload([1, 64, 28, 28], [64, 64, 3, 3], [1, 1], [2, 2, 2, 2], [2, 2])
+    assert not any(k["isa"] == "amx" for k in x86.candidates(dilated, HOST))
     strided = x86.conv2d_int8_workload([1, 64, 28, 28], [64, 64, 3, 3], [2, 2], [1, 1, 1, 1])
-    assert not any(k["isa"] == "amx" for k in x86.candidates(strided, HOST))
-    found = x86.candidates(wl, HOST, max_candidates=4)
-    assert any(k["isa"] == "amx" for k in found) == x86.amx.usable(HOST)
+    for workload in (wl, strided):
+        found = x86.candidates(workload, HOST, max_candidates=4)
+        assert any(k["isa"] == "amx" for k in found) == x86.amx.usable(HOST)
     assert x86.default_knobs(wl, target=HOST)["isa"] != "amx"  # uniform configs stay general
     assert x86.amx.usable(HOST) == ("amx_int8" in open("/proc/cpuinfo").read().split()
                                     and x86.amx.request_permission())

@@ -27,14 +27,16 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    stored between the convs and a pool or concat (GoogLeNet-int8, DenseNet-121-int8: 1.13x).
 4. **Activation quantization becomes elementwise fp32 ops** (fake quantization). A uint8 Q or
    DQ with constant scalar parameters (what ``graphtune.quantize`` writes for activations)
-   becomes its storage form, whatever reads it::
+   becomes its storage form (but see the pair below)::
 
        q = Cast<uint8>(Clip(Round(x / s) + z, 0, 255));   y = (Cast<float>(q) - z) * s
 
    so that the compiled model passes ``q`` between its functions, one byte per value: an
    int8 conv reads ``q`` itself (:func:`graphtune.compiler.int8.stored_uint8`), an op of
    rule 3 reads it, an fp32 reader (a residual add) dequantizes it in its own epilogue.
-   Another Q -> DQ pair with constant scales and zero points becomes::
+   Another Q -> DQ pair with constant scales and zero points, and a storage-form pair whose
+   integers nothing else reads and whose DQ only ``Add`` nodes read (a residual branch: the
+   uint8 would be converted straight back), becomes::
 
        y = min(max(round(x / s_q), q_min - z_q), q_max - z_q) * s_d      (+ z_q - z_d before * s_d
                                                                             when the zero points differ)
@@ -164,6 +166,7 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     _apply(out.graph, rewriter.operator_form)
     quantized = rewriter.quantized_nodes()  # every quantized conv / dense is DQ -> Conv / Gemm / MatMul now
     rewriter.integer_ops()
+    rewriter.readers = _readers(out.graph)
     _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
     drop_dead(out.graph)
@@ -171,6 +174,15 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     if quantized:
         out.metadata_props.add(key=INT8_NODES, value=json.dumps(quantized, sort_keys=True))
     return out
+
+
+def _readers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    """The nodes reading each tensor of ``graph`` (once per node)."""
+    readers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+    for node in graph.node:
+        for name in dict.fromkeys(node.input):
+            readers[name].append(node)
+    return readers
 
 
 def _apply(graph: onnx.GraphProto, rule) -> None:
@@ -243,6 +255,7 @@ class _Rewriter:
         self.arrays: dict[str, np.ndarray] = {}
         self.producer: dict[str, onnx.NodeProto] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
+        self.readers: dict[str, list[onnx.NodeProto]] = {}  # of the graph rule 4 rewrites
         for node in graph.node:
             for name in set(node.input):
                 self.consumers[name].append(node)
@@ -508,13 +521,13 @@ class _Rewriter:
         for output in node.output:
             self.producer[output] = node
         stored = self._stored_params(node)
-        if stored is not None:
+        source = self.producer.get(node.input[0])
+        if stored is not None and not self._only_added(node, source):
             return self._storage(node, *stored)
         params = self._params(node) if node.op_type == "DequantizeLinear" else None
         if params is None:
             return [node]
         data = self.const(node.input[0])
-        source = self.producer.get(node.input[0])
         if data is None and source is not None and source.op_type == "QuantizeLinear":
             q_params = self._params(source)
             bounds = _RANGES.get(_quantized_type(source, self.tensors))
@@ -528,6 +541,22 @@ class _Rewriter:
             return [node]
         self.add_const("", _dequantized(data, *params).astype(params[0].dtype), name=node.output[0])
         return []
+
+    def _only_added(self, dq: onnx.NodeProto, source: onnx.NodeProto | None) -> bool:
+        """Whether the uint8 storage form's DQ ``dq`` is better computed as fake quantization:
+        it dequantizes a storage-form Q that nothing else reads (no int8 conv, pool or concat
+        reads its integers) and only ``Add`` nodes (a residual branch) read ``dq`` (a ``Mul``
+        reader is a SiLU or gate, which the uint8 chain turns into a table lookup,
+        :mod:`graphtune.compiler.lut`).
+        The epilogue computing the Q's input then rounds and clips in fp32 (``min(max(round(x /
+        s), -z), 255 - z) * s``: the same values) instead of storing uint8 and converting back,
+        4 fewer vector instructions per 16 values in ResNet's residual epilogues."""
+        if dq.op_type != "DequantizeLinear" or source is None or source.op_type != "QuantizeLinear":
+            return False
+        integers, values = dq.input[0], dq.output[0]
+        return (self._stored_params(source) is not None and self.readers.get(integers) == [dq]
+                and not {integers, values} & self.outputs and bool(self.readers.get(values))
+                and all(r.op_type == "Add" for r in self.readers[values]))
 
     def _params(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int] | None:
         """``(scale, zero_point, axis)`` of a Q / DQ whose parameters are constants, else None

@@ -5,10 +5,11 @@ the int32 tile ``C`` (``rows x 16``) the products of the uint8 tile ``A`` (``row
 ``K <= 64``) and the int8 tile ``B`` (``K/4 x 64`` bytes: 16 output channels x 4 input channels
 per row), ``rows x 16 x K`` multiply-adds in one instruction (VNNI's ``vpdpbusd`` does 64).
 The blocked layouts of the int8 conv2d already are the tiles' (:mod:`graphtune.x86.conv2d_int8`,
-isa ``amx``): the ``ic_bn`` channels of consecutive output pixels of a stride-1 conv are the rows
-of ``A`` (``ic_bn`` bytes apart), the packed kernel ``OIHW{ic_bn/4}i{oc_bn}o4i`` holds ``B``
-(rows ``oc_bn * 4`` bytes apart, one tile per 16 output channels), the int32 accumulator of a
-``reg_n``-pixel register tile holds ``C``.
+isa ``amx``): the ``ic_bn`` channels of the input pixels under consecutive output pixels are the
+rows of ``A`` (``stride * ic_bn`` bytes apart: a strided conv loads every ``stride``-th pixel),
+the packed kernel ``OIHW{ic_bn/4}i{oc_bn}o4i`` holds ``B`` (rows ``oc_bn * 4`` bytes apart, one
+tile per 16 output channels), the int32 accumulator of a ``reg_n``-pixel register tile holds
+``C``.
 
 - :func:`reduction_intrin`: a register tile's whole reduction: its ``oc_bn / 16`` accumulator
   tiles zeroed, then for every ``(ic_chunk, kh, kw)`` one input row and, per 16 channels, one
@@ -27,6 +28,8 @@ Examples
 --------
 >>> reduction_intrin(14, 64, 2, (1, 3, 3)), init_intrin(14, 64, 32)
 ('graphtune_amx_14x64x2_1x3x3', 'graphtune_amx_init_14x64x32')
+>>> reduction_intrin(7, 64, 4, (8, 1, 1), stride=2)
+'graphtune_amx_7x64x4_8x1x1_s2'
 >>> usable({"kind": "llvm", "mcpu": "znver4"})
 False
 """
@@ -108,12 +111,13 @@ def _tile_op(op: str, *args: str) -> str:
 
 
 @cache
-def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int]) -> str:
+def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int], stride: int = 1) -> str:
     """Register (once) and name the whole reduction of a register tile: for every ``(ic_chunk,
     kh, kw)`` of ``steps`` (their extents) and each of ``tiles`` 16-channel tiles,
     ``C[rows, 16 * tiles] += A . B`` by ``tdpbusd``, in the tiles ``tmm0..`` (zeroed first, stored
-    to ``C`` after), ``A`` (``rows`` pixels x ``k`` uint8 of the tap's input row) loaded into
-    ``tmm6``, each ``B`` (``k / 4 x 16 x 4`` int8 of the packed kernel) into ``tmm7``.
+    to ``C`` after), ``A`` (``rows`` pixels x ``k`` uint8 of the tap's input row, every
+    ``stride``-th pixel: the tile load's row stride is ``stride`` pixels) loaded into ``tmm6``, each
+    ``B`` (``k / 4 x 16 x 4`` int8 of the packed kernel) into ``tmm7``.
 
     The tiles start from zero, not from ``C``: the schedule puts this right after the register
     tile's init (:func:`init_intrin`, which therefore only loads the tile configuration), and
@@ -124,20 +128,21 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int])
     split off), block axes only for the reduction loops longer than 1 (TVM drops the others).
     """
     icc, kh, kw = steps
-    quads, width = k // 4, 16 * tiles
-    head = [f"A = T.match_buffer(a, ({icc}, {kh}, {rows + kw - 1}, {k}), 'uint8', "
+    quads, width, span = k // 4, 16 * tiles, (rows - 1) * stride + kw
+    head = [f"A = T.match_buffer(a, ({icc}, {kh}, {span}, {k}), 'uint8', "
             "strides=[T.int32(), T.int32(), T.int32(), 1], offset_factor=1)",
             f"B = T.match_buffer(b, ({icc}, {kh}, {kw}, {quads}, {width}, 4), 'int8', "
             "strides=[T.int32(), T.int32(), T.int32(), T.int32(), 4, 1], offset_factor=1)",
             f"C = T.match_buffer(c, ({rows}, {width}), 'int32', strides=[T.int32(), 1], offset_factor=1, "
             "scope='local')",
             "with T.sblock('root'):",
-            f"    T.reads(C[0:{rows}, 0:{width}], A[0:{icc}, 0:{kh}, 0:{rows + kw - 1}, 0:{k}], "
+            f"    T.reads(C[0:{rows}, 0:{width}], A[0:{icc}, 0:{kh}, 0:{span}, 0:{k}], "
             f"B[0:{icc}, 0:{kh}, 0:{kw}, 0:{quads}, 0:{width}, 0:4])",
             f"    T.writes(C[0:{rows}, 0:{width}])"]
     loops = ([("v", tiles)] if tiles > 1 else []) + [("i", rows), ("j", 16), ("q", icc), ("h", kh), ("w", kw),
                                                       ("ko", quads), ("ki", 4)]
     reduce = {name: (f"v{name}" if extent > 1 else "0") for name, extent in loops[-5:]}
+    pixel = f" * {stride}" if stride > 1 else ""
     desc = head + [
         f"    for {', '.join(n for n, _ in loops)} in T.grid({', '.join(str(e) for _, e in loops)}):",
         "        with T.sblock('update'):",
@@ -145,9 +150,10 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int])
         f"            vj = T.axis.spatial({width}, {'v * 16 + j' if tiles > 1 else 'j'})",
         *(f"            v{name} = T.axis.reduce({extent}, {name})" for name, extent in loops[-5:]
           if extent > 1),
-        f"            C[vi, vj] = C[vi, vj] + T.cast(A[{reduce['q']}, {reduce['h']}, vi + {reduce['w']}, "
-        f"{reduce['ko']} * 4 + {reduce['ki']}], 'int32') * T.cast(B[{reduce['q']}, {reduce['h']}, "
-        f"{reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}], 'int32')"]
+        f"            C[vi, vj] = C[vi, vj] + T.cast(A[{reduce['q']}, {reduce['h']}, "
+        f"vi{pixel} + {reduce['w']}, {reduce['ko']} * 4 + {reduce['ki']}], 'int32') * "
+        f"T.cast(B[{reduce['q']}, {reduce['h']}, {reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}], "
+        "'int32')"]
     c_tile = "C.access_ptr('{}', offset=t * 16), T.int64(C.strides[0] * 4)"
     a_row = "A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + w * A.strides[2])"
     b_slice = "B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1] + w * B.strides[2] + t * 64)"
@@ -155,13 +161,13 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int])
         f"    for t in T.unroll({tiles}):",
         "        " + _tile_op("tilezero", "T.int8(t)"),
         f"    for q, h, w in T.grid({icc}, {kh}, {kw}):",
-        "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, "T.int64(A.strides[2])"),
+        "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64(A.strides[2] * {stride})"),
         f"        for t in T.unroll({tiles}):",
         "            " + _tile_op("tileloadd64", "T.int8(7)", b_slice, "T.int64(B.strides[3])"),
         "            " + _tile_op("tdpbusd", "T.int8(t)", "T.int8(6)", "T.int8(7)"),
         f"    for t in T.unroll({tiles}):",
         "        " + _tile_op("tilestored64", "T.int8(t)", c_tile.format("w"))]
-    name = f"graphtune_amx_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}"
+    name = f"graphtune_amx_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}" + (f"_s{stride}" if stride > 1 else "")
     TensorIntrin.register(name, parse(_source("desc", desc), extra_vars={"T": T}, s_tir=True),
                           parse(_source("impl", impl), extra_vars={"T": T}, s_tir=True), override=True)
     return name

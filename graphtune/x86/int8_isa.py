@@ -20,7 +20,7 @@ is one instruction (sequence) doing that step exactly — never saturating:
 - ``avx512vnni``: ``vpdpbusd`` (uint8 x int8 -> int32 quads, accumulating; 64 MACs), as TVM's
   ``dot_16x4_vnni`` intrinsic (whose call no longer type-checks with the LLVM 22 of the TVM
   0.27 wheel: the intrinsic now takes ``<64 x i8>`` operands); the weights stay int8.
-- ``amx``: ``tdpbusd`` on AMX tiles (``rows x 16 x 64`` MACs per instruction) for stride-1
+- ``amx``: ``tdpbusd`` on AMX tiles (``rows x 16 x 64`` MACs per instruction) for undilated
   convs, offered beside the best general instruction where the process may run it
   (:mod:`graphtune.x86.amx`); not a tensor intrinsic of this module: the schedule takes its own
   path.
@@ -87,7 +87,7 @@ class Isa:
         The saturating ``vpmaddubsw`` intrinsic summing channel pairs into int16 before ``llvm``
         (``vpmaddwd`` by ones) adds them, or ``""``.
     general : bool
-        Whether it runs any register tile of the conv (False: AMX tiles, stride-1 convs only,
+        Whether it runs any register tile of the conv (False: AMX tiles, undilated convs only,
         offered beside the best general one, :mod:`graphtune.x86.amx`).
     """
 

@@ -21,7 +21,7 @@ Examples
 True
 """
 
-from tvm import s_tir
+from tvm import s_tir, sym
 
 from . import amx
 from .int8_isa import ISAS, tensor_intrin
@@ -79,6 +79,7 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
     steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
+    stride = _pixel_stride(sch.get(anchor))
     ow_outer, ow_inner = sch.split(ow, [None, rows])
     if width > 16:
         tiles, lanes = sch.split(oc_block, [None, 16])
@@ -90,7 +91,7 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, oc_chunk, oh))
     init = sch.decompose_reduction(anchor, first)
-    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps))
+    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride))
     if width > 16:
         init_tiles, init_rows, init_lanes = sch.get_loops(init)[-3:]
         sch.reorder(init_rows, init_tiles, init_lanes)
@@ -98,6 +99,14 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     else:
         init_rows = sch.get_loops(init)[-2]
     sch.tensorize(init_rows, amx.init_intrin(rows, k, width))
+
+
+def _pixel_stride(block: s_tir.SBlock) -> int:
+    """The conv's stride along W: the factor of the output column ``ow`` (block axis 3) in the
+    column the block reads of its uint8 data (``ow * stride + kw``)."""
+    ow = block.iter_vars[3].var
+    data = next(r for r in block.reads if r.source.dtype == "uint8" and len(r.region) == 5)
+    return int(sym.detect_linear_equation(data.region[3].min, [ow])[0])
 
 
 def fold_nc(sch: s_tir.Schedule, anchor, knobs: dict):

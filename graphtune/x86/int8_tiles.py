@@ -88,12 +88,17 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
             for tile in tiles for wide in widen] + _amx_tiles(workload, blocks, target, ow)
 
 
+AMX_MIN_K = 16
+"""Fewest input channels (bytes of a tile row) of an AMX candidate."""
+
+
 def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> list:
-    """The AMX register tiles of a stride-1 undilated conv with ``blocks`` where this process may
+    """The AMX register tiles of an undilated conv with ``blocks`` where this process may
     run them (:func:`graphtune.x86.amx.usable`; ``knobs._amx_rules``): a row of ``reg_n`` pixels,
     the two largest divisors of the output width from 2 to 16 (a tile's rows), every 16 output
-    channels one tile."""
-    if (workload["strides"][1] != 1 or workload["dilation"] != [1, 1] or blocks["ic_bn"] > amx.MAX_K
+    channels one tile; input blocks of at least :data:`AMX_MIN_K` channels (a 4-byte tile row
+    uses a sixteenth of ``tdpbusd``: ResNet-50's stem ran 3.9x slower than on VNNI)."""
+    if (workload["dilation"] != [1, 1] or not AMX_MIN_K <= blocks["ic_bn"] <= amx.MAX_K
             or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES or not amx.usable(target)):
         return []
     rows = [d for d in divisors(ow, cap=amx.MAX_ROWS) if d >= 2][-2:][::-1]
@@ -130,9 +135,11 @@ def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
             shape = (isa.general, knobs["oc_bn"] // isa.lanes, knobs["reg_n"] * knobs.get("oh_bn", 1))
             shapes.setdefault(shape, []).append(knobs)
     for (general, _, _), found in shapes.items():
-        # square blocks first: a chain of them needs no layout transform; an AMX tile sums
+        # the widest instruction first (a shape's vectors on zmm do twice the work of those on
+        # ymm), then square blocks: a chain of them needs no layout transform; an AMX tile sums
         # ic_bn channels per instruction, so the widest input block before that
-        found.sort(key=lambda knobs: (0 if general else -knobs["ic_bn"], knobs["ic_bn"] != knobs["oc_bn"]))
+        found.sort(key=lambda knobs: (0 if general else -knobs["ic_bn"], -ISAS[knobs["isa"]].lanes,
+                                      knobs["ic_bn"] != knobs["oc_bn"]))
 
     def turns(general: bool) -> list:
         groups = [found for shape, found in shapes.items() if shape[0] == general]

@@ -45,7 +45,7 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``rows_outer``, and
   ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx2ubs``, ``avx512bw``,
   ``avx512ubs``, ``avx512vnni256``, ``avx512vnni``, ``amx``), the exact dot-product instruction
-  (``amx``: stride-1 convs, ``reg_n`` <= 16 pixels, ``ic_bn`` <= 64, ``oc_bn`` a multiple of 16, no
+  (``amx``: undilated convs, ``reg_n`` <= 16 pixels, ``ic_bn`` <= 64, ``oc_bn`` a multiple of 16, no
   ``oh_bn`` / ``rows_outer``; :mod:`graphtune.x86.amx`): ``ic_bn`` must be a multiple
   of its ``dot`` (2 or 4 channels per int32 lane); the ``ubs`` ones (``vpmaddubsw``) need the
   workload's ``weight_pair_max`` <= 128 (:func:`graphtune.x86.int8_isa.check_exact`); ``reg_n``
@@ -274,14 +274,13 @@ def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
 
 
 def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
-    """isa ``amx``: the ``reg_n`` pixels of a stride-1 row are a tile's rows (at most 16), its
-    ``ic_bn`` channels a row's bytes (at most 64), ``oc_bn`` whole tiles of 16 output channels."""
+    """isa ``amx``: the ``reg_n`` pixels of a row are a tile's rows (at most 16), its ``ic_bn``
+    channels a row's bytes (at most 64), ``oc_bn`` whole tiles of 16 output channels."""
     if op is not Op.CONV2D_INT8:
         _fail(op, "isa", "amx", "runs conv2d_int8 only", [i for i in ISAS if ISAS[i].general])
-    if workload["strides"][1] != 1 or workload["dilation"] != [1, 1]:
-        _fail(op, "isa", "amx", f"needs a stride-1, undilated conv (consecutive pixels are a tile's rows); "
-              f"this one's strides are {workload['strides']}, dilation {workload['dilation']}",
-              [i for i in ISAS if ISAS[i].general])
+    if workload["dilation"] != [1, 1]:
+        _fail(op, "isa", "amx", f"needs an undilated conv (a tile's rows are evenly spaced pixels); "
+              f"this one's dilation is {workload['dilation']}", [i for i in ISAS if ISAS[i].general])
     if not 2 <= knobs["reg_n"] <= MAX_ROWS:
         _fail(op, "reg_n", knobs["reg_n"], f"is 2 to {MAX_ROWS} with isa amx (a tile's rows)",
               [d for d in divisors(output_shape(workload, op)[3]) if 2 <= d <= MAX_ROWS] or "none")
