@@ -227,6 +227,26 @@ def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> s
     return "\n".join(lines)
 
 
+def peer_geomean(rows: Sequence[Mapping[str, Any]], peer: str) -> tuple[float, float, str] | None:
+    """``(geomean, minimum, model of the minimum)`` of ``peer``'s latency over gt-graph's, over
+    the rows that have both (None if fewer than two do).
+
+    Examples
+    --------
+    >>> rows = [{"model": "a", "latency_ms": {"openvino": 2.0, "gt-graph": 1.0}},
+    ...         {"model": "b", "latency_ms": {"openvino": 1.0, "gt-graph": 2.0}}]
+    >>> peer_geomean(rows, "openvino")
+    (1.0, 0.5, 'b')
+    """
+    ratios = [(row["latency_ms"][peer] / row["latency_ms"]["gt-graph"], str(row.get("model", "?")))
+              for row in rows if "error" not in row and (row.get("latency_ms") or {}).get(peer)
+              and (row.get("latency_ms") or {}).get("gt-graph")]
+    if len(ratios) < 2:
+        return None
+    low = min(ratios)
+    return math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios)), low[0], low[1]
+
+
 def section(report: Mapping[str, Any]) -> str:
     """The Markdown of one CPU's newest run: heading, settings, command, table, geomean."""
     target = report.get("target") or {}
@@ -256,6 +276,11 @@ def section(report: Mapping[str, Any]) -> str:
         lines += ["", f"Geomean {'ORT-int8' if int8 else 'ORT'}/gt-graph over {summary['models']} models "
                       f"{summary['geomean_ort_over_gt']:.3f}, minimum {summary['min_ort_over_gt']:.3f} "
                       f"({summary['min_model']})."]
+    for peer in ("openvino-int8", "openvino"):
+        found = peer_geomean(report.get("results") or [], peer)
+        if found:
+            lines += ["", f"Geomean {RUNTIME_NAMES[peer]}/gt-graph {found[0]:.3f}, minimum {found[1]:.3f} "
+                          f"({found[2]})."]
     return "\n".join(lines)
 
 
