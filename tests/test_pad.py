@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from graphtune import Config, compile, extract
+from graphtune import Config, compile, extract, quantize
 from graphtune.frontend import pad_output_channels
 from onnx_blocks import Builder
 
@@ -74,6 +74,20 @@ def test_padded_head_compiles_to_the_same_numbers_as_onnx_runtime():
     compiled = compile(model, Config.uniform(model))
     x = compiled.random_inputs(seed=1)[0]
     np.testing.assert_allclose(compiled(x), run(model, x), rtol=1e-4, atol=1e-4)
+
+
+def test_a_quantized_head_is_padded_past_its_output_quantization():
+    """SSD's int8 class heads: conv -> QuantizeLinear -> DequantizeLinear -> Transpose. No int8
+    block divides 81 channels, so without the padding the head ran in fp32 in blocks of 9."""
+    model = head_model(81)
+    x = np.random.default_rng(2).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    qdq = quantize(model, [{"input": x}])
+    graph = extract(qdq, max_candidates=2)
+    assert graph.workload("head")["kernel"][0] == 96 and graph.op("head") == "conv2d_int8"
+    compiled = compile(qdq, Config.uniform(qdq))
+    want = run(qdq, x)
+    step = np.abs(want).max() / 127
+    assert np.abs(compiled(x) - want).max() <= step + 1e-6  # int8 runtimes differ by output steps
 
 
 @pytest.mark.parametrize("kwargs, match", [({"multiple": 0}, "multiple=0 must be a positive int"),

@@ -10,8 +10,9 @@ conv zero weights (and zero bias) for ``ceil(O / multiple) * multiple``
 channels and slices the real ones back out with an ONNX ``Slice`` right
 after it. It does so only where the slice is free: when every consumer of the
 conv is an op that needs plain ``NCHW`` anyway (``Transpose``, ``Reshape``,
-``Flatten``), so the layout transform the compiler inserts there meets the
-slice, and only when padding adds at most a quarter of the channels.
+``Flatten``), or reaches one through elementwise ops with constant operands (the
+fake quantization of a quantized conv's output), so the layout transform the compiler
+inserts there meets the slice, and only when padding adds at most a quarter of the channels.
 
 :func:`pad_int8_input_channels` gives a quantized conv2d whose input channels are no multiple
 of :data:`~graphtune.frontend.qdq.INT8_CHANNELS` (the RGB stem's 3) zero weights for the
@@ -45,6 +46,8 @@ MAX_PAD_FRACTION = 0.25
 """Largest share of extra (zero) output channels padding may add."""
 
 _LEAVES_BLOCKED_LAYOUT = frozenset({"Transpose", "Reshape", "Flatten"})
+_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Round", "Clip", "Relu", "Cast", "Max", "Min",
+                          "QuantizeLinear", "DequantizeLinear"})
 
 
 def pad_output_channels(model: onnx.ModelProto, multiple: int = PAD_MULTIPLE,
@@ -115,7 +118,7 @@ def _padded_channels(node: onnx.NodeProto, inits: dict, consumers: dict, outputs
         return 0
     if any(name not in inits for name in node.input[1:] if name):
         return 0
-    readers = consumers.get(node.output[0], [])
+    readers = _readers_past_elementwise(node.output[0], inits, consumers, outputs)
     if not readers or any(r.op_type not in _LEAVES_BLOCKED_LAYOUT for r in readers):
         return 0
     channels = int(inits[node.input[1]].dims[0])
@@ -123,6 +126,18 @@ def _padded_channels(node: onnx.NodeProto, inits: dict, consumers: dict, outputs
     if target == channels or target - channels > max_fraction * channels:
         return 0
     return target
+
+
+def _readers_past_elementwise(name: str, inits: dict, consumers: dict, outputs: set) -> list[onnx.NodeProto]:
+    """The readers of tensor ``name``, looking past a chain of elementwise ops with constant
+    operands that each have one reader (a quantized conv's output quantization, a ReLU): the
+    Slice after the conv moves the chain to the sliced channels, and the chain's end decides
+    whether a layout transform is there anyway."""
+    readers = consumers.get(name, [])
+    while len(readers) == 1 and readers[0].op_type in _ELEMENTWISE and readers[0].output[0] not in outputs \
+            and all(operand in inits for operand in readers[0].input[1:] if operand):
+        readers = consumers.get(readers[0].output[0], [])
+    return readers
 
 
 def _pad(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, target: int) -> onnx.NodeProto:
