@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from .qdq import INT8_CHANNELS, int8_nodes
+from .qdq import INT8_CHANNELS, QDQ_OPS, int8_nodes
 
 __all__ = ["pad_output_channels", "pad_int8_input_channels", "PAD_MULTIPLE", "MAX_PAD_FRACTION"]
 
@@ -46,8 +46,7 @@ MAX_PAD_FRACTION = 0.25
 """Largest share of extra (zero) output channels padding may add."""
 
 _LEAVES_BLOCKED_LAYOUT = frozenset({"Transpose", "Reshape", "Flatten"})
-_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Round", "Clip", "Relu", "Cast", "Max", "Min",
-                          "QuantizeLinear", "DequantizeLinear"})
+_ELEMENTWISE = QDQ_OPS | {"Add", "Sub", "Mul", "Div", "Round", "Clip", "Relu", "Cast", "Max", "Min"}
 
 
 def pad_output_channels(model: onnx.ModelProto, multiple: int = PAD_MULTIPLE,
