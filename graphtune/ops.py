@@ -6,7 +6,8 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
 - conv2d / depthwise_conv2d / group_conv2d: ``{"data", "kernel", "strides",
   "padding", "dilation", "groups", "dtype"}`` (data NCHW, kernel OIHW with
   ``I = C // groups``, padding ``[top, left, bottom, right]``);
-- conv2d_int8 / depthwise_conv2d_int8: conv2d's fields (groups 1, or ``C == O == groups``) with
+- conv2d_int8 / depthwise_conv2d_int8 / group_conv2d_int8: conv2d's fields (groups 1,
+  ``C == O == groups``, or other groups) with
   ``"dtype": "uint8"`` (the activation; weights are
   symmetric int8) plus ``"out_dtype"``: ``"uint8"`` (requantized) or ``"float32"`` (dequantized)
   — precision is part of a node's format, so records and configs key it; a conv2d_int8 may
@@ -89,6 +90,8 @@ class Op(str, enum.Enum):
     """conv2d of uint8 activations and int8 weights, int32 accumulation, requantized epilogue."""
     DEPTHWISE_CONV2D_INT8 = "depthwise_conv2d_int8"
     """depthwise_conv2d of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
+    GROUP_CONV2D_INT8 = "group_conv2d_int8"
+    """group_conv2d of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
     DENSE_INT8 = "dense_int8"
     """Batch-1 dense of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
     JOIN = "join"
@@ -108,7 +111,7 @@ class Op(str, enum.Enum):
     Measured by profiling the whole model, never built alone: no builder."""
 
 
-INT8_OPS = (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8, Op.DENSE_INT8)
+INT8_OPS = (Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.DENSE_INT8)
 """The quantized ops: uint8 activations, int8 weights, an exact int32 sum; each may also run as
 its fp32 op (:func:`runs_as`)."""
 
@@ -162,7 +165,7 @@ def as_op(value: Any, known: tuple[str, ...] = tuple(Op), what: str = "op") -> O
     Traceback (most recent call last):
     ...
     ValueError: unknown op 'conv3d'; known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense,
-        conv2d_int8, depthwise_conv2d_int8, dense_int8
+        conv2d_int8, depthwise_conv2d_int8, group_conv2d_int8, dense_int8
     """
     if isinstance(value, str) and value in known:
         return Op(value)
@@ -227,13 +230,10 @@ def _check_conv(workload: Workload, op: Op | None, where: str) -> None:
                          f"match op {op!r}")
 
 
-def _int8_kind(workload: Workload, where: str) -> Op:
-    int8 = {Op.CONV2D: Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_INT8}
-    kind = int8.get(_conv_kind(workload))
-    if kind is None:
-        raise ModelError(f"{where}.groups = {workload['groups']}: int8 convs are conv2d (groups 1) or "
-                         "depthwise (groups = channels) only")
-    return kind
+def _int8_kind(workload: Workload) -> Op:
+    int8 = {Op.CONV2D: Op.CONV2D_INT8, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_INT8,
+            Op.GROUP_CONV2D: Op.GROUP_CONV2D_INT8}
+    return int8[_conv_kind(workload)]
 
 
 def _check_out_dtype(workload: Workload, where: str) -> None:
@@ -247,7 +247,7 @@ def _check_out_dtype(workload: Workload, where: str) -> None:
 
 def _check_int8(workload: Workload, op: Op, where: str) -> None:
     _check_conv(workload, None, where)
-    kind = _int8_kind(workload, where)
+    kind = _int8_kind(workload)
     if kind is not op:
         raise ModelError(f"{where}: a {kind!r} workload (groups={workload['groups']}) does not match "
                          f"op {op!r}")
@@ -385,6 +385,7 @@ _SCHEMAS = {
     Op.DENSE: _Schema(_DENSE_FIELDS, _check_dense, _dense_shape, _dense_flops),
     Op.CONV2D_INT8: replace(_INT8, optional=(WEIGHT_PAIR_MAX,)),
     Op.DEPTHWISE_CONV2D_INT8: _INT8,  # no dot product: no pair bound
+    Op.GROUP_CONV2D_INT8: _INT8,  # its blocks' pairs may straddle two groups: no pair bound
     Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
                            INT8_DTYPES, (WEIGHT_PAIR_MAX,)),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
@@ -450,7 +451,7 @@ def op_of(workload: Workload) -> Op:
     elif "out_dtype" in workload:
         _check_fields(workload, Op.CONV2D_INT8, "workload")
         _check_conv(workload, None, "workload")
-        op = _int8_kind(workload, "workload")
+        op = _int8_kind(workload)
     else:
         _check_fields(workload, Op.CONV2D, "workload")
         _check_conv(workload, None, "workload")
@@ -667,7 +668,8 @@ def conv2d_int8_workload(
     groups: int = 1,
     weight_pair_max: int | None = None,
 ) -> Workload:
-    """Build a conv2d_int8 (or, with ``groups`` = channels, depthwise_conv2d_int8) workload: uint8
+    """Build a conv2d_int8 (with ``groups`` = channels depthwise_conv2d_int8, with other
+    ``groups > 1`` group_conv2d_int8) workload: uint8
     activations, int8 weights, ``out_dtype`` output, and the weights' :data:`WEIGHT_PAIR_MAX`
     if known (conv2d_int8 only).
 
@@ -755,6 +757,7 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.DENSE: OpClass("dense", compute_bound=True),
     Op.CONV2D_INT8: OpClass("conv2d", compute_bound=True),
     Op.DEPTHWISE_CONV2D_INT8: OpClass("depthwise"),
+    Op.GROUP_CONV2D_INT8: OpClass("group_conv", compute_bound=True),
     Op.DENSE_INT8: OpClass("dense", compute_bound=True),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),

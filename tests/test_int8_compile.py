@@ -57,6 +57,15 @@ def residual_depthwise_head() -> onnx.ModelProto:
     return b.model("rdh", [1, 3, 16, 16], b.node("Gemm", [x, "fc.w", "fc.b"], "fc", transB=1))
 
 
+def grouped() -> onnx.ModelProto:
+    """Group convs as ResNeXt and RegNet have them: 8 and 4 input channels per group (an output
+    block of 16 channels spans 2 and 4 groups)."""
+    b = Builder(3)
+    x = b.node("Relu", [b.conv("conv", "input", 8, 32)], "relu0")
+    x = b.node("Relu", [b.conv("g8", x, 32, 32, group=4)], "relu1")
+    return b.model("grouped", [1, 8, 12, 12], b.conv("g4", x, 32, 32, group=8))
+
+
 def conv_head(form: str, batch: int = 1, features: int = 16) -> onnx.ModelProto:
     """conv, global average pool, flatten, and a head of ``form``: ``gemm`` (``transB`` 0, weight
     ``[K, M]``) or ``matmul`` (weight ``[K, M]``, no bias: ONNX Runtime's quantizer would fuse a
@@ -73,7 +82,7 @@ def conv_head(form: str, batch: int = 1, features: int = 16) -> onnx.ModelProto:
 @functools.cache
 def quantized(name: str, per_channel: bool = True, reduce_range: bool = False) -> onnx.ModelProto:
     model = {"crc": conv_relu_conv, "rdh": residual_depthwise_head, "gemm": lambda: conv_head("gemm"),
-             "matmul": lambda: conv_head("matmul")}[name]()
+             "matmul": lambda: conv_head("matmul"), "grouped": grouped}[name]()
     return graphtune.quantize(model, feeds(model, 4, seed=0), per_channel=per_channel,
                               reduce_range=reduce_range)
 
@@ -278,6 +287,29 @@ def test_amx_convs_match_onnxruntime():
         got = compiled(feed["input"])
         assert np.abs(got - want).max() <= output_step(model) * 1.001
         assert np.abs(got - numpy_qdq(model, feed)).max() <= output_step(model) * 1.001
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("isa", ["default", "amx"])
+def test_group_convs_run_int8_and_match_onnxruntime(isa):
+    """Group convs of 8 and 4 channels per group on the int8 kernels (output blocks spanning
+    whole groups, block-diagonal weights), on the host's vector instruction and on AMX tiles."""
+    model = quantized("grouped")
+    config = graphtune.Config.uniform(model)
+    assert {name: str(config.nodes[name].op) for name in ("g8", "g4")} == dict.fromkeys(
+        ("g8", "g4"), "group_conv2d_int8")
+    if isa == "amx":
+        if not graphtune.x86.amx.usable():
+            pytest.skip("the host has no AMX (or Linux did not grant its tile state)")
+        for name in ("g8", "g4"):
+            config.nodes[name].knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 12, "unroll_kw": False,
+                                        "isa": "amx"}
+    compiled = graphtune.compile(model, config)
+    assert set(int8_functions(compiled)) == {"conv2d_int8", "group_conv2d_int8"}
+    assert_scheduled(compiled)
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        assert np.abs(compiled(feed["input"]) - want).max() <= output_step(model) * 1.001
 
 
 @pytest.mark.integration

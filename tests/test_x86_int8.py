@@ -165,6 +165,53 @@ def test_int8_depthwise_is_bit_exact(case, out_dtype):
     np.testing.assert_array_equal(got, ref)
 
 
+GROUPED = {  # name: (data, kernel, strides, groups, knobs without isa, AMX blocks (ic_bn, oc_bn))
+    "4 channels per group, blocks of 4 groups": ([1, 64, 10, 10], [64, 4, 3, 3], [1, 1], 16,
+                                                 {"ic_bn": 16, "oc_bn": 16, "reg_n": 10, "unroll_kw": True},
+                                                 (16, 16)),
+    "8 per group, stride 2, a block inside one group": (
+        [1, 64, 15, 15], [128, 8, 3, 3], [2, 2], 8, {"ic_bn": 8, "oc_bn": 16, "reg_n": 8, "unroll_kw": True},
+        (16, 32)),
+    "16 per group, two input chunks of a block's span": (
+        [1, 64, 8, 8], [64, 16, 3, 3], [1, 1], 4, {"ic_bn": 8, "oc_bn": 32, "reg_n": 4, "unroll_kw": False},
+        (16, 32)),
+}
+
+
+@pytest.mark.parametrize("isa", ["host", "amx"])
+@pytest.mark.parametrize("case", list(GROUPED))
+def test_int8_group_conv_is_bit_exact(case, isa):
+    """A group conv's output blocks read only their groups' input channels (block-diagonal weights
+    where a block spans several groups), on the host's instruction and on AMX tiles."""
+    data, kernel, strides, groups, knobs, (ic_bn, oc_bn) = GROUPED[case]
+    wl = x86.conv2d_int8_workload(data, kernel, strides, [1, 1, 1, 1], groups=groups)
+    assert op_of(wl) is Op.GROUP_CONV2D_INT8
+    if isa == "amx":
+        if not x86.amx.usable(HOST):
+            pytest.skip("the host has no AMX (or Linux did not grant its tile state)")
+        knobs = {**knobs, "ic_bn": ic_bn, "oc_bn": oc_bn, "unroll_kw": False, "isa": "amx"}
+    else:
+        knobs = {**knobs, "isa": isa_for(HOST, wl, knobs["oc_bn"]).name}
+    for out_dtype in ("uint8", "float32"):
+        got, ref = _run({**wl, "out_dtype": out_dtype}, knobs, relu=True, seed=5)
+        np.testing.assert_array_equal(got, ref)
+
+
+def test_group_conv_blocks_map_onto_groups():
+    wl = x86.conv2d_int8_workload([1, 64, 8, 8], [64, 4, 3, 3], padding=[1, 1, 1, 1], groups=16)
+    good = {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True, "isa": "avx2"}
+    with pytest.raises(KnobError, match="'oc_bn' = 6 must divide the 64 output channels and divide or be a "
+                       "multiple of the 4 output channels per group"):
+        x86.check_knobs(wl, {**good, "oc_bn": 6})
+    with pytest.raises(KnobError, match="'ic_bn' = 32 must divide the 16 input channels an output block"):
+        x86.check_knobs(wl, {**good, "ic_bn": 32})
+    with pytest.raises(KnobError, match="'isa' = 'avx2ubs' .*weight_pair_max"):  # no pair bound recorded
+        x86.check_knobs(wl, {**good, "isa": "avx2ubs"})
+    found = x86.candidates(wl, HOST)
+    assert found and all(x86.layouts_of(wl, k)[0] == f"NCHW{k['ic_bn']}c" for k in found)
+    assert runs_as(Op.GROUP_CONV2D_INT8, wl, {"precision": "float32"})[0] is Op.GROUP_CONV2D
+
+
 @pytest.mark.parametrize("widen", [False, True])
 def test_requantization_rounds_half_to_even_and_saturates(widen):
     # scale 0.5: every odd accumulator is a tie; large accumulators clip at 0 and 255
@@ -302,7 +349,7 @@ def test_workload_carries_the_precision():
         check_workload({**wl, "out_dtype": "int8"}, Op.CONV2D_INT8)
     with pytest.raises(ModelError, match="dtype 'float32' is not supported; use one of"):
         check_workload({**wl, "dtype": "float32"}, Op.CONV2D_INT8)
-    with pytest.raises(ModelError, match="int8 convs are conv2d .groups 1. or depthwise"):
+    with pytest.raises(ModelError, match="'group_conv2d_int8' workload .groups=2. does not match op"):
         check_workload({**wl, "kernel": [32, 8, 3, 3], "groups": 2}, Op.CONV2D_INT8)
     depthwise = x86.conv2d_int8_workload([1, 16, 8, 8], [16, 1, 3, 3], groups=16)
     assert op_of(depthwise) is Op.DEPTHWISE_CONV2D_INT8
@@ -433,7 +480,7 @@ def test_amx_knobs_name_their_rules():
     with pytest.raises(KnobError, match="'ic_bn' = 128 is at most 64 with isa amx"):
         x86.check_knobs(wide, {**good, "ic_bn": 128})
     dense = x86.dense_int8_workload([1, 64], [16, 64])
-    with pytest.raises(KnobError, match="'isa' = 'amx' runs conv2d_int8 only"):
+    with pytest.raises(KnobError, match=r"'isa' = 'amx' runs \(group\) conv2d_int8 only"):
         x86.check_knobs(dense, {"ic_bn": 64, "oc_bn": 16, "isa": "amx"})
 
 

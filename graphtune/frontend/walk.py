@@ -96,7 +96,8 @@ class LayoutOp:
     op : str
         ``"conv2d"``, ``"depthwise_conv2d"`` (``groups == C == O``),
         ``"group_conv2d"`` (other grouped convs), ``"conv2d_transpose"`` or ``"dense"``; a
-        quantized one ``"conv2d_int8"``, ``"depthwise_conv2d_int8"`` or ``"dense_int8"``.
+        quantized one ``"conv2d_int8"``, ``"depthwise_conv2d_int8"``, ``"group_conv2d_int8"`` or
+        ``"dense_int8"``.
     workload : dict
         The op's workload in graphtune's JSON form.
     var : tvm.relax.Var
@@ -346,11 +347,17 @@ def _padding(attrs) -> list[int]:
 
 def _int8_capable(op: str, workload: dict) -> bool:
     """Whether the int8 kernels run this quantized node: a depthwise conv, a conv2d or a batch-1
-    2-D dense whose input channels are a multiple of :data:`INT8_CHANNELS` (other group convs and
-    dense layers stay fp32)."""
+    2-D dense whose input channels are a multiple of :data:`INT8_CHANNELS`, a group conv whose
+    output blocks of whole groups read such a multiple (a block of 16 outputs spans 16 / og
+    groups: ``cg * 16 / og`` input channels); other dense layers and group convs stay fp32."""
     data = workload["data"]
     if op == Op.DENSE:
         return len(data) == 2 and data[0] == 1 and data[1] % INT8_CHANNELS == 0
+    if op == Op.GROUP_CONV2D:
+        groups, out = workload["groups"], workload["kernel"][0]
+        cg, og = data[1] // groups, out // groups
+        return any(out % block == 0 and block % og == 0 and cg * block // og % INT8_CHANNELS == 0
+                   for block in range(og, out + 1, og))
     return op == Op.DEPTHWISE_CONV2D or (op == Op.CONV2D and data[1] % INT8_CHANNELS == 0)
 
 

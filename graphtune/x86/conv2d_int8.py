@@ -1,13 +1,16 @@
-"""TE compute of the int8 conv2d in blocked layouts, with its requantizing epilogue.
+"""TE compute of the int8 conv2d (and group conv2d) in blocked layouts, with its requantizing epilogue.
 
 uint8 activations ``NCHW{ic_bn}c`` x int8 weights packed ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``
 (``dot`` and the weights' storage type come from the knob ``isa``,
 :mod:`graphtune.x86.int8_isa`) accumulate exactly in int32 (block ``conv2d_int8_NCHWc``,
 spatial axes ``(n, oc_chunk, oh, ow, oc_block)``, reduction axes ``(ic_chunk, kh, kw,
-ic_outer, ic_inner)``). Padding pixels hold the activation zero point ``zx``, so that every
-output sums ``x * w`` over all taps and the zero point is one per-channel constant
-(``sum((x - zx) * w) = sum(x * w) - zx * sum(w)``, folded into ``bias`` when the weights are
-packed, :func:`graphtune.x86.int8_packing.pack_int8_params`).
+ic_outer, ic_inner)``). A group conv2d (``group_conv2d_int8``) is the same compute with the
+block rules of :mod:`graphtune.x86.groups`: an output block reduces over the
+:func:`~graphtune.x86.groups.span` of its groups' input channels only, with block-diagonal
+weights (zeros between the groups) when it spans several groups. Padding pixels hold the
+activation zero point ``zx``, so that every output sums ``x * w`` over all taps and the zero
+point is one per-channel constant (``sum((x - zx) * w) = sum(x * w) - zx * sum(w)``, folded
+into ``bias`` when the weights are packed, :func:`graphtune.x86.int8_packing.pack_int8_params`).
 
 :func:`requantize` is the epilogue, one elementwise block over the accumulator:
 ``out = clip(round_half_even(float(acc + bias[oc]) * scale[oc]) + zy, lo, 255)`` as uint8
@@ -32,8 +35,9 @@ Examples
 from tvm import te, tirx
 
 from ..errors import KnobError
-from ..ops import Op, output_shape
+from ..ops import Op, op_of, output_shape
 from .conv2d import check_tensor_shape
+from .groups import group_sizes, span
 from .int8_isa import ISAS
 from .knobs import INT8_KNOBS
 
@@ -41,10 +45,11 @@ __all__ = ["conv2d_int8_shapes", "conv2d_int8_nchwc", "requantize", "quantize", 
 
 
 def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
-    """``(data, kernel, output)`` shapes of the int8 conv2d for ``knobs`` (validated).
+    """``(data, kernel, output)`` shapes of the int8 (group) conv2d for ``knobs`` (validated).
 
     Data ``[N, C/ic_bn, H, W, ic_bn]``, kernel
-    ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]``, output ``[N, O/oc_bn, OH, OW, oc_bn]``.
+    ``[O/oc_bn, span/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]`` (``span``: the input channels an
+    output block reads, ``C`` for groups 1), output ``[N, O/oc_bn, OH, OW, oc_bn]``.
 
     Examples
     --------
@@ -54,12 +59,15 @@ def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
     ...                         "isa": "avx512vnni"})[1]
     [1, 1, 3, 3, 1, 16, 4]
     """
-    INT8_KNOBS.check(Op.CONV2D_INT8, workload, knobs)
+    op = op_of(workload)
+    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8):
+        raise KnobError(f"conv2d_int8_shapes: a {op} workload is no (group) conv2d_int8")
+    INT8_KNOBS.check(op, workload, knobs)
     ib, ob, dot = knobs["ic_bn"], knobs["oc_bn"], ISAS[knobs["isa"]].dot
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
-    _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
-    return ([n, c // ib, h, w, ib], [o // ob, c // ib, kh, kw, ib // dot, ob, dot],
+    _, _, oh, ow = output_shape(workload, op)
+    return ([n, c // ib, h, w, ib], [o // ob, span(workload, ob) // ib, kh, kw, ib // dot, ob, dot],
             [n, o // ob, oh, ow, ob])
 
 
@@ -96,16 +104,16 @@ def _pad(data: te.Tensor, padding: list, value: int, widen: bool) -> te.Tensor:
 
 def conv2d_int8_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict,
                       x_zero_point: int = 0) -> te.Tensor:
-    """The int32 accumulator ``sum(x * w)`` of the blocked int8 conv2d (padding = ``x_zero_point``).
+    """The int32 accumulator ``sum(x * w)`` of the blocked int8 (group) conv2d (padding = ``x_zero_point``).
 
     Parameters
     ----------
     data : te.Tensor
         uint8 ``[N, C/ic_bn, H, W, ic_bn]``.
     kernel : te.Tensor
-        ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]`` of the ``isa``'s weight type.
+        ``[O/oc_bn, span/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]`` of the ``isa``'s weight type.
     workload, knobs : dict
-        The conv2d_int8 workload and its knobs (validated here).
+        The conv2d_int8 (or group_conv2d_int8) workload and its knobs (validated here).
     x_zero_point : int
         The activation zero point, the value of padding pixels.
 
@@ -143,6 +151,8 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
         raise KnobError(f"x_zero_point = {x_zero_point} is no uint8 value")
     sh, sw = workload["strides"]
     dh, dw = workload["dilation"]
+    ib, ob = knobs["ic_bn"], knobs["oc_bn"]
+    cg, og = group_sizes(workload)
     padded = _pad(data, workload["padding"], x_zero_point, knobs.get("widen", False))
     ic_chunk = te.reduce_axis((0, kernel_shape[1]), name="ic_chunk")
     kh = te.reduce_axis((0, kernel_shape[2]), name="kh")
@@ -151,7 +161,9 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     ic_inner = te.reduce_axis((0, isa.dot), name="ic_inner")
 
     def body(n, oc_chunk, oh, ow, oc_block):
-        pixel = padded[n, ic_chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_outer * isa.dot + ic_inner]
+        # the first input chunk of the block's groups (0 for groups 1)
+        chunk = ic_chunk if workload["groups"] == 1 else (oc_chunk * ob // og) * cg // ib + ic_chunk
+        pixel = padded[n, chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_outer * isa.dot + ic_inner]
         weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
         return te.sum(pixel.astype("int32") * weight.astype("int32"),
                       axis=[ic_chunk, kh, kw, ic_outer, ic_inner])

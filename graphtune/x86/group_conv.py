@@ -32,7 +32,7 @@ from .conv2d import check_tensor_shape, pad_nchwc
 from .groups import group_sizes, span
 from .knobs import GROUP_KNOBS
 
-__all__ = ["group_conv2d_nchwc", "group_conv_nchwc_shapes", "pack_group_kernel"]
+__all__ = ["group_conv2d_nchwc", "group_conv_nchwc_shapes", "pack_group_kernel", "spanned_kernel"]
 
 
 def group_conv_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
@@ -103,18 +103,16 @@ def group_conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs
     return te.compute(out_shape, body, name="group_conv2d_NCHWc", tag="group_conv2d_NCHWc")
 
 
-def pack_group_kernel(w: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.ndarray:
-    """Grouped ``[O, C/groups, KH, KW]`` -> ``[O/oc_bn, span/ic_bn, KH, KW, ic_bn, oc_bn]``.
-
-    Each output block gets the weights of its groups' input channels, zero
-    where an input channel belongs to another group of the block.
+def spanned_kernel(w: np.ndarray, groups: int, oc_bn: int) -> np.ndarray:
+    """Grouped ``[O, C/groups, KH, KW]`` -> ``[O, span, KH, KW]``: each output channel's weights
+    over the :func:`~graphtune.x86.groups.span` its block of ``oc_bn`` reads, zero where an input
+    channel belongs to another group of the block (the dense weight of a group conv block).
 
     Examples
     --------
     >>> w = np.ones((8, 2, 1, 1), dtype="float32")
-    >>> p = pack_group_kernel(w, 4, 4, 4)  # blocks of 4 outputs span 2 groups of 2
-    >>> p.shape, p[0, 0, 0, 0, :, 0].tolist(), p[0, 0, 0, 0, :, 3].tolist()
-    ((2, 1, 1, 1, 4, 4), [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0])
+    >>> spanned_kernel(w, 4, 4)[:4, :, 0, 0].tolist()  # blocks of 4 outputs span 2 groups of 2
+    [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]]
     """
     o, cg, kh, kw = w.shape
     if groups < 1 or o % groups or o % oc_bn:
@@ -123,13 +121,28 @@ def pack_group_kernel(w: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.
     if og % oc_bn and oc_bn % og:
         raise LayoutError(f"oc_bn={oc_bn} must divide or be a multiple of the {og} output channels per group")
     width = cg * max(1, oc_bn // og)
-    if width % ic_bn:
-        raise LayoutError(f"ic_bn={ic_bn} does not divide the {width} input channels an output block reads")
-    # dense weight of each output channel over its block's span: [O, span, KH, KW]
     spanned = np.zeros((o, width, kh, kw), dtype=w.dtype)
     out = np.arange(o)
     offset = (out // og) * cg - (out // oc_bn * oc_bn // og) * cg  # group start inside the span
     for j in range(cg):
         spanned[out, offset + j] = w[:, j]
+    return spanned
+
+
+def pack_group_kernel(w: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.ndarray:
+    """Grouped ``[O, C/groups, KH, KW]`` -> ``[O/oc_bn, span/ic_bn, KH, KW, ic_bn, oc_bn]``:
+    the :func:`spanned_kernel` blocked as a conv2d kernel.
+
+    Examples
+    --------
+    >>> w = np.ones((8, 2, 1, 1), dtype="float32")
+    >>> p = pack_group_kernel(w, 4, 4, 4)  # blocks of 4 outputs span 2 groups of 2
+    >>> p.shape, p[0, 0, 0, 0, :, 0].tolist(), p[0, 0, 0, 0, :, 3].tolist()
+    ((2, 1, 1, 1, 4, 4), [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0])
+    """
+    spanned = spanned_kernel(w, groups, oc_bn)
+    o, width, kh, kw = spanned.shape
+    if width % ic_bn:
+        raise LayoutError(f"ic_bn={ic_bn} does not divide the {width} input channels an output block reads")
     blocked = spanned.reshape(o // oc_bn, oc_bn, width // ic_bn, ic_bn, kh, kw)
     return np.ascontiguousarray(blocked.transpose(0, 2, 4, 5, 3, 1))

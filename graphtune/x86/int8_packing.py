@@ -92,8 +92,8 @@ def pack_int8_params(w: np.ndarray, bias: np.ndarray | None, x_zero_point: int, 
 def conv2d_int8_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, x_zero_point: int,
                           scale: np.ndarray, workload: dict, y_zero_point: int = 0,
                           relu: bool = False) -> np.ndarray:
-    """ONNX ``QLinearConv`` of uint8 ``x`` (NCHW) and int8 ``w`` (OIHW; ``[C, 1, KH, KW]`` for a
-    depthwise workload), in integers (NumPy).
+    """ONNX ``QLinearConv`` of uint8 ``x`` (NCHW) and int8 ``w`` (OIHW; ``[O, C/groups, KH, KW]``
+    for a grouped or depthwise workload), in integers (NumPy).
 
     ``acc = sum((x - x_zero_point) * w) + bias`` exactly (int64, padding = ``x_zero_point``),
     then ``float32(acc) * scale`` per output channel (``scale``: ``[O]`` float32), dequantized
@@ -118,14 +118,15 @@ def conv2d_int8_reference(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None,
     padded[:, :, top:top + h, left:left + wd] = shifted
     oh = (h + top + bottom - (kh - 1) * dh - 1) // sh + 1
     ow = (wd + left + right - (kw - 1) * dw - 1) // sw + 1
-    acc = np.zeros((n, o, oh, ow), np.int64)
-    depthwise = workload["groups"] > 1
+    groups = workload["groups"]
+    cg, og = c // groups, o // groups
+    acc = np.zeros((n, groups, og, oh, ow), np.int64)
     for i in range(kh):
         for j in range(kw):
             window = padded[:, :, i * dh:i * dh + (oh - 1) * sh + 1:sh, j * dw:j * dw + (ow - 1) * sw + 1:sw]
-            taps = w[:, :, i, j].astype(np.int64)
-            acc += (window * taps[None, :, 0, None, None] if depthwise
-                    else np.einsum("nchw,oc->nohw", window, taps))
+            taps = w[:, :, i, j].astype(np.int64).reshape(groups, og, cg)
+            acc += np.einsum("ngchw,goc->ngohw", window.reshape(n, groups, cg, oh, ow), taps)
+    acc = acc.reshape(n, o, oh, ow)
     if bias is not None:
         acc += bias.astype(np.int64)[None, :, None, None]
     value = acc.astype(np.int32).astype(np.float32) * scale.astype(np.float32)[None, :, None, None]

@@ -25,6 +25,7 @@ from itertools import zip_longest
 from ..ops import Op, output_shape
 from . import amx
 from .dense_int8 import as_conv2d_int8
+from .groups import group_sizes, oc_blocks, span
 from .int8_isa import ISAS, isa_for, isa_of
 from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
@@ -37,7 +38,8 @@ from .tiles import (
     _rows_outer,
 )
 
-__all__ = ["int8_blocks", "int8_tiles", "int8_order", "int8_default", "depthwise_int8_tiles",
+__all__ = ["int8_blocks", "group_int8_blocks", "group_int8_default",
+           "int8_tiles", "int8_order", "int8_default", "depthwise_int8_tiles",
            "dense_int8_blocks", "dense_int8_tiles", "dense_int8_default"]
 
 
@@ -53,6 +55,40 @@ def int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
     ocs = _ordered_blocks(output_shape(workload, Op.CONV2D_INT8)[1], max_block, isa.lanes)
     return [(_block_penalty(o, isa.lanes) + (_block_penalty(i, isa.lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
             for o in ocs for i in ics]
+
+
+def group_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
+    """``(tier, {"ic_bn", "oc_bn"})`` pairs of an int8 group conv: :func:`int8_blocks`' vector
+    fit, with the output blocks that map onto groups (:func:`graphtune.x86.groups.oc_blocks`)
+    and the input blocks dividing their span, plus one tier per doubling of the work wasted on
+    the zeros of a block spanning several groups (as the fp32 group conv's).
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 128, 56, 56], [128, 4, 3, 3], padding=[1, 1, 1, 1], groups=32)
+    >>> group_int8_blocks(wl, 64, {"kind": "llvm", "mcpu": "sapphirerapids"})[0]
+    (2, {'ic_bn': 16, 'oc_bn': 16})
+    """
+    isa = isa_of(target, workload)
+    og = group_sizes(workload)[1]
+    pairs = []
+    for o in _ordered_blocks(output_shape(workload, Op.GROUP_CONV2D_INT8)[1], max_block, isa.lanes):
+        if o not in oc_blocks(workload):
+            continue
+        waste = max(1, o // og).bit_length() - 1
+        for i in _input_blocks(span(workload, o), max_block, isa.lanes, isa.dot):
+            pairs.append((_block_penalty(o, isa.lanes) + (_block_penalty(i, isa.lanes) + 1) // 2 + waste,
+                          {"ic_bn": i, "oc_bn": o}))
+    return sorted(pairs, key=lambda pair: pair[0])
+
+
+def group_int8_default(workload: dict, block: int, target: TargetLike) -> dict:
+    """The valid channel blocks of an int8 group conv nearest to ``block`` (ties: the larger)."""
+    isa = isa_of(target, workload)
+    oc_bn = min(oc_blocks(workload), key=lambda d: (abs(d - block), -d))
+    ics = [d for d in divisors(span(workload, oc_bn)) if d % isa.dot == 0] or [span(workload, oc_bn)]
+    return {"ic_bn": min(ics, key=lambda d: (abs(d - block), -d)), "oc_bn": oc_bn}
 
 
 def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:

@@ -55,6 +55,8 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``oc_bn`` that is a multiple of its ``lanes`` runs on it, any other ``oc_bn`` on plain int32
   vector code (exact, slower). Layouts ``NCHW{ic_bn}c ->
   NCHW{oc_bn}c`` (uint8), kernel ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``.
+- group_conv2d_int8: conv2d_int8's knobs with group_conv2d's block rules (``ic_bn`` divides
+  the span of the output block's groups).
 - depthwise_conv2d_int8: depthwise_conv2d's ``bn`` and ``reg_n`` (no ``c_tile``); layouts
   ``NCHW{bn}c`` (uint8), kernel ``OIHW1i{bn}o`` (int8).
 - dense_int8: conv2d_int8's ``ic_bn`` (a multiple of the ``isa``'s ``dot`` dividing K), ``oc_bn``
@@ -83,7 +85,7 @@ from typing import Callable
 from ..errors import KnobError
 from ..ops import Op, check_workload, output_shape
 from .amx import MAX_K, MAX_ROWS, MAX_TILES
-from .groups import check_group_blocks
+from .groups import check_group_blocks, span
 from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
@@ -276,8 +278,8 @@ def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
 def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
     """isa ``amx``: the ``reg_n`` pixels of a row are a tile's rows (at most 16), its ``ic_bn``
     channels a row's bytes (at most 64), ``oc_bn`` whole tiles of 16 output channels."""
-    if op is not Op.CONV2D_INT8:
-        _fail(op, "isa", "amx", "runs conv2d_int8 only", [i for i in ISAS if ISAS[i].general])
+    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8):
+        _fail(op, "isa", "amx", "runs (group) conv2d_int8 only", [i for i in ISAS if ISAS[i].general])
     if workload["dilation"] != [1, 1]:
         _fail(op, "isa", "amx", f"needs an undilated conv (a tile's rows are evenly spaced pixels); "
               f"this one's dilation is {workload['dilation']}", [i for i in ISAS if ISAS[i].general])
@@ -299,7 +301,11 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
 
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     _, o, oh, ow = output_shape(workload, op)
-    _int8_block_rules(op, workload["data"][1], o, knobs)
+    reads = workload["data"][1]
+    if op is Op.GROUP_CONV2D_INT8:  # blocks map onto groups; an input block divides their span
+        check_group_blocks(op, workload, knobs)
+        reads = span(workload, knobs["oc_bn"])
+    _int8_block_rules(op, reads, o, knobs)
     check_exact(op, ISAS[knobs["isa"]], workload)
     _tile_rules(op, workload, knobs)
     _check_divides(op, knobs, "reg_n", ow, "output columns (a tensorized tile has no tail)")
@@ -377,7 +383,7 @@ DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rul
 DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
 """dense knobs."""
 INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen"), _int8_rules)
-"""conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
+"""conv2d_int8 and group_conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
 DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
 """depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
 DENSE_INT8_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), ("widen",), _dense_int8_rules)

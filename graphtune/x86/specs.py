@@ -24,7 +24,7 @@ Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
     known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8,
-    depthwise_conv2d_int8, dense_int8
+    depthwise_conv2d_int8, group_conv2d_int8, dense_int8
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from .dense import dense_packed, dense_packed_shapes
 from .dense_int8 import as_conv2d_int8, conv_knobs, dense_int8_nc, dense_int8_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
-from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
+from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel, spanned_kernel
 from .groups import span
 from .int8_packing import pack_int8_kernel
 from .int8_schedule import fold_nc, schedule_conv2d_int8
@@ -59,6 +59,8 @@ from .int8_tiles import (
     dense_int8_default,
     dense_int8_tiles,
     depthwise_int8_tiles,
+    group_int8_blocks,
+    group_int8_default,
     int8_blocks,
     int8_default,
     int8_order,
@@ -188,6 +190,10 @@ def _pack_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     return pack_int8_kernel(weight, knobs["ic_bn"], knobs["oc_bn"], knobs["isa"]), None
 
 
+def _pack_group_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return _pack_int8(spanned_kernel(weight, workload["groups"], knobs["oc_bn"]), workload, knobs)
+
+
 def _pack_dense_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:  # [M, K]: [M, K, 1, 1]
     conv, conv_knobs = as_conv2d_int8(workload, knobs)
     return _pack_int8(weight.reshape(conv["kernel"]), conv, conv_knobs)
@@ -217,6 +223,11 @@ def _int8_anchor(workload: dict, knobs: dict) -> tuple:  # the input block as (o
     spatial, (chunks, kh, kw, ib) = _conv_anchor(workload, {"ic_bn": knobs["ic_bn"], "oc_bn": knobs["oc_bn"]})
     dot = conv2d_int8_shapes(workload, knobs)[1][6]
     return spatial, [chunks, kh, kw, ib // dot, dot]
+
+
+def _group_int8_anchor(workload: dict, knobs: dict) -> tuple:  # over its groups' inputs
+    spatial, (_, kh, kw, ib, dot) = _int8_anchor(workload, knobs)
+    return spatial, [span(workload, knobs["oc_bn"]) // knobs["ic_bn"], kh, kw, ib, dot]
 
 
 def _dense_int8_anchor(workload: dict, knobs: dict) -> tuple:
@@ -273,6 +284,10 @@ SPECS = {
         Op.DEPTHWISE_CONV2D_INT8, DEPTHWISE_INT8_KNOBS, _depthwise_layouts, depthwise_int8_shapes,
         depthwise_conv2d_int8_nchwc, ("data", "kernel"), _pack_depthwise_int8, _depthwise_anchor,
         schedule_depthwise, tiles.depthwise_blocks, depthwise_int8_tiles, tiles.depthwise_default),
+    Op.GROUP_CONV2D_INT8: OpSpec(
+        Op.GROUP_CONV2D_INT8, INT8_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_int8_nchwc,
+        ("data", "kernel"), _pack_group_int8, _group_int8_anchor, schedule_conv2d_int8, group_int8_blocks,
+        int8_tiles, group_int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.DENSE_INT8: OpSpec(  # the conv2d_int8 kernel on a 1x1 map (NC data: its bytes)
         Op.DENSE_INT8, DENSE_INT8_KNOBS, _dense_layouts, dense_int8_shapes, dense_int8_nc, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,
