@@ -78,6 +78,9 @@ CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
     "24 channels: 8-lane vectors (ymm vpdpbusd where the host has AVX-512 VNNI)": (
         [1, 16, 6, 6], [24, 16, 3, 3], [1, 1], [1, 1, 1, 1],
         {"ic_bn": 16, "oc_bn": 24, "reg_n": 3, "unroll_kw": True}),
+    "71 columns in tiles of 8 (a padded width of 72)": (
+        [1, 16, 3, 73], [16, 16, 3, 3], [1, 1], [0, 0, 0, 0],
+        {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": True}),
     "20 channels, blocks of no whole vector": ([1, 6, 6, 6], [20, 6, 3, 3], [1, 1], [0, 1, 2, 1],
                                                {"ic_bn": 6, "oc_bn": 20, "reg_n": 2, "unroll_kw": True}),
 }
@@ -368,7 +371,7 @@ def test_workload_carries_the_precision():
     ({"ic_bn": 3, "oc_bn": 16}, "'ic_bn' = 3 must divide the 16 input channels"),
     ({"ic_bn": 16, "oc_bn": 16, "isa": "avx512vnni", "ic_bn_override": 2}, "unknown"),
     ({"ic_bn": 2, "isa": "avx512vnni"}, "'ic_bn' = 2 must be a multiple of 4"),
-    ({"reg_n": 3}, "'reg_n' = 3 must divide the 8 output columns"),
+    ({"reg_n": 9}, "'reg_n' = 9 must not exceed the 8 output columns"),
     ({"oh_bn": 3}, "'oh_bn' = 3 must divide the 8 output rows"),
     ({"widen": True, "isa": "avx512vnni"}, "'widen' = True is a bool, True only for a 2-channel dot"),
     ({"isa": "sse"}, "'isa' = 'sse' names the int8 dot-product instruction; valid values: avx2"),
@@ -436,6 +439,10 @@ AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
         [1, 128, 14, 14], [64, 128, 1, 1], [2, 2], [0, 0, 0, 0], {"ic_bn": 64, "oc_bn": 64, "reg_n": 7}),
     "3x3 stride 2, padded, odd input width": ([1, 64, 15, 15], [32, 64, 3, 3], [2, 2], [1, 1, 1, 1],
                                               {"ic_bn": 64, "oc_bn": 32, "reg_n": 8}),
+    "17 columns in tiles of 9 rows (a padded width of 18)": (
+        [1, 32, 17, 17], [16, 32, 3, 3], [1, 1], [1, 1, 1, 1], {"ic_bn": 32, "oc_bn": 16, "reg_n": 9}),
+    "stride 2, 17 columns in tiles of 6 rows": ([1, 64, 35, 35], [32, 64, 3, 3], [2, 2], [0, 0, 0, 0],
+                                                {"ic_bn": 64, "oc_bn": 32, "reg_n": 6}),
     "3x3 stride (1, 3)": ([1, 32, 8, 13], [16, 32, 3, 3], [1, 3], [1, 1, 1, 1],
                           {"ic_bn": 32, "oc_bn": 16, "reg_n": 5}),
 }
@@ -494,5 +501,8 @@ def test_amx_candidates_only_where_usable_and_beside_the_general_instruction():
         found = x86.candidates(workload, HOST, max_candidates=4)
         assert any(k["isa"] == "amx" for k in found) == x86.amx.usable(HOST)
     assert x86.default_knobs(wl, target=HOST)["isa"] != "amx"  # uniform configs stay general
+    if x86.amx.usable(HOST):  # 17 columns (a prime): rows padded to 18 instead of no AMX tile
+        prime = x86.conv2d_int8_workload([1, 64, 17, 17], [64, 64, 1, 7], padding=[0, 3, 0, 3])
+        assert {k["reg_n"] for k in x86.candidates(prime, HOST) if k["isa"] == "amx"} == {9, 6}
     assert x86.amx.usable(HOST) == ("amx_int8" in open("/proc/cpuinfo").read().split()
                                     and x86.amx.request_permission())

@@ -41,7 +41,8 @@ from .groups import group_sizes, span
 from .int8_isa import ISAS
 from .knobs import INT8_KNOBS
 
-__all__ = ["conv2d_int8_shapes", "conv2d_int8_nchwc", "requantize", "quantize", "param_shape"]
+__all__ = ["conv2d_int8_shapes", "computed_width", "conv2d_int8_nchwc", "requantize", "quantize",
+           "param_shape"]
 
 
 def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
@@ -71,6 +72,23 @@ def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
             [n, o // ob, oh, ow, ob])
 
 
+def computed_width(workload: dict, knobs: dict) -> int:
+    """Output columns the int8 conv's accumulation computes: the output width rounded up to whole
+    register tiles of ``reg_n`` pixels (a tensorized tile has no guarded tail). The extra columns
+    read zero-point padding and are never written out.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 16, 73, 73], [16, 16, 3, 3])  # 71 columns out
+    >>> computed_width(wl, {"reg_n": 8}), computed_width(wl, {"reg_n": 71})
+    (72, 71)
+    """
+    ow = output_shape(workload, op_of(workload))[3]
+    rows = knobs.get("reg_n", 1)
+    return -(-ow // rows) * rows
+
+
 def param_shape(workload: dict, knobs: dict, op: Op | str | None = None) -> list:
     """Shape ``[O/block, block]`` of the per-output-channel ``bias`` and ``scale`` of an int8
     node's epilogue (``block``: the knob ``oc_bn``, or a depthwise conv's ``bn``).
@@ -86,8 +104,8 @@ def param_shape(workload: dict, knobs: dict, op: Op | str | None = None) -> list
 
 
 def _pad(data: te.Tensor, padding: list, value: int, widen: bool) -> te.Tensor:
-    """``data`` with ``value`` (the zero point) around its H and W axes, as int16 if ``widen``;
-    ``data`` itself if neither."""
+    """``data`` with ``value`` (the zero point) around its H and W axes (``padding``: top, left,
+    bottom, right), as int16 if ``widen``; ``data`` itself if neither."""
     top, left, bottom, right = padding
     if not any(padding) and not widen:
         return data
@@ -120,7 +138,8 @@ def conv2d_int8_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs:
     Returns
     -------
     te.Tensor
-        int32 ``[N, O/oc_bn, OH, OW, oc_bn]``, computed by the block ``conv2d_int8_NCHWc``.
+        int32 ``[N, O/oc_bn, OH, W', oc_bn]``, computed by the block ``conv2d_int8_NCHWc``
+        (``W'``: :func:`computed_width`, the output width in whole register tiles).
 
     Raises
     ------
@@ -153,7 +172,10 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     dh, dw = workload["dilation"]
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     cg, og = group_sizes(workload)
-    padded = _pad(data, workload["padding"], x_zero_point, knobs.get("widen", False))
+    width = computed_width(workload, knobs)
+    top, left, bottom, right = workload["padding"]
+    right += (width - out_shape[3]) * sw  # the columns whole tiles read past the last output
+    padded = _pad(data, [top, left, bottom, right], x_zero_point, knobs.get("widen", False))
     ic_chunk = te.reduce_axis((0, kernel_shape[1]), name="ic_chunk")
     kh = te.reduce_axis((0, kernel_shape[2]), name="kh")
     kw = te.reduce_axis((0, kernel_shape[3]), name="kw")
@@ -168,11 +190,12 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
         return te.sum(pixel.astype("int32") * weight.astype("int32"),
                       axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
 
-    return te.compute(out_shape, body, name="conv2d_int8_NCHWc", tag="conv2d_int8_NCHWc")
+    computed = [*out_shape[:3], width, out_shape[4]]
+    return te.compute(computed, body, name="conv2d_int8_NCHWc", tag="conv2d_int8_NCHWc")
 
 
 def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str = "uint8",
-               y_zero_point: int = 0, relu: bool = False) -> te.Tensor:
+               y_zero_point: int = 0, relu: bool = False, shape: list | None = None) -> te.Tensor:
     """The epilogue of an int8 conv: ``acc + bias`` scaled per channel, requantized or dequantized.
 
     Parameters
@@ -188,6 +211,9 @@ def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str
         ``lo = y_zero_point`` if ``relu`` else 0; ``"float32"``: ``v`` itself.
     y_zero_point : int
     relu : bool
+    shape : list, optional
+        The output's shape (default: the accumulator's; narrower where the accumulation
+        computed a padded width, :func:`computed_width`).
 
     Examples
     --------
@@ -205,8 +231,9 @@ def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str
     def value(n, c, h, w, b):
         return (acc[n, c, h, w, b] + bias[c, b]).astype("float32") * scale[c, b]
 
+    shape = list(acc.shape) if shape is None else shape
     if out_dtype == "float32":
-        return te.compute(acc.shape, value, name="dequantize")
+        return te.compute(shape, value, name="dequantize")
     low = tirx.const(float(y_zero_point if relu else 0), "float32")
     high = tirx.const(255.0, "float32")
 
@@ -214,7 +241,7 @@ def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str
         rounded = tirx.round(value(*index)) + tirx.const(float(y_zero_point), "float32")
         return tirx.min(tirx.max(rounded, low), high).astype("uint8")
 
-    return te.compute(acc.shape, quantized, name="requantize")
+    return te.compute(shape, quantized, name="requantize")
 
 
 def quantize(data: te.Tensor, scale: float, zero_point: int) -> te.Tensor:

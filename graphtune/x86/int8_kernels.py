@@ -38,7 +38,8 @@ def int8_compute(data: te.Tensor, kernel: te.Tensor, bias: te.Tensor, scale: te.
                  relu: bool = False) -> te.Tensor:
     """An int8 node's TE compute: the op's exact int32 accumulation and the epilogue
     :func:`graphtune.x86.requantize` (``out_dtype`` of the workload), written in the op's output
-    shape (a dense's ``[1, M]``: the bytes of its 1x1 map's ``NCHW{oc_bn}c`` accumulator, reshaped).
+    shape (a dense's ``[1, M]``: the bytes of its 1x1 map's ``NCHW{oc_bn}c`` accumulator, reshaped;
+    a conv's real width where the accumulation computed whole tiles past it).
 
     Examples
     --------
@@ -52,8 +53,9 @@ def int8_compute(data: te.Tensor, kernel: te.Tensor, bias: te.Tensor, scale: te.
     """
     spec = spec_for(workload, op)
     acc = spec.compute(data, kernel, workload, knobs, x_zero_point)
-    out = requantize(acc, bias, scale, workload["out_dtype"], y_zero_point, relu)
     shape = spec.shapes(workload, knobs)[2]
+    blocked = shape if len(shape) == len(acc.shape) else None  # a padded width is cut here
+    out = requantize(acc, bias, scale, workload["out_dtype"], y_zero_point, relu, blocked)
     return out if [int(d) for d in out.shape] == shape else topi.reshape(out, shape)
 
 

@@ -39,7 +39,7 @@ from .tiles import (
 )
 
 __all__ = ["int8_blocks", "group_int8_blocks", "group_int8_default",
-           "int8_tiles", "int8_order", "int8_default", "depthwise_int8_tiles",
+           "int8_tiles", "padded_rows_fit", "int8_order", "int8_default", "depthwise_int8_tiles",
            "dense_int8_blocks", "dense_int8_tiles", "dense_int8_default"]
 
 
@@ -97,15 +97,19 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     (``vpmaddwd``), then without; a 1x1 conv whose input is its largest operand has its threads
     share output rows, as the fp32 conv's (``rows_outer``, :func:`graphtune.x86.tiles._rows_outer`).
     A tensorized tile has no tail: the tiles whose ``reg_n`` / ``oh_bn`` divide the output width /
-    height come first, then the others with those made the largest divisor below them (an output
-    37 wide, Inception-v3's stem at 75 px, gets ``reg_n`` 1), duplicates dropped.
+    height come first, then the others: a ``reg_n`` whose whole tiles cover at most an eighth
+    more columns than the output has (:func:`padded_rows_fit`) as it is (the kernel computes the
+    padded width, :func:`graphtune.x86.conv2d_int8.computed_width`), else made the largest
+    divisor below it, as is ``oh_bn``; duplicates dropped. An output 37 wide (Inception-v3's stem
+    at 75 px) gets tiles of 2 to 5 pixels over 38 to 40 columns instead of ``reg_n`` 1.
 
     Examples
     --------
     >>> from graphtune.ops import conv2d_int8_workload
     >>> stem = conv2d_int8_workload([1, 4, 75, 75], [32, 4, 3, 3], strides=[2, 2])
-    >>> {t["reg_n"] for t in int8_tiles(stem, {"ic_bn": 4, "oc_bn": 16}, {"kind": "llvm", "mcpu": "haswell"})}
-    {1}
+    >>> sorted({t["reg_n"] for t in int8_tiles(stem, {"ic_bn": 4, "oc_bn": 16},
+    ...                                        {"kind": "llvm", "mcpu": "haswell"})})
+    [2, 3, 4, 5]
     """
     kh, kw = workload["kernel"][2:]
     _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
@@ -113,8 +117,9 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     widen = (True, False) if isa.dot == 2 else (False,)
     fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1, in_flight=0)
     tiles = [tile for tile in fp32 if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0]
-    for tile in fp32:  # the others, made to divide, after those
-        tile = {**tile, "reg_n": divisors(ow, cap=tile["reg_n"])[-1]}
+    for tile in fp32:  # the others, padded or made to divide, after those
+        if not padded_rows_fit(ow, tile["reg_n"]):
+            tile = {**tile, "reg_n": divisors(ow, cap=tile["reg_n"])[-1]}
         if "oh_bn" in tile:
             tile["oh_bn"] = divisors(oh, cap=tile["oh_bn"])[-1]
         if tile not in tiles:
@@ -124,6 +129,18 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
             for tile in tiles for wide in widen] + _amx_tiles(workload, blocks, target, ow)
 
 
+def padded_rows_fit(width: int, rows: int) -> bool:
+    """Whether whole tiles of ``rows`` pixels cover ``width`` output columns with at most an
+    eighth more (the padded columns are computed and dropped).
+
+    Examples
+    --------
+    >>> padded_rows_fit(71, 8), padded_rows_fit(17, 16), padded_rows_fit(56, 14)
+    (True, False, True)
+    """
+    return rows <= width and 8 * (-(-width // rows) * rows - width) <= width
+
+
 AMX_MIN_K = 16
 """Fewest input channels (bytes of a tile row) of an AMX candidate."""
 
@@ -131,13 +148,18 @@ AMX_MIN_K = 16
 def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> list:
     """The AMX register tiles of an undilated conv with ``blocks`` where this process may
     run them (:func:`graphtune.x86.amx.usable`; ``knobs._amx_rules``): a row of ``reg_n`` pixels,
-    the two largest divisors of the output width from 2 to 16 (a tile's rows), every 16 output
-    channels one tile; input blocks of at least :data:`AMX_MIN_K` channels (a 4-byte tile row
-    uses a sixteenth of ``tdpbusd``: ResNet-50's stem ran 3.9x slower than on VNNI)."""
+    the two largest divisors of the output width from 2 to 16 (a tile's rows; where there are
+    fewer, the rows from 2 to 16 covering the fewest padded columns, :func:`padded_rows_fit`,
+    the longest first: 9 and 6 for 17 columns), every 16 output channels one tile; input blocks
+    of at least :data:`AMX_MIN_K` channels (a 4-byte tile row uses a sixteenth of ``tdpbusd``:
+    ResNet-50's stem ran 3.9x slower than on VNNI)."""
     if (workload["dilation"] != [1, 1] or not AMX_MIN_K <= blocks["ic_bn"] <= amx.MAX_K
             or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES or not amx.usable(target)):
         return []
     rows = [d for d in divisors(ow, cap=amx.MAX_ROWS) if d >= 2][-2:][::-1]
+    padded = sorted((r for r in range(2, amx.MAX_ROWS + 1) if ow % r and padded_rows_fit(ow, r)),
+                    key=lambda r: (-(-ow // r) * r, -r))
+    rows += padded[:2 - len(rows)]
     return [{**blocks, "reg_n": r, "unroll_kw": False, "isa": "amx"} for r in rows]
 
 

@@ -48,8 +48,10 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   (``amx``: undilated convs, ``reg_n`` <= 16 pixels, ``ic_bn`` <= 64, ``oc_bn`` a multiple of 16, no
   ``oh_bn`` / ``rows_outer``; :mod:`graphtune.x86.amx`): ``ic_bn`` must be a multiple
   of its ``dot`` (2 or 4 channels per int32 lane); the ``ubs`` ones (``vpmaddubsw``) need the
-  workload's ``weight_pair_max`` <= 128 (:func:`graphtune.x86.int8_isa.check_exact`); ``reg_n``
-  and ``oh_bn`` divide the output width and height (no guarded tail);
+  workload's ``weight_pair_max`` <= 128 (:func:`graphtune.x86.int8_isa.check_exact`); ``oh_bn``
+  divides the output height; a ``reg_n`` that does not divide the output width makes the kernel
+  compute whole tiles over a padded width (:func:`graphtune.x86.conv2d_int8.computed_width`:
+  no guarded tail in a tensorized tile) and write the real one;
   optional ``widen`` (bool, ``vpmaddwd`` only): the padding pass writes the activations as int16,
   so that the products broadcast them straight from memory instead of widening each pair; an
   ``oc_bn`` that is a multiple of its ``lanes`` runs on it, any other ``oc_bn`` on plain int32
@@ -300,15 +302,14 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
 
 
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
-    _, o, oh, ow = output_shape(workload, op)
+    _, o, oh, _ = output_shape(workload, op)
     reads = workload["data"][1]
     if op is Op.GROUP_CONV2D_INT8:  # blocks map onto groups; an input block divides their span
         check_group_blocks(op, workload, knobs)
         reads = span(workload, knobs["oc_bn"])
     _int8_block_rules(op, reads, o, knobs)
     check_exact(op, ISAS[knobs["isa"]], workload)
-    _tile_rules(op, workload, knobs)
-    _check_divides(op, knobs, "reg_n", ow, "output columns (a tensorized tile has no tail)")
+    _tile_rules(op, workload, knobs)  # a reg_n that does not divide OW computes a padded width
     if "oh_bn" in knobs:
         _check_divides(op, knobs, "oh_bn", oh, "output rows (a tensorized tile has no tail)")
     if knobs["isa"] == "amx":

@@ -39,7 +39,7 @@ from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
 from ..ops import Op, as_op, check_workload, op_of, output_shape, runs_as
 from . import tiles
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes
+from .conv2d_int8 import computed_width, conv2d_int8_nchwc, conv2d_int8_shapes
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
@@ -220,9 +220,10 @@ def _conv_anchor(workload: dict, knobs: dict) -> tuple:
 
 
 def _int8_anchor(workload: dict, knobs: dict) -> tuple:  # the input block as (outer, inner) channels
-    spatial, (chunks, kh, kw, ib) = _conv_anchor(workload, {"ic_bn": knobs["ic_bn"], "oc_bn": knobs["oc_bn"]})
+    (n, oc, oh, _, ob), (chunks, kh, kw, ib) = _conv_anchor(workload, {"ic_bn": knobs["ic_bn"],
+                                                                     "oc_bn": knobs["oc_bn"]})
     dot = conv2d_int8_shapes(workload, knobs)[1][6]
-    return spatial, [chunks, kh, kw, ib // dot, dot]
+    return [n, oc, oh, computed_width(workload, knobs), ob], [chunks, kh, kw, ib // dot, dot]
 
 
 def _group_int8_anchor(workload: dict, knobs: dict) -> tuple:  # over its groups' inputs
