@@ -36,6 +36,7 @@ from ..errors import CompileError, ConfigError, ConfigMismatchError, GraphtuneEr
 from ..frontend.cut import import_or_cut
 from ..frontend.roles import Role
 from ..ops import runs_as
+from .int8_epilogue import fold_into_kernels
 from .legalize import legalize, schedule_counts
 from .lut import lookup_tables
 from .model import CompiledModel
@@ -158,7 +159,7 @@ def rewrite_model(mod: tvm.IRModule, config: Config,
     config.check(ops)
     plans = plan_nodes(ops, config, target)
     new_mod, anchors = rewrite(mod, plans, plan_joins(config, steps), steps)
-    return reciprocal_scales(lookup_tables(new_mod)), anchors, [op.name for op in ops]
+    return fold_into_kernels(reciprocal_scales(lookup_tables(new_mod))), anchors, [op.name for op in ops]
 
 
 def _warn_generic(schedules: dict[str, dict[str, int]]) -> None:

@@ -1,7 +1,8 @@
 """Replace some bindings of a module's ``main`` by new values, keeping their names and scopes.
 
 The two steps every binding rewrite of :mod:`graphtune.compiler` shares (the lookup tables of
-:mod:`~graphtune.compiler.lut`, the reciprocals of :mod:`~graphtune.compiler.reciprocal`): inside
+:mod:`~graphtune.compiler.lut`, the reciprocals of :mod:`~graphtune.compiler.reciprocal`, the
+folds of :mod:`~graphtune.compiler.int8_epilogue`): inside
 a ``relax.PyExprMutator``, :func:`rebind` emits the new value where the old binding was (a
 dataflow var stays one, a block output stays an output) and maps the old var to it;
 :func:`rewritten_main` runs the mutator over ``main`` and returns the new module.
@@ -37,12 +38,12 @@ from tvm import relax
 __all__ = ["rebind", "rewritten_main"]
 
 
-def rebind(mutator: relax.PyExprMutator, var: relax.Var, value: relax.Expr) -> None:
-    """Emit ``value`` in ``var``'s place (as an output when ``var`` is one) and read it wherever
-    ``var`` was read."""
+def rebind(mutator: relax.PyExprMutator, var: relax.Var, value: relax.Expr, name: str | None = None) -> None:
+    """Emit ``value`` in ``var``'s place (as an output when ``var`` is one; named ``name``,
+    default ``var``'s) and read it wherever ``var`` was read."""
     builder = mutator.builder_
     emit = builder.emit if isinstance(var, relax.DataflowVar) else builder.emit_output
-    mutator.set_var_remap(var, emit(value, name_hint=var.name))
+    mutator.set_var_remap(var, emit(value, name_hint=name or var.name))
 
 
 def rewritten_main(mod: tvm.IRModule, mutator: relax.PyExprMutator) -> tvm.IRModule:
