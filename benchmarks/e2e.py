@@ -68,6 +68,7 @@ Examples
 ``python benchmarks/e2e.py --models resnet18,resnet50,ssd_resnet50_512 --json e2e.json``
 ``python benchmarks/e2e.py --quick``  (resnet18 at 64x64, 4 candidates, few repeats: a smoke run)
 ``python benchmarks/e2e.py --suite --records out/suite.records.jsonl --json out/suite.json``
+(``--resume``: a suite stopped half-way goes on with the models its JSON lacks)
 ``python benchmarks/e2e.py --suite --models resnet18,mobilenet_v2 --max-candidates 2 --repeat 3``
 ``python benchmarks/e2e.py --int8 --quick``  (the same smoke run on quantized resnet18)
 ``python benchmarks/e2e.py --suite --models out/exported/resnet50.dynamo.onnx`` (a model as
@@ -315,6 +316,16 @@ def write_report(args: argparse.Namespace, rows: list[dict]) -> None:
         json.dump(report, file, indent=1)
 
 
+def resumed_rows(path: str) -> list[dict]:
+    """The timed rows (not the failed ones) of the e2e report at ``path``; none if it does not
+    exist yet."""
+    if not os.path.isfile(path):
+        return []
+    with open(path, encoding="utf-8") as file:
+        report = json.load(file)
+    return [row for row in report.get("results", []) if "error" not in row]
+
+
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (see ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -344,6 +355,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: resnet18 at 64x64, 4 candidates, 5 rounds")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--resume", action="store_true",
+                        help="with --json: keep the rows of the models the JSON file already has and "
+                             "time only the others (a suite stopped half-way goes on where it stopped)")
     parser.add_argument("--suite", action="store_true",
                         help="every zoo model (or --models) at its published size, without "
                              "gt-kernel-best; geomean ORT/gt over the suite")
@@ -361,6 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.reduce_range and not args.int8:
         parser.error("--reduce-range quantizes the models: it goes with --int8")
+    if args.resume and not args.json:
+        parser.error("--resume continues the report of --json: give its path")
     args.command = shlex.join(["benchmarks/e2e.py", *(sys.argv[1:] if argv is None else argv)])
     os.makedirs(args.out, exist_ok=True)
     try:
@@ -392,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
         peers = [INT8_PEERS.get(p, p) for p in peers]
     args.precision, args.peer_names = ("int8" if args.int8 else "fp32"), peers
 
-    rows = []
+    rows = resumed_rows(args.json) if args.resume else []
+    done = {row["model"] for row in rows}
     for name in names:
         tag = name  # the error row's name if the model cannot be read
         try:
@@ -401,6 +418,9 @@ def main(argv: list[str] | None = None) -> int:
                 tag = f"{tag}@{args.image_size}"
             if args.int8:
                 tag = f"{tag}-int8{'r' if args.reduce_range else ''}"
+            if tag in done:
+                print(f"== {tag}: kept from {args.json}", flush=True)
+                continue
                 qdq_path = os.path.join(args.out, f"{tag}.onnx")
                 print(f"== {tag}: {'reading' if os.path.isfile(qdq_path) else 'quantizing to'} "
                       f"{qdq_path}", flush=True)

@@ -115,3 +115,17 @@ def test_int8_run_times_the_qdq_model_against_ort_on_the_same_file(tmp_path):
     assert 0 <= row["max_rel_diff"]["gt-graph"] < 0.5  # a few steps of the output scale
     qdq = onnx.load(out / "resnet18@32-int8.onnx")  # the file both sides ran, kept for reruns
     assert any(node.op_type == "QuantizeLinear" for node in qdq.graph.node)
+
+
+def test_resume_keeps_the_timed_rows_of_the_report(tmp_path, capsys):
+    """``--resume`` goes on with the models the report lacks: its timed rows are kept, a failed
+    model is timed again, and it needs the report's path."""
+    path = tmp_path / "r.json"
+    assert e2e.resumed_rows(str(path)) == []
+    path.write_text(json.dumps({"benchmark": "e2e", "results": [
+        {"model": "resnet18-int8", "latency_ms": {"gt-graph": 3.0}},
+        {"model": "resnet50-int8", "error": "ModelError: ..."}]}))
+    assert [row["model"] for row in e2e.resumed_rows(str(path))] == ["resnet18-int8"]
+    with pytest.raises(SystemExit):
+        e2e.main(["--resume", "--out", str(tmp_path)])
+    assert "--resume continues the report of --json" in capsys.readouterr().err
