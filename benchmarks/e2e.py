@@ -421,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             if tag in done:
                 print(f"== {tag}: kept from {args.json}", flush=True)
                 continue
+            if args.int8:
                 qdq_path = os.path.join(args.out, f"{tag}.onnx")
                 print(f"== {tag}: {'reading' if os.path.isfile(qdq_path) else 'quantizing to'} "
                       f"{qdq_path}", flush=True)

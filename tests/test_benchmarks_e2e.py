@@ -129,3 +129,26 @@ def test_resume_keeps_the_timed_rows_of_the_report(tmp_path, capsys):
     with pytest.raises(SystemExit):
         e2e.main(["--resume", "--out", str(tmp_path)])
     assert "--resume continues the report of --json" in capsys.readouterr().err
+
+
+def test_resume_times_the_other_models_in_their_int8_form(tmp_path, monkeypatch):
+    """A resumed ``--int8`` suite skips the kept model and hands ``tune`` the others' QDQ form
+    (the tuning itself is stubbed to fail: the suite records that as the model's error row)."""
+    tuned = []
+
+    def tune(model, **_):
+        tuned.append(model)
+        raise ModelError("stop here")
+
+    monkeypatch.setattr(e2e.graphtune, "tune", tune)
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps({"benchmark": "e2e", "results": [
+        {"model": "resnet18@32-int8", "latency_ms": {"gt-graph": 1.0}}]}))
+    argv = ["--int8", "--suite", "--resume", "--models", "resnet18,mobilenet_v2", "--image-size", "32",
+            "--out", str(tmp_path / "out"), "--json", str(path)]
+    assert e2e.main(argv) == 0
+    (model,) = tuned
+    assert any(node.op_type == "QuantizeLinear" for node in model.graph.node)
+    report = json.loads(path.read_text())
+    assert [row["model"] for row in report["results"]] == ["resnet18@32-int8", "mobilenet_v2@32-int8"]
+    assert "stop here" in report["results"][1]["error"]
