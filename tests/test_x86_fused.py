@@ -59,6 +59,31 @@ def test_te_fused_conv_bias_relu_residual(knobs):
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("shift, folded", [(0, True), (1, False)], ids=["corner", "shifted"])
+def test_epilogue_over_fewer_columns_folds_only_when_read_in_place(shift, folded):
+    """A relu writing the first 6 of the conv's 7 columns reads each element where it lies: it
+    folds into the register tile (an int8 conv over a padded width ends so). Reading the next
+    column instead it is no epilogue: the conv is written out first, and both stay correct."""
+    knobs = CONV_KNOBS[1]
+    d, k, o = x86.conv2d_nchwc_shapes(CONV, knobs)
+    data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
+    conv = x86.conv2d_nchwc(data, kernel, CONV, knobs)
+    out_shape = [*o[:3], 6, o[4]]
+    relu = te.compute(out_shape, lambda n, c, h, w, b: te.max(conv[n, c, h, w + shift, b], 0.0), name="T_relu")
+    func = te.create_prim_func([data, kernel, relu]).with_attr("global_symbol", "main")
+    func = x86.schedule_fused(func, CONV, knobs)
+    assert (func.script().count("T.parallel") == 1) == folded
+    rng = np.random.default_rng(3)
+    x, w = random(CONV["data"], rng), random(CONV["kernel"], rng)
+    ref = conv2d_reference(x, w, CONV["strides"], CONV["padding"], CONV["dilation"])[..., shift:shift + 6]
+    lib = tvm.compile(tvm.IRModule({"main": func}), target=TARGET)
+    dev = tvm.cpu()
+    args = [tvm.runtime.tensor(a, dev) for a in (x86.pack_data(x, 16), x86.pack_conv_kernel(w, 16, 32))]
+    out = tvm.runtime.tensor(np.full(out_shape, np.nan, "float32"), dev)
+    lib["main"](*args, out)
+    np.testing.assert_allclose(x86.unpack_data(out.numpy()), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
+
+
 def test_second_output_falls_back_to_a_correct_schedule():
     knobs = CONV_KNOBS[0]
     d, k, o = x86.conv2d_nchwc_shapes(CONV, knobs)

@@ -18,6 +18,7 @@ from graphtune.errors import KnobError, ModelError
 from graphtune.measure.build import prim_func_of
 from graphtune.measure.task import Task
 from graphtune.ops import Op, check_workload, flops, op_of, runs_as
+from graphtune.x86.conv2d_int8 import computed_width
 from graphtune.x86.int8_isa import isa_for, isas_of
 from graphtune.x86.packing import pack_data, unpack_data
 
@@ -99,6 +100,17 @@ def test_int8_conv_is_bit_exact(case, out_dtype):
         pytest.skip(f"input block {knobs['ic_bn']} does not fit isa {isa.name}")
     got, ref = _run(wl, knobs, relu=case == "1x1")
     np.testing.assert_array_equal(got, ref)
+
+
+def test_padded_width_epilogue_is_computed_from_the_register_tile():
+    """Over a padded width the requantization still runs inside the conv's loop nest (one
+    parallel loop besides the zero-point padding pass): no int32 map goes through memory."""
+    data, kernel, strides, padding, knobs = CASES["71 columns in tiles of 8 (a padded width of 72)"]
+    wl = x86.conv2d_int8_workload(data, kernel, strides, padding, out_dtype="uint8")
+    knobs = {**knobs, "isa": isa_for(HOST, wl, knobs["oc_bn"]).name}
+    script = x86.conv2d_int8_func(wl, knobs, HOST).script()
+    assert computed_width(wl, knobs) == 72 and script.count("T.parallel") == 2
+    assert not re.search(r'sblock_alloc_buffer\(\([^)]*\), "int32"\)', script)  # int32 only in registers
 
 
 DENSE = {  # name: (K, M, knobs without isa)

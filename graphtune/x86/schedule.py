@@ -83,10 +83,26 @@ def _epilogue_chain(sch: s_tir.Schedule, anchor) -> list:
     current = anchor
     while True:
         consumers = sch.get_consumers(current)
-        if len(consumers) != 1 or _domain(sch, consumers[0]) != (spatial, []):
+        if len(consumers) != 1 or not _elementwise_within(sch, consumers[0], current, spatial):
             return chain
         chain.append(consumers[0])
         current = consumers[0]
+
+
+def _elementwise_within(sch: s_tir.Schedule, block, producer, spatial: list[int]) -> bool:
+    """Whether ``block`` is elementwise over (a corner of) the ``spatial`` domain: no reduction,
+    the same rank, and either the same extents or smaller ones read at its own indices from
+    ``producer`` (an int8 conv computed over a padded width writes only the real columns)."""
+    own, reduce = _domain(sch, block)
+    if reduce or len(own) != len(spatial) or any(o > s for o, s in zip(own, spatial)):
+        return False
+    if own == spatial:
+        return True
+    written = sch.get(producer).writes[0].source
+    axes = [iv.var for iv in sch.get(block).iter_vars]
+    return all(len(r.region) == len(axes)
+               and all(rng.min.same_as(axis) and int(rng.extent) == 1 for rng, axis in zip(r.region, axes))
+               for r in sch.get(block).reads if r.source.same_as(written))
 
 
 def _epilogue_dag(sch: s_tir.Schedule, anchor) -> list:
@@ -111,7 +127,7 @@ def _epilogue_dag(sch: s_tir.Schedule, anchor) -> list:
         current = frontier.pop()
         for block in sch.get_consumers(current):
             name = sch.get(block).name_hint
-            if name not in found and _domain(sch, block) == (spatial, []):
+            if name not in found and _elementwise_within(sch, block, current, spatial):
                 found[name] = block
                 frontier.append(block)
     if not found or any(n not in found for n in names(sch.get_consumers(anchor))):
