@@ -69,7 +69,8 @@ def test_epilogue_over_fewer_columns_folds_only_when_read_in_place(shift, folded
     data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
     conv = x86.conv2d_nchwc(data, kernel, CONV, knobs)
     out_shape = [*o[:3], 6, o[4]]
-    relu = te.compute(out_shape, lambda n, c, h, w, b: te.max(conv[n, c, h, w + shift, b], 0.0), name="T_relu")
+    relu = te.compute(out_shape, lambda n, c, h, w, b: te.max(conv[n, c, h, w + shift, b], 0.0),
+                      name="T_relu")
     func = te.create_prim_func([data, kernel, relu]).with_attr("global_symbol", "main")
     func = x86.schedule_fused(func, CONV, knobs)
     assert (func.script().count("T.parallel") == 1) == folded
