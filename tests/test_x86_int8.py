@@ -457,6 +457,12 @@ AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
                                                 {"ic_bn": 64, "oc_bn": 32, "reg_n": 6}),
     "3x3 stride (1, 3)": ([1, 32, 8, 13], [16, 32, 3, 3], [1, 3], [1, 1, 1, 1],
                           {"ic_bn": 32, "oc_bn": 16, "reg_n": 5}),
+    "7x7 stride 2 stem: 7 taps of 4 channels in one 28-byte chunk": (
+        [1, 4, 20, 20], [32, 4, 7, 7], [2, 2], [3, 3, 3, 3], {"ic_bn": 4, "oc_bn": 32, "reg_n": 10}),
+    "3x3 of 40-channel blocks: two 60-byte chunks per row": (
+        [1, 80, 9, 9], [32, 80, 3, 3], [1, 1], [0, 0, 0, 0], {"ic_bn": 40, "oc_bn": 32, "reg_n": 7}),
+    "1x7 of 16-channel blocks: two 56-byte chunks per row": (
+        [1, 32, 5, 17], [16, 32, 1, 7], [1, 1], [0, 0, 3, 3], {"ic_bn": 16, "oc_bn": 16, "reg_n": 9}),
 }
 
 
@@ -516,5 +522,13 @@ def test_amx_candidates_only_where_usable_and_beside_the_general_instruction():
     if x86.amx.usable(HOST):  # 17 columns (a prime): rows padded to 18 instead of no AMX tile
         prime = x86.conv2d_int8_workload([1, 64, 17, 17], [64, 64, 1, 7], padding=[0, 3, 0, 3])
         assert {k["reg_n"] for k in x86.candidates(prime, HOST) if k["isa"] == "amx"} == {9, 6}
+        # the fewest tiles of a row first (12 rows over 35 columns: 3 instructions, not 5 of 7)
+        wide = x86.conv2d_int8_workload([1, 64, 35, 35], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+        assert {k["reg_n"] for k in x86.candidates(wide, HOST) if k["isa"] == "amx"} == {12, 7}
+    stem = x86.conv2d_int8_workload([1, 4, 32, 32], [32, 4, 7, 7], [2, 2], [3, 3, 3, 3])
+    one_by_one = x86.conv2d_int8_workload([1, 4, 32, 32], [32, 4, 1, 1])
+    # 7 taps of 4 channels fold into 28 bytes per tile row; a 1x1 conv's 4 bytes are too few
+    assert any(k["isa"] == "amx" for k in x86.candidates(stem, HOST)) == x86.amx.usable(HOST)
+    assert not any(k["isa"] == "amx" for k in x86.candidates(one_by_one, HOST))
     assert x86.amx.usable(HOST) == ("amx_int8" in open("/proc/cpuinfo").read().split()
                                     and x86.amx.request_permission())

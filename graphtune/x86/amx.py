@@ -12,8 +12,9 @@ tile per 16 output channels), the int32 accumulator of a ``reg_n``-pixel registe
 ``C``.
 
 - :func:`reduction_intrin`: a register tile's whole reduction: its ``oc_bn / 16`` accumulator
-  tiles zeroed, then for every ``(ic_chunk, kh, kw)`` one input row and, per 16 channels, one
-  kernel slice loaded and one ``tdpbusd``, the accumulators stored once;
+  tiles zeroed, then for every ``(ic_chunk, kh)`` and chunk of the row's ``kw`` taps x
+  ``ic_bn`` channels (contiguous bytes, :func:`chunk_bytes`) one input tile and, per 16
+  channels, one kernel slice loaded and one ``tdpbusd``, the accumulators stored once;
 - :func:`init_intrin`: the register tile's init, as loading the tile configuration
   (``ldtilecfg``: the tiles' shapes) -- once per register tile, so every thread has it before
   its first step.
@@ -48,7 +49,7 @@ from tvm.script.parser import parse
 from .target import TargetLike, _features, host_target
 
 __all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "request_permission", "usable", "reduction_intrin",
-           "init_intrin"]
+           "init_intrin", "chunk_bytes"]
 
 FEATURES = ("amx-int8", "amx-tile")
 """The LLVM target features the int8 tile instructions need."""
@@ -100,6 +101,24 @@ def usable(target: TargetLike = None) -> bool:
 _HAS_FEATURES: dict[str, bool] = {}
 
 
+def chunk_bytes(k: int, kw: int) -> int:
+    """Bytes one ``tdpbusd`` sums per pixel when a register tile reduces over ``kw`` taps of
+    ``k`` channels: in a ``NCHW{k}c`` row the ``k`` channels of the ``kw`` pixels under one
+    output pixel are ``kw * k`` contiguous bytes, so the taps of a row fold into the tile's
+    reduction, cut into the fewest equal chunks of at most :data:`MAX_K` bytes (a multiple of
+    4: the instruction's quads); ``k`` itself when no fewer chunks than ``kw`` do (or when
+    ``k`` is no tile row: not a multiple of 4 or above :data:`MAX_K`).
+
+    Examples
+    --------
+    >>> chunk_bytes(32, 3), chunk_bytes(40, 3), chunk_bytes(4, 7), chunk_bytes(64, 3), chunk_bytes(44, 3)
+    (48, 60, 28, 64, 44)
+    """
+    total = k * kw
+    return next((total // n for n in range(1, kw + 1)
+                 if total % n == 0 and total // n % 4 == 0 and total // n <= MAX_K), k)
+
+
 def _source(name: str, lines: list[str]) -> str:
     signature = f"def {name}(a: T.handle, b: T.handle, c: T.handle) -> None:"
     return "\n".join(["@T.prim_func(s_tir=True)", signature, *("    " + line for line in lines)])
@@ -113,11 +132,15 @@ def _tile_op(op: str, *args: str) -> str:
 @cache
 def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int], stride: int = 1) -> str:
     """Register (once) and name the whole reduction of a register tile: for every ``(ic_chunk,
-    kh, kw)`` of ``steps`` (their extents) and each of ``tiles`` 16-channel tiles,
+    kh)`` of ``steps`` (the extents of ``ic_chunk, kh, kw``), every chunk of the ``kw * k``
+    bytes of a row's taps (:func:`chunk_bytes`: the ``k`` channels of the ``kw`` pixels under
+    an output pixel lie next to each other) and each of ``tiles`` 16-channel tiles,
     ``C[rows, 16 * tiles] += A . B`` by ``tdpbusd``, in the tiles ``tmm0..`` (zeroed first, stored
-    to ``C`` after), ``A`` (``rows`` pixels x ``k`` uint8 of the tap's input row, every
-    ``stride``-th pixel: the tile load's row stride is ``stride`` pixels) loaded into ``tmm6``, each
-    ``B`` (``k / 4 x 16 x 4`` int8 of the packed kernel) into ``tmm7``.
+    to ``C`` after), ``A`` (``rows`` pixels x the chunk's bytes, every ``stride``-th pixel: the
+    tile load's row stride is ``stride`` pixels) loaded into ``tmm6``, each ``B`` (the chunk's
+    quads x 16 x 4 int8 of the packed kernel, whose ``(kw, ic_bn / 4)`` rows are as
+    contiguous) into ``tmm7``. A 3x3 conv of 32-channel blocks sums 48 bytes per instruction
+    instead of 32; the RGB stem's 7 taps of 4 channels, 28 instead of 4.
 
     The tiles start from zero, not from ``C``: the schedule puts this right after the register
     tile's init (:func:`init_intrin`, which therefore only loads the tile configuration), and
@@ -155,12 +178,14 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
         f"T.cast(B[{reduce['q']}, {reduce['h']}, {reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}], "
         "'int32')"]
     c_tile = "C.access_ptr('{}', offset=t * 16), T.int64(C.strides[0] * 4)"
-    a_row = "A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + w * A.strides[2])"
-    b_slice = "B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1] + w * B.strides[2] + t * 64)"
+    size = chunk_bytes(k, kw)  # the kw taps' k channels are contiguous: kw * k bytes in chunks
+    a_row = f"A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + c * {size})"
+    b_slice = ("B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1]"
+               f" + c * {size // 4} * B.strides[3] + t * 64)")
     impl = head + [
         f"    for t in T.unroll({tiles}):",
         "        " + _tile_op("tilezero", "T.int8(t)"),
-        f"    for q, h, w in T.grid({icc}, {kh}, {kw}):",
+        f"    for q, h, c in T.grid({icc}, {kh}, {kw * k // size}):",
         "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64(A.strides[2] * {stride})"),
         f"        for t in T.unroll({tiles}):",
         "            " + _tile_op("tileloadd64", "T.int8(7)", b_slice, "T.int64(B.strides[3])"),
@@ -177,7 +202,8 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
 def init_intrin(rows: int, k: int, width: int) -> str:
     """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32), done as
     ``ldtilecfg`` of the tiles :func:`reduction_intrin` uses (``tmm0..`` one C per 16 of
-    ``width`` channels and ``tmm6`` A, ``rows`` rows each, ``tmm7`` B of ``k / 4`` rows): the
+    ``width`` channels and ``tmm6`` A, ``rows`` rows each of ``k`` bytes (the reduction's
+    :func:`chunk_bytes`), ``tmm7`` B of ``k / 4`` rows): the
     reduction right after it zeroes its tiles itself and overwrites ``C`` whole, so the zeros
     are never stored."""
 

@@ -142,24 +142,29 @@ def padded_rows_fit(width: int, rows: int) -> bool:
 
 
 AMX_MIN_K = 16
-"""Fewest input channels (bytes of a tile row) of an AMX candidate."""
+"""Fewest bytes one ``tdpbusd`` of an AMX candidate sums per pixel (input channels x folded taps)."""
 
 
 def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> list:
     """The AMX register tiles of an undilated conv with ``blocks`` where this process may
     run them (:func:`graphtune.x86.amx.usable`; ``knobs._amx_rules``): a row of ``reg_n`` pixels,
-    the two largest divisors of the output width from 2 to 16 (a tile's rows; where there are
-    fewer, the rows from 2 to 16 covering the fewest padded columns, :func:`padded_rows_fit`,
-    the longest first: 9 and 6 for 17 columns), every 16 output channels one tile; input blocks
-    of at least :data:`AMX_MIN_K` channels (a 4-byte tile row uses a sixteenth of ``tdpbusd``:
-    ResNet-50's stem ran 3.9x slower than on VNNI)."""
-    if (workload["dilation"] != [1, 1] or not AMX_MIN_K <= blocks["ic_bn"] <= amx.MAX_K
+    every 16 output channels one tile. ``tdpbusd`` takes as long for a few rows as for 16, so
+    first the rows of the fewest tiles covering the output width (each as short as that count
+    allows: 15 for 147 or 71 columns, 12 for 35, 14 for 56), then the largest divisor of the
+    width from 2 to 16 (where there is none, the rows from 2 to 16 covering the fewest padded
+    columns, :func:`padded_rows_fit`: 6 for 17). Reductions of at least :data:`AMX_MIN_K` bytes
+    per instruction (:func:`graphtune.x86.amx.chunk_bytes`: a 4-byte tile row uses a sixteenth
+    of ``tdpbusd``; the RGB stem's 7 taps of 4 channels fold into 28 bytes)."""
+    kw = workload["kernel"][3]
+    if (workload["dilation"] != [1, 1] or not blocks["ic_bn"] <= amx.MAX_K
+            or amx.chunk_bytes(blocks["ic_bn"], kw) < AMX_MIN_K or ow < 2
             or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES or not amx.usable(target)):
         return []
-    rows = [d for d in divisors(ow, cap=amx.MAX_ROWS) if d >= 2][-2:][::-1]
+    fewest = -(-ow // -(-ow // amx.MAX_ROWS))
+    whole = [d for d in divisors(ow, cap=amx.MAX_ROWS) if d >= 2][-2:][::-1]
     padded = sorted((r for r in range(2, amx.MAX_ROWS + 1) if ow % r and padded_rows_fit(ow, r)),
                     key=lambda r: (-(-ow // r) * r, -r))
-    rows += padded[:2 - len(rows)]
+    rows = [fewest] + [r for r in whole + padded if r != fewest][:1]
     return [{**blocks, "reg_n": r, "unroll_kw": False, "isa": "amx"} for r in rows]
 
 
