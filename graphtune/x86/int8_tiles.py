@@ -25,7 +25,7 @@ from itertools import zip_longest
 from ..ops import Op, output_shape
 from . import amx
 from .dense_int8 import as_conv2d_int8
-from .groups import group_sizes, oc_blocks, span
+from .groups import oc_blocks, span
 from .int8_isa import ISAS, isa_for, isa_of
 from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
@@ -33,6 +33,7 @@ from .tiles import (
     MAX_BLOCK,
     _block_penalty,
     _depthwise_register_tiles,
+    _group_pairs,
     _ordered_blocks,
     _register_tiles,
     _rows_outer,
@@ -61,7 +62,8 @@ def group_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> lis
     """``(tier, {"ic_bn", "oc_bn"})`` pairs of an int8 group conv: :func:`int8_blocks`' vector
     fit, with the output blocks that map onto groups (:func:`graphtune.x86.groups.oc_blocks`)
     and the input blocks dividing their span, plus one tier per doubling of the work wasted on
-    the zeros of a block spanning several groups (as the fp32 group conv's).
+    the zeros of a block spanning several groups (the fp32 group conv's ``tiles._group_pairs``
+    with input blocks of whole instruction dots).
 
     Examples
     --------
@@ -71,16 +73,7 @@ def group_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> lis
     (2, {'ic_bn': 16, 'oc_bn': 16})
     """
     isa = isa_of(target, workload)
-    og = group_sizes(workload)[1]
-    pairs = []
-    for o in _ordered_blocks(output_shape(workload, Op.GROUP_CONV2D_INT8)[1], max_block, isa.lanes):
-        if o not in oc_blocks(workload):
-            continue
-        waste = max(1, o // og).bit_length() - 1
-        for i in _input_blocks(span(workload, o), max_block, isa.lanes, isa.dot):
-            pairs.append((_block_penalty(o, isa.lanes) + (_block_penalty(i, isa.lanes) + 1) // 2 + waste,
-                          {"ic_bn": i, "oc_bn": o}))
-    return sorted(pairs, key=lambda pair: pair[0])
+    return sorted(_group_pairs(workload, max_block, isa.lanes, isa.dot), key=lambda pair: pair[0])
 
 
 def group_int8_default(workload: dict, block: int, target: TargetLike) -> dict:

@@ -161,16 +161,17 @@ def _ordered_blocks(channels: int, max_block: int, lanes: int) -> list:
     return sorted(divisors(channels, cap=max_block), key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
 
 
-def _group_pairs(workload: dict, max_block: int, lanes: int) -> list:
+def _group_pairs(workload: dict, max_block: int, lanes: int, dot: int = 1) -> list:
     """``(tier, {"ic_bn", "oc_bn"})`` of a group conv: vector fit, then the work wasted on
-    the zeros of a block spanning several groups (one tier per doubling)."""
+    the zeros of a block spanning several groups (one tier per doubling); input blocks that
+    are multiples of ``dot`` (the input channels an int8 instruction sums)."""
     og = group_sizes(workload)[1]
     ocs = sorted((b for b in oc_blocks(workload) if b <= max_block),
                  key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
     pairs = []
     for o in ocs:
         waste = max(1, o // og).bit_length() - 1
-        for i in _ordered_blocks(span(workload, o), max_block, lanes):
+        for i in (b for b in _ordered_blocks(span(workload, o), max_block, lanes) if b % dot == 0):
             tier = _block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2 + waste
             pairs.append((tier, {"ic_bn": i, "oc_bn": o}))
     return pairs
