@@ -122,11 +122,14 @@ def test_rewrite_keeps_every_rounding():
     """The rewritten graph computes bit for bit what the QDQ graph computes (both in ONNX
     Runtime, same kernels), has no quantization node left, and every conv and dense has a
     constant fp32 weight: the same layout nodes as the fp32 model, the quantized convs and head
-    on the int8 kernels (tests/test_int8_compile.py)."""
+    on the int8 kernels (tests/test_int8_compile.py). No quantize is left, and the only
+    dequantizations are those of the downsample branches, dequantized in their readers."""
     model = quantized("resnet18")
     rewritten = rewrite_qdq(model)
-    kinds = {n.op_type for n in rewritten.graph.node}
-    assert not kinds & {"QuantizeLinear", "DequantizeLinear"}, kinds
+    left = [n for n in rewritten.graph.node if n.op_type in ("QuantizeLinear", "DequantizeLinear")]
+    assert [n.op_type for n in left] == ["DequantizeLinear"] * 3, left
+    readers = {name: n for n in rewritten.graph.node for name in n.input}
+    assert all(readers[n.output[0]].name.endswith(".add") for n in left)
     feeds = inputs_of(model, 4)
     for got, want in zip(ort_run(rewritten, feeds), ort_run(model, feeds)):
         np.testing.assert_array_equal(got, want)
@@ -136,11 +139,13 @@ def test_rewrite_keeps_every_rounding():
         sorted((op.name, int8.get(op.op, op.op)) for op in layout_ops(fp32))
 
 
-def test_residual_branches_round_in_fp32_without_storing_uint8():
+def test_residual_branches_round_in_fp32_or_store_uint8_for_their_reader():
     """A residual Add's conv branch (Q -> DQ whose integers nothing else reads) is fake
-    quantization, ``Mul(Clip(Round(Div(x))))``, not a uint8 store and a cast back; the identity
-    branch, whose uint8 the next conv also reads, keeps its storage form. (Bit-exactness of the
-    whole rewrite: test_rewrite_keeps_every_rounding.)"""
+    quantization, ``Mul(Clip(Round(Div(x))))``, not a uint8 store and a cast back; where both
+    branches are (a downsample beside ``conv3``) the second stores uint8 and keeps its
+    ``DequantizeLinear`` (the compiler fuses it into the conv writing the first, which takes the
+    add); the identity branch, whose uint8 the next conv also reads, keeps its storage form.
+    (Bit-exactness of the whole rewrite: test_rewrite_keeps_every_rounding.)"""
     rewritten = rewrite_qdq(quantized("resnet18"))
     producer = {out: node for node in rewritten.graph.node for out in node.output}
 
@@ -155,7 +160,9 @@ def test_residual_branches_round_in_fp32_without_storing_uint8():
     fake = ["Mul", "Clip", "Round", "Div"]
     branches = [sorted(ops_before(name) == fake for name in add.input) for add in adds]
     assert len(adds) == 8
-    assert branches.count([True, True]) == 3 and branches.count([False, True]) == 5, branches  # 3 downsamples
+    assert branches.count([False, True]) == 8, branches
+    downsamples = [add for add in adds if producer[add.input[1]].op_type == "DequantizeLinear"]
+    assert len(downsamples) == 3 and all(ops_before(add.input[0]) == fake for add in downsamples)
 
 
 @pytest.mark.parametrize("name", FAST_ZOO)
@@ -200,11 +207,16 @@ def test_zoo_is_as_close_to_the_reference_as_onnxruntime_int8(name):
 
 def test_quantized_activations_cross_as_uint8_and_residual_adds_fuse():
     """Between its functions the compiled model passes the uint8 integers the QDQ model
-    stores: int8 convs read them (the model input's is the one quantize of its own), and each
-    residual add dequantizes its branch inside the conv before it, as in the fp32 model."""
+    stores: int8 convs read them (the model input's is the one quantize of its own), each
+    residual add dequantizes its branch inside the conv before it, as in the fp32 model, a
+    downsample's too (it writes uint8; its add runs in the other conv)."""
     model = quantized("resnet18")
     compiled = quiet_compile(model, graphtune.Config.uniform(model))
     calls = [[name for name in names if not name.startswith("lv")] for _, names in compiled.call_sites]
+    downsamples = {function for function, names in compiled.call_sites
+                   if any("downsample" in name for name in names)}
+    assert len(downsamples) == 3
+    assert all(arg_specs(compiled.functions[name])[-1][1] == "uint8" for name in downsamples)
     assert [names for names in calls if any(name.endswith("_input_q") for name in names)] == \
         [["conv1_input_q"]]
     adds = [names for names in calls if any(name.endswith("_add") for name in names)]

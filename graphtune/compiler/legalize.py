@@ -477,6 +477,19 @@ def _elementwise_lookups(mod: tvm.IRModule) -> tvm.IRModule:
     return mod
 
 
+def _dequantize_in_readers(mod: tvm.IRModule) -> tvm.IRModule:
+    """``mod`` with the per-tensor dequantizations the QDQ rewrite leaves (the second uint8
+    branch of a residual add, ``frontend.qdq._Rewriter._second_branch``) given the broadcast
+    op pattern: ``FuseOps`` then ends their producer's function at the uint8 tensor (it fuses
+    a conv's epilogue only through elementwise ops) and fuses the dequantization into the
+    function that reads it (a broadcast op joins its reader's, the conv writing the add's
+    other branch)."""
+    for gvar, func in list(mod.functions.items()):
+        if isinstance(func, tirx.PrimFunc) and gvar.name_hint.startswith("dequantize"):
+            mod[gvar] = func.with_attr("op_pattern", 1)
+    return mod
+
+
 def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
              target: tvm.target.Target, packed_anchors: dict[Constant, NodePlan] | None = None
              ) -> tvm.IRModule:
@@ -530,7 +543,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
         custom = {**_fast_math_map(), **_pool_map(), **_resize_map(target),
                   **_legalize_map(anchors, target, packed)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
-        mod = _elementwise_lookups(relax.transform.AnnotateTIROpPattern()(mod))
+        mod = _dequantize_in_readers(_elementwise_lookups(relax.transform.AnnotateTIROpPattern()(mod)))
         unfused = mod["main"]
         mod = relax.transform.FuseOps()(mod)
         sites = call_sites(unfused, mod)

@@ -36,7 +36,9 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    rule 3 reads it, an fp32 reader (a residual add) dequantizes it in its own epilogue.
    Another Q -> DQ pair with constant scales and zero points, and a storage-form pair whose
    integers nothing else reads and whose DQ only ``Add`` nodes read (a residual branch: the
-   uint8 would be converted straight back), becomes::
+   uint8 would be converted straight back) -- except the second of two such branches of one
+   ``Add`` (ResNet's downsample), whose Q takes the storage form and whose ``DequantizeLinear``
+   stays, for the compiler to fuse into the conv writing the first -- becomes::
 
        y = min(max(round(x / s_q), q_min - z_q), q_max - z_q) * s_d      (+ z_q - z_d before * s_d
                                                                             when the zero points differ)
@@ -167,10 +169,11 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     quantized = rewriter.quantized_nodes()  # every quantized conv / dense is DQ -> Conv / Gemm / MatMul now
     rewriter.integer_ops()
     rewriter.readers = _readers(out.graph)
+    rewriter.makers = {output: node for node in out.graph.node for output in node.output}
     _apply(out.graph, rewriter.dequantize)
     out.graph.initializer.extend(rewriter.new_inits)
     drop_dead(out.graph)
-    _warn_left(out.graph)
+    _warn_left(out.graph, rewriter.in_readers)
     if quantized:
         out.metadata_props.add(key=INT8_NODES, value=json.dumps(quantized, sort_keys=True))
     return out
@@ -218,11 +221,12 @@ def _is_quantized(node: onnx.NodeProto) -> bool:
             or node.op_type.startswith("QLinear") or node.op_type == "DynamicQuantizeLinear")
 
 
-def _warn_left(graph: onnx.GraphProto) -> None:
-    """One warning naming the quantization nodes TVM runs as it imports them."""
+def _warn_left(graph: onnx.GraphProto, kept: set[str]) -> None:
+    """One warning naming the quantization nodes TVM runs as it imports them (but the ``kept``
+    dequantizations, which run in their readers)."""
     left: dict[str, list[str]] = defaultdict(list)
     for node in graph.node:
-        if node.op_type in QDQ_OPS:
+        if node.op_type in QDQ_OPS and node.output[0] not in kept:
             left[node.op_type].append(node.name or node.output[0])
     if not left:
         return
@@ -256,6 +260,8 @@ class _Rewriter:
         self.producer: dict[str, onnx.NodeProto] = {}
         self.consumers: dict[str, list[onnx.NodeProto]] = defaultdict(list)
         self.readers: dict[str, list[onnx.NodeProto]] = {}  # of the graph rule 4 rewrites
+        self.makers: dict[str, onnx.NodeProto] = {}  # its producers
+        self.in_readers: set[str] = set()  # outputs of the DQs kept for their readers
         for node in graph.node:
             for name in set(node.input):
                 self.consumers[name].append(node)
@@ -522,6 +528,9 @@ class _Rewriter:
             self.producer[output] = node
         stored = self._stored_params(node)
         source = self.producer.get(node.input[0])
+        if stored is not None and self._second_branch(node, source):
+            self.in_readers.add(node.output[0])
+            return [node]
         if stored is not None and not self._only_added(node, source):
             return self._storage(node, *stored)
         params = self._params(node) if node.op_type == "DequantizeLinear" else None
@@ -557,6 +566,22 @@ class _Rewriter:
         return (self._stored_params(source) is not None and self.readers.get(integers) == [dq]
                 and not {integers, values} & self.outputs and bool(self.readers.get(values))
                 and all(r.op_type == "Add" for r in self.readers[values]))
+
+    def _second_branch(self, dq: onnx.NodeProto, source: onnx.NodeProto | None) -> bool:
+        """Whether ``dq`` is the second of two :meth:`_only_added` branches of one ``Add`` (ResNet's
+        downsample beside ``conv3``): one of them can fuse into the conv writing the other, this
+        one then crosses memory as the uint8 ``q`` and stays a ``DequantizeLinear``, which the
+        compiler fuses into its reader (:func:`graphtune.compiler.legalize.legalize`)."""
+        if not self._only_added(dq, source):
+            return False
+        adds = self.readers[dq.output[0]]
+        if len(adds) != 1:
+            return False
+        add = adds[0]
+        if len(add.input) != 2 or add.input[1] != dq.output[0] or add.input[0] == add.input[1]:
+            return False
+        first = self.makers.get(add.input[0])
+        return first is not None and self._only_added(first, self.makers.get(first.input[0]))
 
     def _params(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray, int] | None:
         """``(scale, zero_point, axis)`` of a Q / DQ whose parameters are constants, else None

@@ -335,6 +335,12 @@ def const_value(expr: relax.Expr) -> np.ndarray | None:
     return value.numpy() if hasattr(value, "numpy") else np.array(value)
 
 
+def _scalar_const(expr: relax.Expr) -> bool:
+    """Whether ``expr`` is a constant holding one value (a per-tensor scale or zero point)."""
+    value = const_value(expr)
+    return value is not None and value.size == 1
+
+
 def _ints(values) -> list[int]:
     return [int(v) for v in values]
 
@@ -431,6 +437,9 @@ class _Walker:
         if not isinstance(value, relax.Call):
             return Role.FIXED, None
         form = Form.of(name)
+        if name == "relax.dequantize" and len(data) == 1 and value.args[0].same_as(data[0]) \
+                and all(_scalar_const(arg) for arg in value.args[1:]):
+            return Role.PASS, Form.UNARY  # one scale and zero point: any layout
         if name in BINARY:
             return self._binary_role(value, data)
         if form is not None and len(data) == 1 and self._blockable(value, form, data[0]):
