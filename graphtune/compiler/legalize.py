@@ -478,10 +478,11 @@ def _elementwise_lookups(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _dequantize_in_readers(mod: tvm.IRModule) -> tvm.IRModule:
-    """``mod`` with the per-tensor dequantizations the QDQ rewrite leaves (the second uint8
-    branch of a residual add, ``frontend.qdq._Rewriter._second_branch``) given the broadcast
-    op pattern: ``FuseOps`` then ends their producer's function at the uint8 tensor (it fuses
-    a conv's epilogue only through elementwise ops) and fuses the dequantization into the
+    """``mod`` with every ``dequantize`` PrimFunc given the broadcast op pattern: the QDQ rewrite
+    leaves a DequantizeLinear on purpose only for the second uint8 branch of a residual add
+    (``frontend.qdq._Rewriter._second_branch``; others only where it cannot rewrite one). With
+    that pattern ``FuseOps`` ends their producer's function at the uint8 tensor (it fuses a
+    conv's epilogue only through elementwise ops) and fuses the dequantization into the
     function that reads it (a broadcast op joins its reader's, the conv writing the add's
     other branch)."""
     for gvar, func in list(mod.functions.items()):

@@ -47,7 +47,7 @@ import numpy as np
 import tvm
 from tvm import relax, te
 
-from ..frontend.walk import bindings, const_value, dtype_of, op_name, static_shape, vars_read
+from ..frontend.walk import bindings, dtype_of, op_name, scalar_value, static_shape, vars_read
 from .consts import eval_const
 from .rebind import rebind, rewritten_main
 
@@ -84,12 +84,6 @@ def lookup(data: te.Tensor, table: te.Tensor) -> te.Tensor:
     return te.compute(data.shape, lambda *i: table[data(*i).astype("int32")], name=LOOKUP)
 
 
-def _scalar(expr: relax.Expr) -> np.ndarray | None:
-    """The value of a one-element constant as a 0-d array, else None."""
-    value = const_value(expr)
-    return value.reshape(()) if value is not None and value.size == 1 else None
-
-
 class _Bindings:
     """``main``'s bindings with what :func:`_region` asks of each, computed once: its position,
     op, static shape and readers."""
@@ -123,7 +117,7 @@ def _region(source: relax.Var, graph: _Bindings) -> tuple[dict, dict]:
         tensors = [a for a in call.args if isinstance(a, relax.Var)]
         if any(a not in values for a in tensors):
             continue
-        arrays = [values[a] if isinstance(a, relax.Var) else _scalar(a) for a in call.args]
+        arrays = [values[a] if isinstance(a, relax.Var) else scalar_value(a) for a in call.args]
         value = None if any(a is None for a in arrays) else eval_const(call, arrays)
         if value is None:
             continue

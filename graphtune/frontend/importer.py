@@ -54,7 +54,7 @@ from .fold import fold_constants
 from .pad import pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_NODES, rewrite_qdq
 from .taps import drop_dead_taps, split_by_band
-from .walk import _DEFAULT_NAME, const_value, op_name
+from .walk import _DEFAULT_NAME, op_name, scalar_value
 
 __all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
 
@@ -539,8 +539,8 @@ class _ClippedCastToAstype(relax.PyExprMutator):
 
     @staticmethod
     def _scalar(expr: relax.Expr) -> float | None:
-        value = const_value(expr)
-        return float(value.reshape(())) if value is not None and value.size == 1 else None
+        value = scalar_value(expr)
+        return None if value is None else float(value)
 
     def _clipped(self, expr: relax.Expr) -> bool:
         """``expr`` is ``minimum(maximum(x, lo), hi)`` (or the other order) within [0, 255]."""

@@ -528,10 +528,11 @@ class _Rewriter:
             self.producer[output] = node
         stored = self._stored_params(node)
         source = self.producer.get(node.input[0])
-        if stored is not None and self._second_branch(node, source):
+        only_added = stored is not None and self._only_added(node, source)
+        if only_added and self._second_branch(node):
             self.in_readers.add(node.output[0])
             return [node]
-        if stored is not None and not self._only_added(node, source):
+        if stored is not None and not only_added:
             return self._storage(node, *stored)
         params = self._params(node) if node.op_type == "DequantizeLinear" else None
         if params is None:
@@ -567,13 +568,12 @@ class _Rewriter:
                 and not {integers, values} & self.outputs and bool(self.readers.get(values))
                 and all(r.op_type == "Add" for r in self.readers[values]))
 
-    def _second_branch(self, dq: onnx.NodeProto, source: onnx.NodeProto | None) -> bool:
-        """Whether ``dq`` is the second of two :meth:`_only_added` branches of one ``Add`` (ResNet's
-        downsample beside ``conv3``): one of them can fuse into the conv writing the other, this
-        one then crosses memory as the uint8 ``q`` and stays a ``DequantizeLinear``, which the
-        compiler fuses into its reader (:func:`graphtune.compiler.legalize.legalize`)."""
-        if not self._only_added(dq, source):
-            return False
+    def _second_branch(self, dq: onnx.NodeProto) -> bool:
+        """Whether the :meth:`_only_added` ``dq`` is the second of two such branches of one
+        ``Add`` (ResNet's downsample beside ``conv3``): one of them can fuse into the conv
+        writing the other, this one then crosses memory as the uint8 ``q`` and stays a
+        ``DequantizeLinear``, which the compiler fuses into its reader
+        (:func:`graphtune.compiler.legalize.legalize`)."""
         adds = self.readers[dq.output[0]]
         if len(adds) != 1:
             return False

@@ -69,7 +69,7 @@ from .roles import BINARY, KNOWN_FIXED, Form, Role
 
 __all__ = [
     "LayoutOp", "Step", "Role", "Form", "ROLES", "layout_ops", "walk", "bindings", "op_name",
-    "static_shape", "dtype_of", "const_value", "vars_read",
+    "static_shape", "dtype_of", "const_value", "scalar_value", "vars_read",
 ]
 
 ROLES = tuple(Role)
@@ -335,10 +335,19 @@ def const_value(expr: relax.Expr) -> np.ndarray | None:
     return value.numpy() if hasattr(value, "numpy") else np.array(value)
 
 
-def _scalar_const(expr: relax.Expr) -> bool:
-    """Whether ``expr`` is a constant holding one value (a per-tensor scale or zero point)."""
+def scalar_value(expr: relax.Expr) -> np.ndarray | None:
+    """The value of a constant holding one value (a per-tensor scale or zero point, a clip
+    bound) as a 0-d array, else None.
+
+    Examples
+    --------
+    >>> scalar_value(relax.const(np.full((1, 1), 2.5, "float32"))).shape
+    ()
+    >>> scalar_value(relax.const(np.ones(2))) is None
+    True
+    """
     value = const_value(expr)
-    return value is not None and value.size == 1
+    return value.reshape(()) if value is not None and value.size == 1 else None
 
 
 def _ints(values) -> list[int]:
@@ -438,7 +447,7 @@ class _Walker:
             return Role.FIXED, None
         form = Form.of(name)
         if name == "relax.dequantize" and len(data) == 1 and value.args[0].same_as(data[0]) \
-                and all(_scalar_const(arg) for arg in value.args[1:]):
+                and all(scalar_value(arg) is not None for arg in value.args[1:]):
             return Role.PASS, Form.UNARY  # one scale and zero point: any layout
         if name in BINARY:
             return self._binary_role(value, data)

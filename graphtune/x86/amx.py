@@ -199,13 +199,15 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
 
 
 @cache
-def init_intrin(rows: int, k: int, width: int) -> str:
+def init_intrin(rows: int, k: int, width: int, kw: int = 1) -> str:
     """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32), done as
-    ``ldtilecfg`` of the tiles :func:`reduction_intrin` uses (``tmm0..`` one C per 16 of
-    ``width`` channels and ``tmm6`` A, ``rows`` rows each of ``k`` bytes (the reduction's
-    :func:`chunk_bytes`), ``tmm7`` B of ``k / 4`` rows): the
+    ``ldtilecfg`` of the tiles :func:`reduction_intrin` uses over ``kw`` taps of ``k``
+    channels (``tmm0..`` one C per 16 of ``width`` channels and ``tmm6`` A, ``rows`` rows each
+    of the reduction's :func:`chunk_bytes`, ``tmm7`` B of a quarter as many rows): the
     reduction right after it zeroes its tiles itself and overwrites ``C`` whole, so the zeros
     are never stored."""
+
+    chunk = chunk_bytes(k, kw)
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle) -> None:
@@ -233,12 +235,12 @@ def init_intrin(rows: int, k: int, width: int) -> str:
             for t in range(width // 16):  # C: tmm0.. (bytes per row: uint16 at 16 + 2t; rows: 48 + t)
                 config[16 + 2 * t] = T.uint8(64)
                 config[48 + t] = T.uint8(rows)
-            config[28] = T.uint8(k)  # A: tmm6
+            config[28] = T.uint8(chunk)  # A: tmm6
             config[54] = T.uint8(rows)
             config[30] = T.uint8(64)  # B: tmm7
-            config[55] = T.uint8(k // 4)
+            config[55] = T.uint8(chunk // 4)
             T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", T.address_of(config[0])))
 
-    name = f"graphtune_amx_init_{rows}x{k}x{width}"
+    name = f"graphtune_amx_init_{rows}x{chunk}x{width}"
     TensorIntrin.register(name, desc, impl, override=True)
     return name

@@ -98,7 +98,7 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
         sch.fuse(init_tiles, init_lanes)
     else:
         init_rows = sch.get_loops(init)[-2]
-    sch.tensorize(init_rows, amx.init_intrin(rows, amx.chunk_bytes(k, steps[2]), width))
+    sch.tensorize(init_rows, amx.init_intrin(rows, k, width, steps[2]))
 
 
 def _pixel_stride(block: s_tir.SBlock) -> int:

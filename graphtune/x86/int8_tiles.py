@@ -153,7 +153,8 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
             or amx.chunk_bytes(blocks["ic_bn"], kw) < AMX_MIN_K or ow < 2
             or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES or not amx.usable(target)):
         return []
-    fewest = -(-ow // -(-ow // amx.MAX_ROWS))
+    tiles = -(-ow // amx.MAX_ROWS)  # the fewest tiles covering the width
+    fewest = -(-ow // tiles)  # their shortest rows
     whole = [d for d in divisors(ow, cap=amx.MAX_ROWS) if d >= 2][-2:][::-1]
     padded = sorted((r for r in range(2, amx.MAX_ROWS + 1) if ow % r and padded_rows_fit(ow, r)),
                     key=lambda r: (-(-ow // r) * r, -r))
