@@ -7,7 +7,8 @@ side in the same interleaved rounds with the same thread count:
 - ``ort`` (ONNX Runtime, no spinning; the rounds split between ``--peer-processes``
   fresh processes of each peer, default 3), ``openvino`` (fp32 forced; OpenVINO
   defaults to bf16 on AVX512-BF16 CPUs: ``--bf16`` adds ``openvino-bf16``
-  as its own column),
+  as its own column, and ``gt-bf16``: the model tuned again with ``precision="bfloat16"``,
+  its conv2d nodes free to run in bfloat16 where measured faster),
 - ``gt-uniform`` (16c everywhere, default knobs: the "default heuristic"),
 - ``gt-kernel-best`` (each node its fastest measured kernel, transforms
   ignored when choosing: the old "history best"),
@@ -341,7 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--peer-processes", type=int, default=3,
                         help="fresh processes per peer the rounds are split between (default 3: "
                              "a process's speed is a draw)")
-    parser.add_argument("--bf16", action="store_true", help="also time OpenVINO in its default bf16")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also time OpenVINO in bf16 and graphtune tuned with precision='bfloat16' "
+                             "(gt-bf16)")
     parser.add_argument("--int8", action="store_true",
                         help="time each model's int8 QDQ form (graphtune.quantize on "
                              f"{CALIBRATION_INPUTS} seeded random inputs, saved as OUT/MODEL-int8.onnx) "
@@ -436,6 +439,13 @@ def main(argv: list[str] | None = None) -> int:
                 handle.write(result.graph.to_json())
             print(result.summary(), flush=True)
             extra = {"gt-random": Config.random(model, seed=0)} if args.random else {}
+            if args.bf16 and not args.int8:  # the same model tuned with bfloat16 allowed
+                low = graphtune.tune(model, records=records, max_candidates=args.max_candidates,
+                                     final_check=False if args.no_final_check else None,
+                                     feedback_rounds=args.feedback_rounds, precision="bfloat16")
+                low.config.save(os.path.join(args.out, f"{tag}-bf16.graphtune.json"))
+                print(low.summary(), flush=True)
+                extra["gt-bf16"] = low.config
             row = with_final_check(evaluate(model, result, tag, peers=peers, repeat=args.repeat,
                                             extra=extra, kernel_best=not args.suite,
                                             peer_processes=args.peer_processes,

@@ -55,7 +55,7 @@ def _tune(args: argparse.Namespace) -> None:
                   runner=runner, retry_errors=args.retry_errors,
                   shape_dict=parse_shape_dict(args.shape), transforms=args.transforms,
                   progress=not args.quiet, final_check=False if args.no_final_check else None,
-                  feedback_rounds=args.feedback_rounds)
+                  feedback_rounds=args.feedback_rounds, precision=args.precision)
     result.config.save(out)
     if args.graph:
         with open(args.graph, "w") as handle:
@@ -219,6 +219,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidates' costs by their in-model times and solve again, at most N "
                         "models profiled (default 2, or $GRAPHTUNE_FEEDBACK_ROUNDS; 0: off; "
                         "docs/timing.md, 'Closed loop')")
+    p.add_argument("--precision", choices=["float32", "bfloat16", "bf16"], default="float32",
+                   help="bfloat16 (bf16): conv2d nodes may also run with bfloat16 inputs and weights "
+                        "where measured faster (AVX512-BF16 / AMX; changes the numerics; docs/bf16.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune)
 

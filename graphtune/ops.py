@@ -12,6 +12,9 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
   symmetric int8) plus ``"out_dtype"``: ``"uint8"`` (requantized) or ``"float32"`` (dequantized)
   — precision is part of a node's format, so records and configs key it; a conv2d_int8 may
   carry ``"weight_pair_max"`` (:data:`WEIGHT_PAIR_MAX`), which decides the instructions it may run;
+- conv2d_bf16: conv2d's fields (groups 1) with ``"dtype": "bfloat16"`` (activations and
+  weights; float32 sums and output): the kernel a conv2d node's bfloat16 candidate runs
+  (:func:`runs_as`), so records key it apart from the node's float32 one;
 - conv2d_transpose: the same plus ``"output_padding"`` (kernel ``[C, O, KH,
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
@@ -51,10 +54,12 @@ from typing import Any, Callable
 from .errors import KnobError, ModelError
 
 __all__ = [
-    "Op", "LAYOUT_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES", "ModelNode",
+    "Op", "LAYOUT_OPS", "KERNEL_OPS", "NODE_OPS", "GRAPH_OPS", "TASK_KINDS", "WORKLOAD_FIELDS", "DTYPES",
+    "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
-    "dense_int8_workload", "INT8_OPS", "PRECISION", "WEIGHT_PAIR_MAX", "runs_as", "input_dtype",
+    "dense_int8_workload", "INT8_OPS", "PRECISION", "PRECISIONS", "BF16_DTYPES", "WEIGHT_PAIR_MAX", "runs_as",
+    "input_dtype",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
 
@@ -94,6 +99,9 @@ class Op(str, enum.Enum):
     """group_conv2d of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
     DENSE_INT8 = "dense_int8"
     """Batch-1 dense of uint8 activations and int8 weights (as :attr:`CONV2D_INT8`)."""
+    CONV2D_BF16 = "conv2d_bf16"
+    """conv2d of bfloat16 activations and weights, float32 accumulation and output: the kernel a
+    conv2d node's bfloat16 candidate runs (:func:`runs_as`), never a node's own op."""
     JOIN = "join"
     """The common layout of an add / concat / gating mul's inputs (no kernel)."""
     BOUNDARY = "boundary"
@@ -124,11 +132,21 @@ NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
 GRAPH_OPS = NODE_OPS + (Op.BOUNDARY,)
 """Ops a layout-graph node may have."""
 
-TASK_KINDS = LAYOUT_OPS + (Op.TRANSFORM, Op.OP_GROUP, Op.IN_MODEL)
+KERNEL_OPS = LAYOUT_OPS + (Op.CONV2D_BF16,)
+"""Ops graphtune.x86 builds a kernel for: the layout ops, and the kernels their candidates may
+run in another precision (:func:`runs_as`)."""
+
+TASK_KINDS = KERNEL_OPS + (Op.TRANSFORM, Op.OP_GROUP, Op.IN_MODEL)
 """Kinds of measurement task: the kernels, layout transforms, op groups, and in-model times."""
 
 DTYPES = ("float32",)
 """Data types graphtune's float kernels support."""
+
+BF16_DTYPES = ("bfloat16",)
+"""Activation and weight data types of the bfloat16 conv2d (``dtype`` of a conv2d_bf16 workload)."""
+
+PRECISIONS = ("float32", "bfloat16")
+"""Values of the knob :data:`PRECISION`."""
 
 INT8_DTYPES = ("uint8",)
 """Activation data types of the int8 kernels (``dtype`` of a conv2d_int8 workload)."""
@@ -252,6 +270,10 @@ def _check_int8(workload: Workload, op: Op, where: str) -> None:
         raise ModelError(f"{where}: a {kind!r} workload (groups={workload['groups']}) does not match "
                          f"op {op!r}")
     _check_out_dtype(workload, where)
+
+
+def _check_bf16(workload: Workload, op: Op, where: str) -> None:
+    _check_conv(workload, Op.CONV2D, where)
 
 
 def _check_transpose(workload: Workload, op: Op, where: str) -> None:
@@ -388,6 +410,7 @@ _SCHEMAS = {
     Op.GROUP_CONV2D_INT8: _INT8,  # its blocks' pairs may straddle two groups: no pair bound
     Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
                            INT8_DTYPES, (WEIGHT_PAIR_MAX,)),
+    Op.CONV2D_BF16: _Schema(_CONV_FIELDS, _check_bf16, _conv_shape, _conv_flops, BF16_DTYPES),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
@@ -427,8 +450,9 @@ def op_of(workload: Workload) -> Op:
     """The op of a valid kernel workload, inferred from its fields (the only place that does).
 
     ``dense`` has a ``weight`` (``dense_int8`` a ``weight`` and an ``out_dtype``),
-    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``; other convs are
-    ``depthwise_conv2d`` (``groups == C == O``), ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
+    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``, ``conv2d_bf16`` the
+    ``dtype`` bfloat16; other convs are ``depthwise_conv2d`` (``groups == C == O``),
+    ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
 
     Raises
     ------
@@ -452,6 +476,8 @@ def op_of(workload: Workload) -> Op:
         _check_fields(workload, Op.CONV2D_INT8, "workload")
         _check_conv(workload, None, "workload")
         op = _int8_kind(workload)
+    elif workload.get("dtype") in BF16_DTYPES:
+        op = Op.CONV2D_BF16
     else:
         _check_fields(workload, Op.CONV2D, "workload")
         _check_conv(workload, None, "workload")
@@ -596,14 +622,16 @@ def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "flo
 
 
 PRECISION = "precision"
-"""Knob of a quantized node's candidate that runs it in another precision (:func:`runs_as`)."""
+"""Knob of a candidate that runs its node in another precision (:func:`runs_as`): a quantized
+node's ``"float32"``, a conv2d's ``"bfloat16"``."""
 
 
 def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
     """The dtype a node's candidate reads its activation in, so what a layout transform before it
     moves: ``"uint8"`` for a quantized op's (:data:`INT8_OPS`) candidate running int8 (the
     model's stored uint8 tensor, one byte per value), ``"float32"`` for every other candidate
-    (a quantized op's fp32 one, :func:`runs_as`, reads the dequantized tensor).
+    (a quantized op's fp32 one, :func:`runs_as`, reads the dequantized tensor; a conv2d's
+    bfloat16 one converts the float32 tensor where it reads it, in its own layout).
 
     Examples
     --------
@@ -622,12 +650,15 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     candidate's knobs then hold ``"precision": "float32"`` beside the fp32 op's knobs, and it
     runs the fp32 op of the same shapes (the workload without ``out_dtype``, ``dtype``
     float32: ``conv2d``, ``depthwise_conv2d`` or ``dense``) on the model's dequantized operands
-    (what ONNX Runtime's QDQ reference computes). Every other candidate runs its node's own op.
+    (what ONNX Runtime's QDQ reference computes). A conv2d node tuned with bfloat16 allowed
+    (``graphtune.tune(..., precision="bfloat16")``) may run in bfloat16: ``"precision":
+    "bfloat16"`` beside the knobs of :data:`Op.CONV2D_BF16 <Op>`, whose workload is the
+    node's with ``dtype`` bfloat16. Every other candidate runs its node's own op.
 
     Raises
     ------
     KnobError
-        A ``precision`` other than ``"float32"``, or on a node that is not a quantized one.
+        A ``precision`` the node cannot run in.
 
     Examples
     --------
@@ -637,25 +668,33 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     ('conv2d', 'float32', False, {'ic_bn': 16})
     >>> runs_as(Op.DENSE_INT8, dense_int8_workload([1, 64], [10, 64]), {"precision": "float32"})[:2]
     ('dense', {'data': [1, 64], 'weight': [10, 64], 'dtype': 'float32'})
+    >>> str(runs_as(Op.CONV2D, fp32, {"precision": "bfloat16", "ic_bn": 16})[0])
+    'conv2d_bf16'
     >>> try:
     ...     runs_as(Op.CONV2D, fp32, {"precision": "float32"})
     ... except KnobError as err:
     ...     print(str(err).split(" (")[0])
-    conv2d knob 'precision' = 'float32': only quantized ops
+    conv2d knob 'precision' = 'float32': a conv2d runs in float32 without the knob
     """
     op = as_op(op)
     precision = knobs.get(PRECISION)
     if precision is None:
         return op, workload, knobs
+    rest = {k: v for k, v in knobs.items() if k != PRECISION}
+    if op is Op.CONV2D:
+        if precision != "bfloat16":
+            raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: a conv2d runs in float32 without "
+                            "the knob (remove it), or in 'bfloat16'")
+        return Op.CONV2D_BF16, {**workload, "dtype": "bfloat16"}, rest
     if op not in INT8_OPS:
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized ops "
-                        f"({', '.join(INT8_OPS)}) choose a precision; remove the knob")
+                        f"({', '.join(INT8_OPS)}) and conv2d choose a precision; remove the knob")
     if precision != "float32":
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
                         "op on the dequantized operands), or no such knob (int8)")
     int8_only = ("out_dtype", WEIGHT_PAIR_MAX)
     fp32 = {**{k: v for k, v in workload.items() if k not in int8_only}, "dtype": "float32"}
-    return op_of(fp32), fp32, {k: v for k, v in knobs.items() if k != PRECISION}
+    return op_of(fp32), fp32, rest
 
 
 def conv2d_int8_workload(
@@ -759,6 +798,7 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.DEPTHWISE_CONV2D_INT8: OpClass("depthwise"),
     Op.GROUP_CONV2D_INT8: OpClass("group_conv", compute_bound=True),
     Op.DENSE_INT8: OpClass("dense", compute_bound=True),
+    Op.CONV2D_BF16: OpClass("conv2d", compute_bound=True),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),

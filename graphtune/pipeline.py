@@ -44,6 +44,7 @@ import tvm
 from . import x86
 from .baselines import kernel_best_solution, uniform
 from .checks import check_choice, check_positive
+from .compiler import compile as gt_compile
 from .config import Config
 from .errors import ArgumentError, MeasureError
 from .feedback import Feedback, close_loop, default_rounds, model_hash
@@ -57,9 +58,10 @@ from .graph import Candidate, LayoutGraph
 from .lazy import Pair, solve_measuring
 from .measure import LocalRunner, Records, Runner, Task, measure
 from .models.resolve import resolve
+from .numerics import Accuracy, accuracy
 from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .opgroups.probe_index import ProbeIndex, index_path_of
-from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, Op, input_dtype, runs_as
+from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, PRECISIONS, Op, input_dtype, runs_as
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -72,7 +74,8 @@ FINAL_CHECK_ENV = "GRAPHTUNE_FINAL_CHECK"
 check off (e.g. for a test suite that tunes many models), ``1`` or unset keeps it on."""
 
 
-def x86_candidates(target: Any = None, max_candidates: int | None = None) -> CandidateFn:
+def x86_candidates(target: Any = None, max_candidates: int | None = None,
+                   precision: str = "float32") -> CandidateFn:
     """The candidate generator of graphtune.x86 for extraction: knobs and their layouts, cost NaN.
 
     Parameters
@@ -81,6 +84,10 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None) -> Can
         Target whose vector width shapes the candidates (default: the host).
     max_candidates : int, optional
         Keep at most this many candidates per node, best guesses first.
+    precision : {"float32", "bfloat16"}
+        ``"bfloat16"``: a conv2d node also gets as many bfloat16 candidates
+        (``"precision": "bfloat16"``, :func:`graphtune.ops.runs_as`) where the target has a
+        bfloat16 instruction (:func:`graphtune.x86.isas_of`; none is ever assumed).
 
     Examples
     --------
@@ -90,12 +97,17 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None) -> Can
     [Candidate(knobs={'oc_bn': 10, 'k_bn': 8}, in_layout='NC', out_layout='NC', cost=nan)]
     """
     tgt = x86.host_target(target)
+    check_choice(precision, PRECISIONS, "precision")
+    bf16_isas = precision == "bfloat16" and bool(x86.isas_of(tgt, "bfloat16"))
 
     def candidates(workload: dict[str, Any], op: Op) -> list[Candidate]:
         knobs = x86.candidates(workload, tgt, max_candidates, op=op)
         if op in INT8_OPS:  # it may run fp32 where faster
             kind, fp32, _ = runs_as(op, workload, {PRECISION: "float32"})
             knobs += [{**k, PRECISION: "float32"} for k in x86.candidates(fp32, tgt, max_candidates, op=kind)]
+        if op is Op.CONV2D and bf16_isas:  # it may run bfloat16 where faster
+            kind, low, _ = runs_as(op, workload, {PRECISION: "bfloat16"})
+            knobs += [{**k, PRECISION: "bfloat16"} for k in x86.candidates(low, tgt, max_candidates, op=kind)]
         found = []
         for k in knobs:
             in_layout, out_layout = x86.layouts_of(workload, k, op=op)
@@ -112,6 +124,7 @@ def extract(
     *,
     shape_dict: Mapping[str, Sequence[int]] | None = None,
     candidates: CandidateFn | None = None,
+    precision: str = "float32",
 ) -> LayoutGraph:
     """Build the :class:`~graphtune.graph.LayoutGraph` of ``model`` with graphtune.x86's candidates.
 
@@ -129,7 +142,9 @@ def extract(
         Static shapes for ONNX inputs with dynamic dimensions.
     candidates : callable, optional
         ``candidates(workload, op)`` of a layout node, instead of graphtune.x86's
-        (then ``target`` and ``max_candidates`` are unused).
+        (then ``target``, ``max_candidates`` and ``precision`` are unused).
+    precision : {"float32", "bfloat16"}
+        Of :func:`x86_candidates`.
 
     Examples
     --------
@@ -141,7 +156,7 @@ def extract(
     True
     """
     if candidates is None:
-        candidates = x86_candidates(target, max_candidates)
+        candidates = x86_candidates(target, max_candidates, precision)
     return _frontend_extract(model, candidates, shape_dict=shape_dict)
 
 
@@ -188,6 +203,10 @@ class TuneResult:
         For a model TVM imports only in part (``docs/partition.md``), its partition: the
         graph and costs are its TVM part's, and ``partition.onnxruntime_ms`` the ONNX Runtime
         part's time measured when the config recorded it. None when TVM imports the whole model.
+    accuracy : Accuracy or None
+        Where the config runs nodes in bfloat16 (``tune(..., precision="bfloat16")``): the
+        compiled model's outputs against ONNX Runtime's float32 ones on seeded inputs
+        (:func:`graphtune.numerics.accuracy`). None otherwise.
     """
 
     graph: LayoutGraph
@@ -200,6 +219,7 @@ class TuneResult:
     ops: OpCosts | None = None
     final: FinalCheck | None = None
     feedback: Feedback | None = None
+    accuracy: Accuracy | None = None
     partition: Partition | None = None
 
     @property
@@ -276,6 +296,11 @@ class TuneResult:
             lines.append(self.partition.summary())
         if self.feedback is not None:
             lines.append(self.feedback.summary())
+        lowered = sum(node.knobs.get(PRECISION) == "bfloat16" for node in self.config.nodes.values())
+        if lowered:
+            convs = sum(node.op == Op.CONV2D for node in self.config.nodes.values())
+            lines.append(f"bfloat16: {lowered} of {convs} conv2d nodes"
+                         + ("" if self.accuracy is None else f"; {self.accuracy.summary()}"))
         if self.final is not None:
             lines.append(self.final.summary())
             if self.final.replaced:
@@ -290,7 +315,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
          runner: Runner | None = None, min_repeat_ms: float = 10.0, repeat: int = 3,
          retry_errors: bool = False, shape_dict: Mapping[str, Any] | None = None,
          transforms: str = "lazy", progress: bool = True,
-         final_check: bool | None = None, feedback_rounds: int | None = None) -> TuneResult:
+         final_check: bool | None = None, feedback_rounds: int | None = None,
+         precision: str = "float32") -> TuneResult:
     """Tune the layouts and schedules of every conv2d / dense node of ``model``.
 
     The objective is the whole model: bare kernels, the op groups the compiled
@@ -366,6 +392,11 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         reused by a re-tune), solve again; at most this many models profiled (default
         :data:`graphtune.feedback.ROUNDS`, 2, or ``$GRAPHTUNE_FEEDBACK_ROUNDS``; 0: off; the
         test suite sets 0). Skipped when measuring on RPC servers.
+    precision : {"float32", "bfloat16"}, default "float32"
+        ``"bfloat16"`` (alias ``"bf16"``) lets every conv2d node run in bfloat16 where that is
+        measured faster: bfloat16 inputs and weights, float32 sums and outputs (AVX512-BF16
+        ``vdpbf16ps``, AMX ``tdpbf16ps``; offered only where the target has one). It changes
+        the numerics (bfloat16 keeps 8 significant bits of each operand): off by default.
 
     Returns
     -------
@@ -400,6 +431,8 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
 
     check_choice(solver, METHODS, "solver")
     check_choice(transforms, TRANSFORMS, "transforms")
+    precision = "bfloat16" if precision == "bf16" else precision
+    check_choice(precision, PRECISIONS, "precision")
     check_positive(time_limit, "time_limit", optional=True)
     check_positive(max_candidates, "max_candidates", integer=True, optional=True)
     check_positive(repeat, "repeat", integer=True)
@@ -417,7 +450,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     if records == "auto":
         records = f"{name}.records.jsonl"
     onnx_model, shape_dict, partition = tvm_part(onnx_model, shape_dict)  # issue 31: ORT runs the rest
-    graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict)
+    graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict, precision=precision)
     store = Records(records)  # after extract: a model it refuses leaves no records file behind
     lap("extract")
 
@@ -501,7 +534,26 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         _keep_fastest(result, onnx_model, module, tgt, shape_dict, name)
         lap("final")
     record_partition(result.config, partition)  # issue 31: compile checks the partition
+    if any(node.knobs.get(PRECISION) == "bfloat16" for node in result.config.nodes.values()):
+        result.accuracy = _accuracy(onnx_model, result.config, tgt, shape_dict)
     return result
+
+
+ACCURACY_INPUTS = 4
+"""Seeded inputs :func:`tune` compares a bfloat16 config's outputs on (:attr:`TuneResult.accuracy`)."""
+
+
+def _accuracy(model: onnx.ModelProto, config: Config, tgt: Any,
+              shape_dict: Mapping[str, Any] | None) -> Accuracy:
+    """The compiled ``config``'s outputs against ONNX Runtime float32 on seeded random inputs."""
+    import onnxruntime as ort  # a heavy import, needed here only
+
+    compiled = gt_compile(model, config, tgt, shape_dict=shape_dict)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    inputs = [compiled.random_inputs(seed) for seed in range(ACCURACY_INPUTS)]
+    return accuracy(lambda arrays: compiled(*arrays),
+                    lambda arrays: session.run(None, dict(zip(names, arrays))), inputs, "onnxruntime float32")
 
 
 def _final_check_default() -> bool:

@@ -32,7 +32,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
 from ..errors import MeasureError
-from ..ops import LAYOUT_OPS
+from ..ops import KERNEL_OPS
 from ..procs import Child, ChildFailure, ChildPool
 from .build import build_task, prim_func_of
 from .records import Record, target_key_of
@@ -259,7 +259,7 @@ def _cutoff_group(task: Task) -> tuple | None:
     from ..errors import GraphtuneError
     from ..x86 import layouts_of
 
-    if task.kind not in LAYOUT_OPS:
+    if task.kind not in KERNEL_OPS:
         return None
     try:
         return (task.kind, canonical_json(task.workload),

@@ -235,13 +235,17 @@ def last_level_cache_bytes() -> int:
 
 
 def random_array(shape: Sequence[int], dtype: str, seed: int = 0) -> np.ndarray:
-    """Random values of ``shape`` and ``dtype`` (uniform in [-1, 1) for floats), never empty.
+    """Random values of ``shape`` and ``dtype`` (uniform in [-1, 1) for floats; ``uint16``: the
+    bits of such bfloat16 values, how graphtune's kernels store bfloat16), never empty.
 
     Examples
     --------
     >>> a = random_array([2, 3], "float32")
     >>> a.shape, a.dtype.name, bool((a != 0).any()), bool((abs(a) <= 1).all())
     ((2, 3), 'float32', True, True)
+    >>> b = random_array([64], "uint16")
+    >>> bool((abs((b.astype("uint32") << 16).view("float32")) <= 1).all())
+    True
     """
     rng = np.random.default_rng(seed)
     kind = np.dtype(dtype)
@@ -252,6 +256,8 @@ def random_array(shape: Sequence[int], dtype: str, seed: int = 0) -> np.ndarray:
         return out
     if np.issubdtype(kind, np.floating):
         return rng.uniform(-1.0, 1.0, size=tuple(shape)).astype(dtype)
+    if kind == np.uint16:  # bfloat16 bits (truncated: any bfloat16 in [-1, 1) will do)
+        return (random_array(shape, "float32", seed).view(np.uint32) >> 16).astype(np.uint16)
     return rng.integers(-4, 5, size=tuple(shape)).astype(dtype)
 
 

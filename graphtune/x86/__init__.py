@@ -31,10 +31,10 @@ from ..ops import (
     op_of,
     output_shape,
 )
-from . import amx
+from . import amx, bf16
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_int8 import conv2d_int8_nchwc, conv2d_int8_shapes, param_shape, quantize, requantize
+from .conv2d_int8 import conv2d_bf16, conv2d_int8_nchwc, conv2d_int8_shapes, param_shape, quantize, requantize
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
@@ -46,7 +46,7 @@ from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .fused import anchor_domain, schedule_fused
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
-from .int8_isa import ISAS, isa_of
+from .int8_isa import ISAS, isa_of, isas_of
 from .int8_kernels import conv2d_int8_func, int8_compute
 from .int8_packing import conv2d_int8_reference, pack_int8_kernel, pack_int8_params
 from .kernels import kernel_func, kernel_shapes
@@ -59,6 +59,8 @@ from .transform import layout_transform, schedule_transform, transform_func, tra
 __all__ = [
     "ISAS",
     "amx",
+    "bf16",
+    "conv2d_bf16",
     "KNOBS",
     "MAX_BLOCK",
     "OpSpec",
@@ -96,6 +98,7 @@ __all__ = [
     "host_target",
     "int8_compute",
     "isa_of",
+    "isas_of",
     "kernel_func",
     "kernel_shapes",
     "layout_transform",

@@ -28,7 +28,7 @@ target: the target has ``amx-int8`` and ``amx-tile`` and the kernel granted the 
 Examples
 --------
 >>> reduction_intrin(14, 64, 2, (1, 3, 3)), init_intrin(14, 64, 32)
-('graphtune_amx_14x64x2_1x3x3', 'graphtune_amx_init_14x64x32')
+('graphtune_amx_14x64x2_1x3x3', 'graphtune_amx_init_14x64x32_int32')
 >>> reduction_intrin(7, 64, 4, (8, 1, 1), stride=2)
 'graphtune_amx_7x64x4_8x1x1_s2'
 >>> usable({"kind": "llvm", "mcpu": "znver4"})
@@ -42,6 +42,7 @@ import json
 import platform
 from functools import cache
 
+from tvm import tirx
 from tvm.s_tir import TensorIntrin
 from tvm.script import tirx as T
 from tvm.script.parser import parse
@@ -53,6 +54,14 @@ __all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "request_permission", "
 
 FEATURES = ("amx-int8", "amx-tile")
 """The LLVM target features the int8 tile instructions need."""
+
+BF16_FEATURES = ("amx-bf16", "amx-tile")
+"""The LLVM target features the bfloat16 tile instructions need (``tdpbf16ps``)."""
+
+_ELEMENTS = {"int8": ("uint8", "int8", "int32", "tdpbusd", FEATURES),
+             "bfloat16": ("uint16", "uint16", "float32", "tdpbf16ps", BF16_FEATURES)}
+"""Per element type: the input tile's and the kernel's storage, the accumulators, the
+instruction, the features. A 4-byte group is 4 int8 or 2 bfloat16 (stored as their bits)."""
 
 MAX_ROWS = 16
 """Rows of a tile: output pixels of one ``tdpbusd``."""
@@ -82,41 +91,45 @@ def request_permission() -> bool:
         flags = open("/proc/cpuinfo").read().split()
     except OSError:
         return False
-    if "amx_int8" not in flags or "amx_tile" not in flags:
+    if "amx_tile" not in flags:
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.syscall(_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA) == 0
 
 
-def usable(target: TargetLike = None) -> bool:
-    """Whether AMX int8 candidates may be offered for ``target``: it has :data:`FEATURES` and this
-    process was granted the tile state (it runs and measures them)."""
+def usable(target: TargetLike = None, element: str = "int8") -> bool:
+    """Whether AMX candidates multiplying ``element`` values may be offered for ``target``: it has
+    the instruction's features (:data:`FEATURES`, :data:`BF16_FEATURES`) and this process was
+    granted the tile state (it runs and measures them)."""
     key = json.dumps(target, sort_keys=True) if isinstance(target, dict) else str(target)
-    if key not in _HAS_FEATURES:  # resolving a target takes a millisecond; candidates ask often
-        features = _features(host_target(target))
-        _HAS_FEATURES[key] = all(f in features for f in FEATURES)
-    return _HAS_FEATURES[key] and request_permission()
+    if key not in _TARGET_FEATURES:  # resolving a target takes a millisecond; candidates ask often
+        _TARGET_FEATURES[key] = set(_features(host_target(target)))
+    return _TARGET_FEATURES[key].issuperset(_ELEMENTS[element][4]) and request_permission()
 
 
-_HAS_FEATURES: dict[str, bool] = {}
+_TARGET_FEATURES: dict[str, set] = {}
 
 
-def chunk_bytes(k: int, kw: int) -> int:
-    """Bytes one ``tdpbusd`` sums per pixel when a register tile reduces over ``kw`` taps of
-    ``k`` channels: in a ``NCHW{k}c`` row the ``k`` channels of the ``kw`` pixels under one
-    output pixel are ``kw * k`` contiguous bytes, so the taps of a row fold into the tile's
-    reduction, cut into the fewest equal chunks of at most :data:`MAX_K` bytes (a multiple of
-    4: the instruction's quads); ``k`` itself when no fewer chunks than ``kw`` do (or when
-    ``k`` is no tile row: not a multiple of 4 or above :data:`MAX_K`).
+def chunk_bytes(k: int, kw: int, dot: int = 4) -> int:
+    """Bytes one tile instruction sums per pixel when a register tile reduces over ``kw`` taps of
+    ``k`` channels of ``4 / dot`` bytes each (``dot``: 4 int8 or 2 bfloat16 per 4-byte group): in
+    a ``NCHW{k}c`` row the ``k`` channels of the ``kw`` pixels under one output pixel are
+    contiguous, so the taps of a row fold into the tile's reduction, cut into the fewest equal
+    chunks of at most :data:`MAX_K` bytes (a multiple of 4: the instruction's groups); ``k``'s
+    own bytes when no fewer chunks than ``kw`` do (or when they are no tile row: not a
+    multiple of 4 or above :data:`MAX_K`).
 
     Examples
     --------
     >>> chunk_bytes(32, 3), chunk_bytes(40, 3), chunk_bytes(4, 7), chunk_bytes(64, 3), chunk_bytes(44, 3)
     (48, 60, 28, 64, 44)
+    >>> chunk_bytes(16, 3, dot=2), chunk_bytes(32, 3, dot=2), chunk_bytes(2, 7, dot=2)
+    (48, 64, 28)
     """
-    total = k * kw
+    size = 4 // dot
+    total = k * kw * size
     return next((total // n for n in range(1, kw + 1)
-                 if total % n == 0 and total // n % 4 == 0 and total // n <= MAX_K), k)
+                 if total % n == 0 and total // n % 4 == 0 and total // n <= MAX_K), k * size)
 
 
 def _source(name: str, lines: list[str]) -> str:
@@ -129,18 +142,28 @@ def _tile_op(op: str, *args: str) -> str:
     return f"T.evaluate(T.call_llvm_intrin('void', 'llvm.x86.{op}', {', '.join(args)}))"
 
 
+def _product(a: str, b: str, element: str) -> str:
+    """TVMScript of one product of the update block, as the conv's TE compute spells it."""
+    if element == "int8":
+        return f"T.Cast('int32', {a}) * T.Cast('int32', {b})"
+    return " * ".join(f"T.reinterpret('float32', T.shift_left(T.Cast('uint32', {x}), T.uint32(16)))"
+                      for x in (a, b))
+
+
 @cache
-def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int], stride: int = 1) -> str:
+def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int], stride: int = 1,
+                     element: str = "int8") -> str:
     """Register (once) and name the whole reduction of a register tile: for every ``(ic_chunk,
-    kh)`` of ``steps`` (the extents of ``ic_chunk, kh, kw``), every chunk of the ``kw * k``
-    bytes of a row's taps (:func:`chunk_bytes`: the ``k`` channels of the ``kw`` pixels under
-    an output pixel lie next to each other) and each of ``tiles`` 16-channel tiles,
-    ``C[rows, 16 * tiles] += A . B`` by ``tdpbusd``, in the tiles ``tmm0..`` (zeroed first, stored
-    to ``C`` after), ``A`` (``rows`` pixels x the chunk's bytes, every ``stride``-th pixel: the
-    tile load's row stride is ``stride`` pixels) loaded into ``tmm6``, each ``B`` (the chunk's
-    quads x 16 x 4 int8 of the packed kernel, whose ``(kw, ic_bn / 4)`` rows are as
-    contiguous) into ``tmm7``. A 3x3 conv of 32-channel blocks sums 48 bytes per instruction
-    instead of 32; the RGB stem's 7 taps of 4 channels, 28 instead of 4.
+    kh)`` of ``steps`` (the extents of ``ic_chunk, kh, kw``), every chunk of the row's taps
+    (:func:`chunk_bytes`: the ``k`` channels of the ``kw`` pixels under an output pixel lie next
+    to each other) and each of ``tiles`` 16-channel tiles, ``C[rows, 16 * tiles] += A . B`` by
+    ``tdpbusd`` (``element`` int8: uint8 x int8 into int32) or ``tdpbf16ps`` (bfloat16, stored
+    as uint16, into float32), in the tiles ``tmm0..`` (zeroed first, stored to ``C`` after),
+    ``A`` (``rows`` pixels x the chunk, every ``stride``-th pixel: the tile load's row stride is
+    ``stride`` pixels) loaded into ``tmm6``, each ``B`` (the chunk's 4-byte groups x 16 output
+    channels of the packed kernel, whose ``(kw, ic_bn / dot)`` rows are as contiguous) into
+    ``tmm7``. A 3x3 int8 conv of 32-channel blocks sums 48 bytes per instruction instead of 32;
+    the RGB stem's 7 taps of 4 channels, 28 instead of 4.
 
     The tiles start from zero, not from ``C``: the schedule puts this right after the register
     tile's init (:func:`init_intrin`, which therefore only loads the tile configuration), and
@@ -150,22 +173,28 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
     pixel, lane, ic_chunk, kh, kw, ic_outer, ic_inner`` (one extent-1 ``tile`` loop is never
     split off), block axes only for the reduction loops longer than 1 (TVM drops the others).
     """
+    a_type, b_type, c_type, instruction, _ = _ELEMENTS[element]
+    dot = 4 if element == "int8" else 2
+    size = 4 // dot  # bytes per element
     icc, kh, kw = steps
-    quads, width, span = k // 4, 16 * tiles, (rows - 1) * stride + kw
-    head = [f"A = T.match_buffer(a, ({icc}, {kh}, {span}, {k}), 'uint8', "
+    groups, width, span = k // dot, 16 * tiles, (rows - 1) * stride + kw
+    head = [f"A = T.match_buffer(a, ({icc}, {kh}, {span}, {k}), '{a_type}', "
             "strides=[T.int32(), T.int32(), T.int32(), 1], offset_factor=1)",
-            f"B = T.match_buffer(b, ({icc}, {kh}, {kw}, {quads}, {width}, 4), 'int8', "
-            "strides=[T.int32(), T.int32(), T.int32(), T.int32(), 4, 1], offset_factor=1)",
-            f"C = T.match_buffer(c, ({rows}, {width}), 'int32', strides=[T.int32(), 1], offset_factor=1, "
+            f"B = T.match_buffer(b, ({icc}, {kh}, {kw}, {groups}, {width}, {dot}), '{b_type}', "
+            f"strides=[T.int32(), T.int32(), T.int32(), T.int32(), {dot}, 1], offset_factor=1)",
+            f"C = T.match_buffer(c, ({rows}, {width}), '{c_type}', strides=[T.int32(), 1], offset_factor=1, "
             "scope='local')",
             "with T.sblock('root'):",
             f"    T.reads(C[0:{rows}, 0:{width}], A[0:{icc}, 0:{kh}, 0:{span}, 0:{k}], "
-            f"B[0:{icc}, 0:{kh}, 0:{kw}, 0:{quads}, 0:{width}, 0:4])",
+            f"B[0:{icc}, 0:{kh}, 0:{kw}, 0:{groups}, 0:{width}, 0:{dot}])",
             f"    T.writes(C[0:{rows}, 0:{width}])"]
     loops = ([("v", tiles)] if tiles > 1 else []) + [("i", rows), ("j", 16), ("q", icc), ("h", kh), ("w", kw),
-                                                      ("ko", quads), ("ki", 4)]
+                                                      ("ko", groups), ("ki", dot)]
     reduce = {name: (f"v{name}" if extent > 1 else "0") for name, extent in loops[-5:]}
     pixel = f" * {stride}" if stride > 1 else ""
+    channel = f"{reduce['ko']} * {dot} + {reduce['ki']}"
+    a_value = f"A[{reduce['q']}, {reduce['h']}, vi{pixel} + {reduce['w']}, {channel}]"
+    b_value = f"B[{reduce['q']}, {reduce['h']}, {reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}]"
     desc = head + [
         f"    for {', '.join(n for n, _ in loops)} in T.grid({', '.join(str(e) for _, e in loops)}):",
         "        with T.sblock('update'):",
@@ -173,58 +202,59 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
         f"            vj = T.axis.spatial({width}, {'v * 16 + j' if tiles > 1 else 'j'})",
         *(f"            v{name} = T.axis.reduce({extent}, {name})" for name, extent in loops[-5:]
           if extent > 1),
-        f"            C[vi, vj] = C[vi, vj] + T.cast(A[{reduce['q']}, {reduce['h']}, "
-        f"vi{pixel} + {reduce['w']}, {reduce['ko']} * 4 + {reduce['ki']}], 'int32') * "
-        f"T.cast(B[{reduce['q']}, {reduce['h']}, {reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}], "
-        "'int32')"]
+        f"            C[vi, vj] = C[vi, vj] + {_product(a_value, b_value, element)}"]
     c_tile = "C.access_ptr('{}', offset=t * 16), T.int64(C.strides[0] * 4)"
-    size = chunk_bytes(k, kw)  # the kw taps' k channels are contiguous: kw * k bytes in chunks
-    a_row = f"A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + c * {size})"
+    chunk = chunk_bytes(k, kw, dot) // size  # elements: the kw taps' k channels are contiguous
+    a_row = f"A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + c * {chunk})"
     b_slice = ("B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1]"
-               f" + c * {size // 4} * B.strides[3] + t * 64)")
+               f" + c * {chunk // dot} * B.strides[3] + t * {16 * dot})")
     impl = head + [
         f"    for t in T.unroll({tiles}):",
         "        " + _tile_op("tilezero", "T.int8(t)"),
-        f"    for q, h, c in T.grid({icc}, {kh}, {kw * k // size}):",
-        "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64(A.strides[2] * {stride})"),
+        f"    for q, h, c in T.grid({icc}, {kh}, {kw * k // chunk}):",
+        "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64(A.strides[2] * {stride * size})"),
         f"        for t in T.unroll({tiles}):",
-        "            " + _tile_op("tileloadd64", "T.int8(7)", b_slice, "T.int64(B.strides[3])"),
-        "            " + _tile_op("tdpbusd", "T.int8(t)", "T.int8(6)", "T.int8(7)"),
+        "            " + _tile_op("tileloadd64", "T.int8(7)", b_slice, f"T.int64(B.strides[3] * {size})"),
+        "            " + _tile_op(instruction, "T.int8(t)", "T.int8(6)", "T.int8(7)"),
         f"    for t in T.unroll({tiles}):",
         "        " + _tile_op("tilestored64", "T.int8(t)", c_tile.format("w"))]
-    name = f"graphtune_amx_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}" + (f"_s{stride}" if stride > 1 else "")
+    name = (f"graphtune_amx{'' if element == 'int8' else '_bf16'}_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}"
+            + (f"_s{stride}" if stride > 1 else ""))
     TensorIntrin.register(name, parse(_source("desc", desc), extra_vars={"T": T}, s_tir=True),
                           parse(_source("impl", impl), extra_vars={"T": T}, s_tir=True), override=True)
     return name
 
 
 @cache
-def init_intrin(rows: int, k: int, width: int, kw: int = 1) -> str:
-    """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32), done as
+def init_intrin(rows: int, k: int, width: int, kw: int = 1, element: str = "int8") -> str:
+    """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32 or, for
+    bfloat16 ``element``, float32), done as
     ``ldtilecfg`` of the tiles :func:`reduction_intrin` uses over ``kw`` taps of ``k``
     channels (``tmm0..`` one C per 16 of ``width`` channels and ``tmm6`` A, ``rows`` rows each
     of the reduction's :func:`chunk_bytes`, ``tmm7`` B of a quarter as many rows): the
     reduction right after it zeroes its tiles itself and overwrites ``C`` whole, so the zeros
     are never stored."""
 
-    chunk = chunk_bytes(k, kw)
+    acc = _ELEMENTS[element][2]
+    zero = tirx.const(0, acc)
+    chunk = chunk_bytes(k, kw, 4 if element == "int8" else 2)
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle) -> None:
         sc = T.int32()
-        C = T.match_buffer(c, (rows, width), "int32", strides=[sc, 1], offset_factor=1, scope="local")
+        C = T.match_buffer(c, (rows, width), acc, strides=[sc, 1], offset_factor=1, scope="local")
         with T.sblock("root"):
             T.reads()
             T.writes(C[0:rows, 0:width])
             for i, j in T.grid(rows, width):
                 with T.sblock("init"):
                     vi, vj = T.axis.remap("SS", [i, j])
-                    C[vi, vj] = 0
+                    C[vi, vj] = zero
 
     @T.prim_func(s_tir=True)
     def impl(c: T.handle) -> None:
         sc = T.int32()
-        C = T.match_buffer(c, (rows, width), "int32", strides=[sc, 1], offset_factor=1, scope="local")
+        C = T.match_buffer(c, (rows, width), acc, strides=[sc, 1], offset_factor=1, scope="local")
         with T.sblock("root"):
             T.reads()
             T.writes(C[0:rows, 0:width])
@@ -241,6 +271,6 @@ def init_intrin(rows: int, k: int, width: int, kw: int = 1) -> str:
             config[55] = T.uint8(chunk // 4)
             T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", T.address_of(config[0])))
 
-    name = f"graphtune_amx_init_{rows}x{chunk}x{width}"
+    name = f"graphtune_amx_init_{rows}x{chunk}x{width}_{acc}"
     TensorIntrin.register(name, desc, impl, override=True)
     return name

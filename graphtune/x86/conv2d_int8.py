@@ -36,12 +36,14 @@ from tvm import te, tirx
 
 from ..errors import KnobError
 from ..ops import Op, op_of, output_shape
+from . import bf16
 from .conv2d import check_tensor_shape
 from .groups import group_sizes, span
-from .int8_isa import ISAS
-from .knobs import INT8_KNOBS
+from .int8_isa import ISAS, Isa
+from .knobs import BF16_KNOBS, INT8_KNOBS
 
-__all__ = ["conv2d_int8_shapes", "computed_width", "conv2d_int8_nchwc", "requantize", "quantize",
+__all__ = ["conv2d_int8_shapes", "computed_width", "conv2d_int8_nchwc", "conv2d_bf16", "requantize",
+           "quantize",
            "param_shape"]
 
 
@@ -61,9 +63,9 @@ def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
     [1, 1, 3, 3, 1, 16, 4]
     """
     op = op_of(workload)
-    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8):
-        raise KnobError(f"conv2d_int8_shapes: a {op} workload is no (group) conv2d_int8")
-    INT8_KNOBS.check(op, workload, knobs)
+    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.CONV2D_BF16):
+        raise KnobError(f"conv2d_int8_shapes: a {op} workload is no (group) conv2d_int8 or conv2d_bf16")
+    (BF16_KNOBS if op is Op.CONV2D_BF16 else INT8_KNOBS).check(op, workload, knobs)
     ib, ob, dot = knobs["ic_bn"], knobs["oc_bn"], ISAS[knobs["isa"]].dot
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
@@ -162,8 +164,9 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     check_tensor_shape(data, data_shape, "conv2d_int8 data")
     check_tensor_shape(kernel, kernel_shape, "conv2d_int8 kernel")
     isa = ISAS[knobs["isa"]]
-    if data.dtype != "uint8" or kernel.dtype != isa.weight_dtype:
-        raise KnobError(f"conv2d_int8 with isa {isa.name!r} reads uint8 data and {isa.weight_dtype} "
+    if data.dtype != isa.data_dtype or kernel.dtype != isa.weight_dtype:
+        raise KnobError(f"conv2d_int8 with isa {isa.name!r} reads {isa.data_dtype} data and "
+                        f"{isa.weight_dtype} "
                         f"weights, got {data.dtype} and {kernel.dtype} (graphtune.x86.conv2d_int8_func "
                         "builds the kernel with its parameters)")
     if not 0 <= x_zero_point <= 255:
@@ -187,11 +190,38 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
         chunk = ic_chunk if workload["groups"] == 1 else (oc_chunk * ob // og) * cg // ib + ic_chunk
         pixel = padded[n, chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_outer * isa.dot + ic_inner]
         weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
-        return te.sum(pixel.astype("int32") * weight.astype("int32"),
-                      axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
+        return te.sum(_value(pixel, isa) * _value(weight, isa), axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
 
     computed = [*out_shape[:3], width, out_shape[4]]
-    return te.compute(computed, body, name="conv2d_int8_NCHWc", tag="conv2d_int8_NCHWc")
+    name = "conv2d_int8_NCHWc" if isa.element == "int8" else "conv2d_bf16_NCHWc"
+    return te.compute(computed, body, name=name, tag=name)
+
+
+def _value(element: tirx.Expr, isa: Isa) -> tirx.Expr:
+    """An operand of the accumulation as ``isa`` multiplies it: int32, or bfloat16 bits as float32."""
+    return element.astype("int32") if isa.element == "int8" else bf16.to_float32(element)
+
+
+def conv2d_bf16(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:
+    """The blocked bfloat16 conv2d (a ``conv2d_bf16`` workload) in its output shape: the float32
+    accumulation of :func:`conv2d_int8_nchwc` on bfloat16 bits, cut to the output
+    width where it computed whole register tiles past it.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload, runs_as
+    >>> wl = runs_as("conv2d", conv2d_workload([1, 16, 7, 7], [32, 16, 3, 3]), {"precision": "bfloat16"})[1]
+    >>> knobs = {"ic_bn": 16, "oc_bn": 32, "reg_n": 4, "unroll_kw": True, "isa": "avx512bf16"}
+    >>> data, kernel = (te.placeholder(s, "uint16") for s in ([1, 1, 7, 7, 16], [1, 1, 3, 3, 8, 32, 2]))
+    >>> out = conv2d_bf16(data, kernel, wl, knobs)
+    >>> [int(d) for d in out.shape], str(out.dtype)
+    ([1, 1, 5, 5, 32], 'float32')
+    """
+    out_shape = conv2d_int8_shapes(workload, knobs)[2]
+    acc = conv2d_int8_nchwc(data, kernel, workload, knobs)
+    if [int(d) for d in acc.shape] == out_shape:
+        return acc
+    return te.compute(out_shape, lambda *index: acc(*index), name="conv2d_bf16_cut")
 
 
 def requantize(acc: te.Tensor, bias: te.Tensor, scale: te.Tensor, out_dtype: str = "uint8",

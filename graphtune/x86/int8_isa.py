@@ -56,10 +56,13 @@ from tvm.script import tirx as T
 
 from ..errors import KnobError
 from ..ops import WEIGHT_PAIR_MAX
+from . import bf16
+from .amx import BF16_FEATURES as AMX_BF16_FEATURES
 from .amx import FEATURES as AMX_FEATURES
 from .target import TargetLike, _features, host_target
 
-__all__ = ["Isa", "ISAS", "isa_of", "isa_for", "isas_of", "check_isa", "check_exact", "tensor_intrin"]
+__all__ = ["Isa", "ISAS", "element_of", "isa_of", "isa_for", "isas_of", "check_isa", "check_exact",
+           "tensor_intrin"]
 
 _INT16_MAX = 32767
 _UINT8_MAX = 255
@@ -89,6 +92,10 @@ class Isa:
     general : bool
         Whether it runs any register tile of the conv (False: AMX tiles, undilated convs only,
         offered beside the best general one, :mod:`graphtune.x86.amx`).
+    element : str
+        What it multiplies: ``"int8"`` (uint8 activations, int32 accumulators, exact) or
+        ``"bfloat16"`` (bfloat16 activations and weights, both stored as their bits,
+        :mod:`graphtune.x86.bf16`, float32 accumulators).
     """
 
     name: str
@@ -99,6 +106,17 @@ class Isa:
     llvm: str
     pairs: str = ""
     general: bool = True
+    element: str = "int8"
+
+    @property
+    def data_dtype(self) -> str:
+        """The dtype of the activations it reads: uint8, or bfloat16's storage."""
+        return "uint8" if self.element == "int8" else bf16.STORAGE
+
+    @property
+    def acc_dtype(self) -> str:
+        """The dtype of its accumulators: int32 or float32."""
+        return "int32" if self.element == "int8" else "float32"
 
     @property
     def pair_limit(self) -> int | None:
@@ -137,8 +155,12 @@ ISAS = {
     "avx512vnni": Isa("avx512vnni", 4, 16, "int8", ("avx512vnni", "avx512bw"),
                       "llvm.x86.avx512.vpdpbusd.512"),
     "amx": Isa("amx", 4, 16, "int8", (*AMX_FEATURES, "avx512bw"), "llvm.x86.tdpbusd", general=False),
+    "avx512bf16": Isa("avx512bf16", 2, 16, bf16.STORAGE, ("avx512bf16", "avx512bw"),
+                      "llvm.x86.avx512bf16.dpbf16ps.512", element="bfloat16"),
+    "amxbf16": Isa("amxbf16", 2, 16, bf16.STORAGE, (*AMX_BF16_FEATURES, "avx512bw"), "llvm.x86.tdpbf16ps",
+                   general=False, element="bfloat16"),
 }
-"""The exact int8 instructions by knob name, worst first."""
+"""The dot-product instructions by knob name, worst first within an element type."""
 
 
 def _call(intrin: str, dtype: str, *args) -> tirx.PrimExpr:
@@ -172,6 +194,8 @@ def _accumulated(isa: Isa, A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer) -> ti
 def _step(isa: Isa, data_dtype: str):
     """``(desc, impl)`` of one step of ``isa``: ``lanes`` int32 += ``dot`` activation x weight
     products (activations ``data_dtype``: uint8, or int16 already widened for ``vpmaddwd``)."""
+    if isa.element == "bfloat16":
+        return _bf16_step(isa)
     lanes, dot, wtype = isa.lanes, isa.dot, isa.weight_dtype
 
     @T.prim_func(s_tir=True)
@@ -199,6 +223,40 @@ def _step(isa: Isa, data_dtype: str):
     return desc, impl
 
 
+def _bf16_step(isa: Isa):
+    """``(desc, impl)`` of one ``vdpbf16ps``: ``lanes`` float32 += the products of a pixel's
+    bfloat16 pair and each lane's pair of weights (the impl imports nothing itself: the kernel's
+    PrimFunc carries :data:`graphtune.x86.bf16.LLVM_IR`)."""
+    lanes, dot, store = isa.lanes, isa.dot, bf16.STORAGE
+
+    @T.prim_func(s_tir=True)
+    def desc(A: T.Buffer((dot,), store, offset_factor=1),  # type: ignore[valid-type]
+             B: T.Buffer((lanes, dot), store, offset_factor=1),  # type: ignore[valid-type]
+             C: T.Buffer((lanes,), "float32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
+            T.writes(C[0:lanes])
+            for i in T.serial(0, lanes):
+                for k in T.serial(0, dot):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + bf16.to_float32(A[vk]) * bf16.to_float32(B[vi, vk])
+
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((dot,), store, offset_factor=1),  # type: ignore[valid-type]
+             B: T.Buffer((lanes, dot), store, offset_factor=1),  # type: ignore[valid-type]
+             C: T.Buffer((lanes,), "float32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
+            T.writes(C[0:lanes])
+            pair = T.reinterpret(A.vload([0], f"{store}x2"), dtype="int32")
+            C[T.ramp(T.int32(0), 1, lanes)] = bf16.dpbf16ps(
+                C.vload([0], f"float32x{lanes}"), T.broadcast(pair, lanes),
+                T.reinterpret(B.vload([0, 0], f"{store}x{lanes * dot}"), dtype=f"int32x{lanes}"))
+
+    return desc, impl
+
+
 @cache
 def tensor_intrin(name: str, data_dtype: str = "uint8") -> str:
     """The name of the registered :class:`tvm.s_tir.TensorIntrin` of one step of ISA ``name``
@@ -215,21 +273,37 @@ def tensor_intrin(name: str, data_dtype: str = "uint8") -> str:
     return intrin
 
 
-def isas_of(target: TargetLike = None) -> list[Isa]:
-    """The instructions ``target`` has (its LLVM features), best first, whatever the weights.
+def isas_of(target: TargetLike = None, element: str = "int8") -> list[Isa]:
+    """The instructions multiplying ``element`` values that ``target`` has (its LLVM features),
+    best first, whatever the weights.
 
     Examples
     --------
     >>> [i.name for i in isas_of({"kind": "llvm", "mcpu": "skylake-avx512"})]
     ['avx512ubs', 'avx512bw', 'avx2ubs', 'avx2']
+    >>> [i.name for i in isas_of({"kind": "llvm", "mcpu": "znver4"}, "bfloat16")]
+    ['avx512bf16']
     """
     features = _features(host_target(target))
-    return [isa for isa in reversed(ISAS.values()) if all(f in features for f in isa.features)]
+    return [isa for isa in reversed(ISAS.values())
+            if isa.element == element and all(f in features for f in isa.features)]
+
+
+def element_of(workload: dict | None) -> str:
+    """What a workload's kernel multiplies: ``"bfloat16"`` (a conv2d_bf16's ``dtype``) or ``"int8"``.
+
+    Examples
+    --------
+    >>> element_of({"dtype": "bfloat16"}), element_of({"dtype": "uint8"}), element_of(None)
+    ('bfloat16', 'int8', 'int8')
+    """
+    return "bfloat16" if workload is not None and workload.get("dtype") == "bfloat16" else "int8"
 
 
 def isa_of(target: TargetLike = None, workload: dict | None = None) -> Isa:
-    """The best int8 instruction of ``target`` exact on ``workload``'s weights (:meth:`Isa.exact_for`;
-    no workload: one exact on any weights).
+    """The best instruction of ``target`` multiplying ``workload``'s element type
+    (:func:`element_of`) exact on its weights (:meth:`Isa.exact_for`; no workload: the best int8
+    one exact on any weights).
 
     Raises
     ------
@@ -241,9 +315,11 @@ def isa_of(target: TargetLike = None, workload: dict | None = None) -> Isa:
     >>> isa_of({"kind": "llvm", "mcpu": "znver4", "mattr": ["-avx512f"]}, {"weight_pair_max": 200}).name
     'avx2'
     """
-    found = [isa for isa in isas_of(target) if isa.general and isa.exact_for(workload or {})]
+    element = element_of(workload)
+    found = [isa for isa in isas_of(target, element) if isa.general and isa.exact_for(workload or {})]
     if not found:
-        raise KnobError(f"target {host_target(target)} has no AVX2: graphtune's int8 kernels need it")
+        needs = "AVX2" if element == "int8" else "AVX512-BF16"
+        raise KnobError(f"target {host_target(target)} has no {needs}: graphtune's {element} kernels need it")
     return found[0]
 
 
@@ -262,7 +338,7 @@ def isa_for(target: TargetLike, workload: dict | None, oc_bn: int) -> Isa:
     best = isa_of(target, workload)
     if oc_bn % best.lanes == 0:
         return best
-    same = [isa for isa in isas_of(target) if isa.general and isa.exact_for(workload or {})
+    same = [isa for isa in isas_of(target, best.element) if isa.general and isa.exact_for(workload or {})
             and (isa.dot, isa.weight_dtype) == (best.dot, best.weight_dtype) and oc_bn % isa.lanes == 0]
     return same[0] if same else best
 
@@ -279,8 +355,8 @@ def check_isa(name: str, target: TargetLike = None) -> Isa:
 which the target lacks; it has: avx2ubs, avx2
     """
     isa = ISAS[name]
-    if isa not in isas_of(target):
-        have = ", ".join(i.name for i in isas_of(target)) or "none"
+    if isa not in isas_of(target, isa.element):
+        have = ", ".join(i.name for i in isas_of(target, isa.element)) or "none"
         raise KnobError(f"conv2d_int8 knob 'isa' = {name!r} needs {list(isa.features)}, which the "
                         f"target lacks; it has: {have}")
     return isa

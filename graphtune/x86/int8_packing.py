@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import LayoutError
+from . import bf16
 from .int8_isa import ISAS
 
 __all__ = ["pack_int8_kernel", "pack_int8_params", "conv2d_int8_reference"]
@@ -35,21 +36,26 @@ def _blocks(channels: int, block: int, what: str) -> int:
 
 
 def pack_int8_kernel(w: np.ndarray, ic_bn: int, oc_bn: int, isa: str) -> np.ndarray:
-    """int8 ``OIHW`` -> ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]`` in the ``isa``'s type.
+    """int8 ``OIHW`` -> ``[O/oc_bn, C/ic_bn, KH, KW, ic_bn/dot, oc_bn, dot]`` in the ``isa``'s type
+    (a bfloat16 ``isa``: float32 ``OIHW`` rounded to bfloat16, :mod:`graphtune.x86.bf16`).
 
     Examples
     --------
     >>> k = pack_int8_kernel(np.ones((16, 8, 3, 3), "int8"), 8, 16, "avx512vnni")
     >>> k.shape, k.dtype.name
     ((1, 1, 3, 3, 2, 16, 4), 'int8')
+    >>> k = pack_int8_kernel(np.ones((16, 8, 3, 3), "float32"), 8, 16, "avx512bf16")
+    >>> k.shape, k.dtype.name, hex(k.flat[0])
+    ((1, 1, 3, 3, 4, 16, 2), 'uint16', '0x3f80')
     """
     spec = ISAS[isa]
     o, c, kh, kw = w.shape
     oc, ic = _blocks(o, oc_bn, "output channels"), _blocks(c, ic_bn, "input channels")
     if ic_bn % spec.dot:
         raise LayoutError(f"input channel block {ic_bn} is no multiple of {spec.dot} (isa {isa})")
-    blocked = w.reshape(oc, oc_bn, ic, ic_bn // spec.dot, spec.dot, kh, kw)
-    return np.ascontiguousarray(blocked.transpose(0, 2, 5, 6, 3, 1, 4).astype(spec.weight_dtype))
+    values = bf16.np_from_float32(w) if spec.element == "bfloat16" else w.astype(spec.weight_dtype)
+    blocked = values.reshape(oc, oc_bn, ic, ic_bn // spec.dot, spec.dot, kh, kw)
+    return np.ascontiguousarray(blocked.transpose(0, 2, 5, 6, 3, 1, 4))
 
 
 def pack_int8_params(w: np.ndarray, bias: np.ndarray | None, x_zero_point: int, x_scale: float,

@@ -43,10 +43,10 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
     for pad in sch.get_producers(anchor):
         if not _domain(sch, pad)[1]:
             schedule_elementwise(sch, pad, _BYTES_PER_VECTOR)
-    if isa.name == "amx":
+    if not isa.general:
         _schedule_amx(sch, anchor, epilogue, knobs)
         return
-    data_dtype = "int16" if knobs.get("widen") else "uint8"
+    data_dtype = "int16" if knobs.get("widen") else isa.data_dtype
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
     ow_outer, ow_inner = sch.split(ow, [None, knobs["reg_n"]])
@@ -79,7 +79,8 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
     steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
-    stride = _pixel_stride(sch.get(anchor))
+    element = ISAS[knobs["isa"]].element
+    stride = _pixel_stride(sch.get(anchor), ISAS[knobs["isa"]].data_dtype)
     ow_outer, ow_inner = sch.split(ow, [None, rows])
     if width > 16:
         tiles, lanes = sch.split(oc_block, [None, 16])
@@ -91,21 +92,21 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, oc_chunk, oh))
     init = sch.decompose_reduction(anchor, first)
-    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride))
+    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride, element))
     if width > 16:
         init_tiles, init_rows, init_lanes = sch.get_loops(init)[-3:]
         sch.reorder(init_rows, init_tiles, init_lanes)
         sch.fuse(init_tiles, init_lanes)
     else:
         init_rows = sch.get_loops(init)[-2]
-    sch.tensorize(init_rows, amx.init_intrin(rows, k, width, steps[2]))
+    sch.tensorize(init_rows, amx.init_intrin(rows, k, width, steps[2], element))
 
 
-def _pixel_stride(block: s_tir.SBlock) -> int:
+def _pixel_stride(block: s_tir.SBlock, data_dtype: str) -> int:
     """The conv's stride along W: the factor of the output column ``ow`` (block axis 3) in the
-    column the block reads of its uint8 data (``ow * stride + kw``)."""
+    column the block reads of its ``data_dtype`` data (``ow * stride + kw``)."""
     ow = block.iter_vars[3].var
-    data = next(r for r in block.reads if r.source.dtype == "uint8" and len(r.region) == 5)
+    data = next(r for r in block.reads if r.source.dtype == data_dtype and len(r.region) == 5)
     return int(sym.detect_linear_equation(data.region[3].min, [ow])[0])
 
 

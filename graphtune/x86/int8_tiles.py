@@ -22,11 +22,11 @@ Examples
 
 from itertools import zip_longest
 
-from ..ops import Op, output_shape
+from ..ops import op_of, output_shape
 from . import amx
 from .dense_int8 import as_conv2d_int8
 from .groups import oc_blocks, span
-from .int8_isa import ISAS, isa_for, isa_of
+from .int8_isa import ISAS, element_of, isa_for, isa_of
 from .knobs import DENSE_INT8_KNOBS, divisors, register_budget
 from .target import TargetLike
 from .tiles import (
@@ -53,7 +53,7 @@ def int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
     (none when no input block is a multiple of the instruction's ``dot``: pad the channels)."""
     isa = isa_of(target, workload)
     ics = _input_blocks(workload["data"][1], max_block, isa.lanes, isa.dot)
-    ocs = _ordered_blocks(output_shape(workload, Op.CONV2D_INT8)[1], max_block, isa.lanes)
+    ocs = _ordered_blocks(output_shape(workload, op_of(workload))[1], max_block, isa.lanes)
     return [(_block_penalty(o, isa.lanes) + (_block_penalty(i, isa.lanes) + 1) // 2, {"ic_bn": i, "oc_bn": o})
             for o in ocs for i in ics]
 
@@ -105,10 +105,10 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     [2, 3, 4, 5]
     """
     kh, kw = workload["kernel"][2:]
-    _, _, oh, ow = output_shape(workload, Op.CONV2D_INT8)
+    _, _, oh, ow = output_shape(workload, op_of(workload))
     isa = isa_for(target, workload, blocks["oc_bn"])
-    widen = (True, False) if isa.dot == 2 else (False,)
-    fp32 = _register_tiles(workload, Op.CONV2D_INT8, blocks["oc_bn"], target, kh, kw, 1, in_flight=0)
+    widen = (True, False) if isa.dot == 2 and isa.element == "int8" else (False,)
+    fp32 = _register_tiles(workload, op_of(workload), blocks["oc_bn"], target, kh, kw, 1, in_flight=0)
     tiles = [tile for tile in fp32 if ow % tile["reg_n"] == 0 and oh % tile.get("oh_bn", 1) == 0]
     for tile in fp32:  # the others, padded or made to divide, after those
         if not padded_rows_fit(ow, tile["reg_n"]):
@@ -149,9 +149,11 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
     per instruction (:func:`graphtune.x86.amx.chunk_bytes`: a 4-byte tile row uses a sixteenth
     of ``tdpbusd``; the RGB stem's 7 taps of 4 channels fold into 28 bytes)."""
     kw = workload["kernel"][3]
-    if (workload["dilation"] != [1, 1] or not blocks["ic_bn"] <= amx.MAX_K
-            or amx.chunk_bytes(blocks["ic_bn"], kw) < AMX_MIN_K or ow < 2
-            or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES or not amx.usable(target)):
+    isa = next(isa for isa in ISAS.values() if not isa.general and isa.element == element_of(workload))
+    if (workload["dilation"] != [1, 1] or not blocks["ic_bn"] * 4 // isa.dot <= amx.MAX_K
+            or amx.chunk_bytes(blocks["ic_bn"], kw, isa.dot) < AMX_MIN_K or ow < 2
+            or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES
+            or not amx.usable(target, isa.element)):
         return []
     tiles = -(-ow // amx.MAX_ROWS)  # the fewest tiles covering the width
     fewest = -(-ow // tiles)  # their shortest rows
@@ -159,7 +161,7 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
     padded = sorted((r for r in range(2, amx.MAX_ROWS + 1) if ow % r and padded_rows_fit(ow, r)),
                     key=lambda r: (-(-ow // r) * r, -r))
     rows = [fewest] + [r for r in whole + padded if r != fewest][:1]
-    return [{**blocks, "reg_n": r, "unroll_kw": False, "isa": "amx"} for r in rows]
+    return [{**blocks, "reg_n": r, "unroll_kw": False, "isa": isa.name} for r in rows]
 
 
 def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
@@ -218,7 +220,7 @@ def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
 
     ics = [d for d in divisors(workload["data"][1]) if d % isa.dot == 0]
     return {"ic_bn": near(ics or [workload["data"][1]]),
-            "oc_bn": near(divisors(output_shape(workload, Op.CONV2D_INT8)[1]))}
+            "oc_bn": near(divisors(output_shape(workload, op_of(workload))[1]))}
 
 
 def depthwise_int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:

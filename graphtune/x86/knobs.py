@@ -93,7 +93,7 @@ from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "INT8_KNOBS",
-           "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors", "register_budget"]
+           "BF16_KNOBS", "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors", "register_budget"]
 
 
 def divisors(n: int, cap: int | None = None) -> list:
@@ -262,10 +262,13 @@ def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
 
 def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
     """``isa``, ``ic_bn`` (a multiple of its ``dot`` dividing the ``c`` input channels), ``oc_bn``
-    (divides the ``o`` output channels) and ``widen`` of an int8 conv2d or dense."""
+    (divides the ``o`` output channels) and ``widen`` of an int8 conv2d or dense, or of a
+    bfloat16 conv2d (whose ``isa`` multiplies bfloat16)."""
     isa = knobs["isa"]
-    if not isinstance(isa, str) or isa not in ISAS:
-        _fail(op, "isa", isa, "names the int8 dot-product instruction", list(ISAS))
+    element = "bfloat16" if op is Op.CONV2D_BF16 else "int8"
+    if not isinstance(isa, str) or isa not in ISAS or ISAS[isa].element != element:
+        _fail(op, "isa", isa, f"names the {element} dot-product instruction",
+              [name for name, known in ISAS.items() if known.element == element])
     dot = ISAS[isa].dot
     _check_divides(op, knobs, "ic_bn", c, "input channels")
     if knobs["ic_bn"] % dot:
@@ -278,27 +281,33 @@ def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
 
 
 def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
-    """isa ``amx``: the ``reg_n`` pixels of a row are a tile's rows (at most 16), its ``ic_bn``
-    channels a row's bytes (at most 64), ``oc_bn`` whole tiles of 16 output channels."""
-    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8):
-        _fail(op, "isa", "amx", "runs (group) conv2d_int8 only", [i for i in ISAS if ISAS[i].general])
+    """AMX (isa ``amx``, ``amxbf16``): the ``reg_n`` pixels of a row are a tile's rows (at most
+    16), its ``ic_bn`` channels a row's bytes (at most 64), ``oc_bn`` whole tiles of 16 output
+    channels."""
+    isa = ISAS[knobs["isa"]]
+    general = [i for i in ISAS if ISAS[i].general and ISAS[i].element == isa.element]
+    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.CONV2D_BF16):
+        _fail(op, "isa", isa.name, "runs (group) conv2d_int8 and conv2d_bf16 only", general)
     if workload["dilation"] != [1, 1]:
-        _fail(op, "isa", "amx", f"needs an undilated conv (a tile's rows are evenly spaced pixels); "
-              f"this one's dilation is {workload['dilation']}", [i for i in ISAS if ISAS[i].general])
+        _fail(op, "isa", isa.name, f"needs an undilated conv (a tile's rows are evenly spaced pixels); "
+              f"this one's dilation is {workload['dilation']}", general)
     if not 2 <= knobs["reg_n"] <= MAX_ROWS:
-        _fail(op, "reg_n", knobs["reg_n"], f"is 2 to {MAX_ROWS} with isa amx (a tile's rows)",
+        _fail(op, "reg_n", knobs["reg_n"], f"is 2 to {MAX_ROWS} with isa {isa.name} (a tile's rows)",
               [d for d in divisors(output_shape(workload, op)[3]) if 2 <= d <= MAX_ROWS] or "none")
-    if knobs["ic_bn"] > MAX_K:
-        _fail(op, "ic_bn", knobs["ic_bn"], f"is at most {MAX_K} with isa amx (a tile row's bytes)",
-              [d for d in divisors(workload["data"][1]) if d <= MAX_K and d % 4 == 0])
+    most = MAX_K * isa.dot // 4  # channels of a 64-byte row
+    if knobs["ic_bn"] > most:
+        _fail(op, "ic_bn", knobs["ic_bn"],
+              f"is at most {most} with isa {isa.name} (a tile row's {MAX_K} bytes)",
+              [d for d in divisors(workload["data"][1]) if d <= most and d % isa.dot == 0])
     if knobs["oc_bn"] % 16 or knobs["oc_bn"] > 16 * MAX_TILES:
-        _fail(op, "oc_bn", knobs["oc_bn"], f"is a multiple of 16 up to {16 * MAX_TILES} with isa amx "
+        _fail(op, "oc_bn", knobs["oc_bn"], f"is a multiple of 16 up to {16 * MAX_TILES} with isa {isa.name} "
               f"(whole tiles of output channels, at most {MAX_TILES})",
               [d for d in divisors(output_shape(workload, op)[1], cap=16 * MAX_TILES) if d % 16 == 0]
               or "none")
     for name in ("oh_bn", "rows_outer"):
         if knobs.get(name) not in (None, 1, False):
-            _fail(op, name, knobs[name], "is not an amx knob (a register tile is one row of pixels)", [None])
+            _fail(op, name, knobs[name], f"is not an {isa.name} knob (a register tile is one row of pixels)",
+                  [None])
 
 
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -312,7 +321,7 @@ def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     _tile_rules(op, workload, knobs)  # a reg_n that does not divide OW computes a padded width
     if "oh_bn" in knobs:
         _check_divides(op, knobs, "oh_bn", oh, "output rows (a tensorized tile has no tail)")
-    if knobs["isa"] == "amx":
+    if not ISAS[knobs["isa"]].general:
         _amx_rules(op, workload, knobs)
 
 
@@ -385,6 +394,8 @@ DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
 """dense knobs."""
 INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen"), _int8_rules)
 """conv2d_int8 and group_conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
+BF16_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer"), _int8_rules)
+"""conv2d_bf16 knobs (conv2d_int8's, with a bfloat16 instruction ``isa``)."""
 DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
 """depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
 DENSE_INT8_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), ("widen",), _dense_int8_rules)

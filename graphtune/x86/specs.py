@@ -24,7 +24,7 @@ Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
     known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8,
-    depthwise_conv2d_int8, group_conv2d_int8, dense_int8
+    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, dense_int8
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
 from ..ops import Op, as_op, check_workload, op_of, output_shape, runs_as
 from . import tiles
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
-from .conv2d_int8 import computed_width, conv2d_int8_nchwc, conv2d_int8_shapes
+from .conv2d_int8 import computed_width, conv2d_bf16, conv2d_int8_nchwc, conv2d_int8_shapes
 from .conv2d_transpose import (
     conv2d_transpose_nchwc,
     conv2d_transpose_nchwc_shapes,
@@ -67,6 +67,7 @@ from .int8_tiles import (
     int8_tiles,
 )
 from .knobs import (
+    BF16_KNOBS,
     CONV_KNOBS,
     DENSE_INT8_KNOBS,
     DENSE_KNOBS,
@@ -289,6 +290,10 @@ SPECS = {
         Op.GROUP_CONV2D_INT8, INT8_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_int8_nchwc,
         ("data", "kernel"), _pack_group_int8, _group_int8_anchor, schedule_conv2d_int8, group_int8_blocks,
         int8_tiles, group_int8_default, keeps_padding=lambda knobs: True, order=int8_order),
+    Op.CONV2D_BF16: OpSpec(  # the conv2d_int8 kernel on bfloat16 (a conv2d node's bfloat16 candidate)
+        Op.CONV2D_BF16, BF16_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_bf16,
+        ("data", "kernel"), _pack_int8, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
+        int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.DENSE_INT8: OpSpec(  # the conv2d_int8 kernel on a 1x1 map (NC data: its bytes)
         Op.DENSE_INT8, DENSE_INT8_KNOBS, _dense_layouts, dense_int8_shapes, dense_int8_nc, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,

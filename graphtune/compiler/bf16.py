@@ -1,0 +1,78 @@
+"""Emit a conv2d whose candidate runs in bfloat16 as graphtune's bfloat16 kernel.
+
+A conv2d node tuned with bfloat16 allowed may run in it (knob ``"precision": "bfloat16"``,
+:func:`graphtune.ops.runs_as`): its plan's op is ``conv2d_bf16``. The node then runs as
+
+1. ``to_bfloat16``: its float32 input, in the node's input layout, rounded to bfloat16
+   (:func:`graphtune.x86.bf16.convert`; an elementwise function, which FuseOps may fuse into
+   the producer or into the conv's padding pass);
+2. the bfloat16 conv, one ``call_tir`` tagged with the node
+   (:data:`~graphtune.compiler.plan.NODE_ATTR`): float32 sums of the bfloat16 products, float32
+   out in the node's output layout, the weights rounded to bfloat16 and packed as its ``isa``
+   reads them.
+
+What follows the conv in the model (bias, ReLU, residual add) stays float32 and fuses into the
+kernel's epilogue as for a float32 node.
+
+Examples
+--------
+>>> import numpy as np
+>>> from tvm import relax
+>>> from graphtune.compiler.plan import NodePlan
+>>> from graphtune.ops import conv2d_workload, runs_as
+>>> wl = runs_as("conv2d", conv2d_workload([1, 16, 4, 4], [16, 16, 1, 1]), {"precision": "bfloat16"})[1]
+>>> knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 4, "unroll_kw": False, "isa": "avx512bf16"}
+>>> plan = NodePlan("c", "conv2d_bf16", wl, knobs, "NCHW16c", "NCHW16c", None)
+>>> bb = relax.BlockBuilder()
+>>> x = relax.Var("x", relax.TensorType([1, 1, 4, 4, 16], "float32"))
+>>> with bb.function("main", [x]):
+...     out, kernel = emit_bf16(bb, x, np.ones((16, 16, 1, 1), "float32"), plan)
+...     _ = bb.emit_func_output(out)
+>>> kernel.value.numpy().dtype, sorted(gv.name_hint for gv in bb.get().get_global_vars())
+(dtype('uint16'), ['gt_c', 'main', 'to_bfloat16'])
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from tvm import relax
+from tvm.ir.expr import Constant
+
+from .. import x86
+from .plan import NODE_ATTR, NodePlan
+
+__all__ = ["emit_bf16"]
+
+
+def emit_bf16(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
+              plan: NodePlan) -> tuple[relax.Expr, Constant]:
+    """The node's conversion and bfloat16 kernel calls (see the module docstring).
+
+    Parameters
+    ----------
+    bb : relax.BlockBuilder
+        Inside the function being rewritten.
+    data : relax.Expr
+        The node's float32 input in its input layout.
+    weight : np.ndarray
+        The node's float32 ``OIHW`` weights.
+    plan : NodePlan
+        A plan of op ``conv2d_bf16``.
+
+    Returns
+    -------
+    relax.Expr
+        The kernel's call (float32, the node's output layout), not yet emitted.
+    Constant
+        The packed kernel, the node's anchor.
+    """
+    op, knobs, workload = plan.op, plan.knobs, plan.workload
+    kernel = relax.const(x86.pack_weight(weight.astype(np.float32), workload, knobs, op))
+    converted = bb.emit(bb.call_te(x86.bf16.convert, data, primfunc_name_hint="to_bfloat16"),
+                        name_hint=f"{plan.name}_input_bf16")
+    call = bb.call_te(x86.conv2d_bf16, converted, kernel, workload, knobs,
+                      primfunc_name_hint=f"gt_{re.sub(r'[^0-9A-Za-z_]', '_', plan.name)}",
+                      primfunc_attrs={NODE_ATTR: plan.name})
+    return call, kernel

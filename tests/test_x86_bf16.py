@@ -1,0 +1,236 @@
+"""bfloat16 conv2d: conversions, the vdpbf16ps and AMX kernels against a float64 reference on the
+bfloat16-rounded operands, knob rules, candidates where the target has the instruction only,
+and a compiled model whose conv2d nodes run in bfloat16 against the float32 one."""
+
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import tvm
+from onnx import helper, numpy_helper
+from tvm import te
+
+import graphtune
+import graphtune.x86 as x86
+from graphtune.config import Config, NodeConfig
+from graphtune.errors import KnobError
+from graphtune.numerics import accuracy
+from graphtune.ops import PRECISION, Op, conv2d_workload, input_dtype, op_of, runs_as
+from graphtune.pipeline import x86_candidates
+from graphtune.x86 import bf16
+from onnx_blocks import onnx_model
+
+HOST = x86.host_target()
+ZNVER4 = {"kind": "llvm", "mcpu": "znver4"}
+SKYLAKE = {"kind": "llvm", "mcpu": "skylake-avx512"}  # AVX-512 without BF16
+
+
+def _usable(isa: str) -> bool:
+    if isa == "amxbf16":
+        return x86.amx.usable(HOST, "bfloat16")
+    return any(found.name == isa for found in x86.isas_of(HOST, "bfloat16"))
+
+
+def _bf16_workload(data, kernel, strides=(1, 1), padding=(0, 0, 0, 0)) -> dict:
+    return runs_as(Op.CONV2D, conv2d_workload(data, kernel, strides, padding), {PRECISION: "bfloat16"})[1]
+
+
+def test_conversions_round_to_nearest_even_and_keep_nan():
+    values = np.array([1.0, 1.00390625, 1.01171875, -2.5, 3.0e38, np.inf, -0.0, 1e-40, np.nan], "float32")
+    bits = bf16.np_from_float32(values)
+    back = bf16.np_to_float32(bits)
+    np.testing.assert_array_equal(back[:4], [1.0, 1.0, 1.015625, -2.5])
+    assert np.isinf(back[5]) and np.signbit(back[6]) and np.isnan(back[8])
+    rng = np.random.default_rng(0)
+    wide = (rng.standard_normal(4096) * 10.0 ** rng.integers(-20, 20, 4096)).astype("float32")
+    wide[:3] = [np.nan, np.inf, -np.inf]
+    x = te.placeholder((wide.size,), "float32")
+    lib = tvm.compile(te.create_prim_func([x, bf16.convert(x)]).with_attr("global_symbol", "main"),
+                      target=HOST)
+    out = tvm.runtime.tensor(np.zeros(wide.size, "uint16"))
+    lib["main"](tvm.runtime.tensor(wide), out)
+    np.testing.assert_array_equal(out.numpy(), bf16.np_from_float32(wide))  # the TE rounding is NumPy's
+    finite = np.isfinite(wide)
+    assert np.all(np.abs(bf16.np_to_float32(out.numpy())[finite] - wide[finite])
+                  <= np.abs(wide[finite]) * 2.0 ** -8)
+
+
+def _reference(x: np.ndarray, w: np.ndarray, strides, padding) -> np.ndarray:
+    """float64 conv of the bfloat16-rounded operands (NCHW, OIHW)."""
+    x = bf16.np_to_float32(bf16.np_from_float32(x)).astype(np.float64)
+    w = bf16.np_to_float32(bf16.np_from_float32(w)).astype(np.float64)
+    top, left, bottom, right = padding
+    x = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    (sh, sw), (o, _, kh, kw) = strides, w.shape
+    oh, ow = (x.shape[2] - kh) // sh + 1, (x.shape[3] - kw) // sw + 1
+    out = np.zeros((x.shape[0], o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            out += np.einsum("nchw,oc->nohw", x[:, :, i:i + sh * oh:sh, j:j + sw * ow:sw], w[:, :, i, j])
+    return out
+
+
+CASES = {  # name: (data, kernel, strides, padding, knobs without isa and unroll_kw)
+    "3x3, padded, two tiles of channels": ([1, 32, 14, 14], [32, 32, 3, 3], [1, 1], [1, 1, 1, 1],
+                                           {"ic_bn": 16, "oc_bn": 32, "reg_n": 7}),
+    "1x1 stride 2, two input chunks": ([1, 64, 14, 14], [16, 64, 1, 1], [2, 2], [0, 0, 0, 0],
+                                       {"ic_bn": 32, "oc_bn": 16, "reg_n": 7}),
+    "3x3 stride 2, 7 columns in tiles of 4 (a padded width)": (
+        [1, 32, 15, 15], [16, 32, 3, 3], [2, 2], [0, 0, 0, 0], {"ic_bn": 32, "oc_bn": 16, "reg_n": 4}),
+    "7x7 stride 2 stem: 7 taps of 2 channels": ([1, 2, 20, 20], [32, 2, 7, 7], [2, 2], [3, 3, 3, 3],
+                                                {"ic_bn": 2, "oc_bn": 32, "reg_n": 10}),
+}
+
+
+@pytest.mark.parametrize("isa", ["avx512bf16", "amxbf16"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_kernel_matches_the_float64_conv_of_its_rounded_operands(case, isa):
+    """float32 sums of exact bfloat16 products: within float32 rounding of the float64 sum."""
+    if not _usable(isa):
+        pytest.skip(f"the host cannot run {isa}")
+    data, kernel, strides, padding, knobs = CASES[case]
+    if isa == "amxbf16" and data[1] * kernel[3] < 8:
+        pytest.skip("fewer than 16 bytes per tile row: no AMX candidate")
+    wl = _bf16_workload(data, kernel, strides, padding)
+    knobs = {**knobs, "isa": isa, "unroll_kw": isa != "amxbf16"}
+    func = x86.kernel_func(wl, knobs, HOST)
+    lib = tvm.compile(func, target=HOST)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal(data).astype("float32"), rng.standard_normal(kernel).astype("float32")
+    ib = knobs["ic_bn"]
+    n, c, h, width = data
+    packed = bf16.np_from_float32(x).reshape(n, c // ib, ib, h, width).transpose(0, 1, 3, 4, 2)
+    shapes = x86.kernel_shapes(wl, knobs)
+    out = tvm.runtime.tensor(np.zeros(shapes[2], "float32"))
+    lib["main"](tvm.runtime.tensor(np.ascontiguousarray(packed)),
+                tvm.runtime.tensor(x86.pack_weight(w, wl, knobs)), out)
+    got = out.numpy().transpose(0, 1, 4, 2, 3).reshape(n, kernel[0], *shapes[2][2:4])
+    want = _reference(x, w, strides, padding)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
+def test_kernels_compile_to_their_instructions_on_any_host():
+    spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
+    wl = _bf16_workload([1, 32, 14, 14], [32, 32, 3, 3], padding=[1, 1, 1, 1])
+    for isa, ops in (("avx512bf16", ["vdpbf16ps"]), ("amxbf16", ["ldtilecfg", "tdpbf16ps", "tilestored"])):
+        knobs = {"ic_bn": 16, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": isa}
+        asm = tvm.compile(x86.kernel_func(wl, knobs, spr), target=spr).mod.inspect_source("asm")
+        assert all(op in asm for op in ops), isa
+
+
+def test_workloads_and_precision_knob():
+    fp32 = conv2d_workload([1, 16, 8, 8], [16, 16, 3, 3])
+    op, low, knobs = runs_as(Op.CONV2D, fp32, {PRECISION: "bfloat16", "ic_bn": 16})
+    assert (op, low["dtype"], knobs) == (Op.CONV2D_BF16, "bfloat16", {"ic_bn": 16})
+    assert op_of(low) is Op.CONV2D_BF16
+    assert input_dtype(Op.CONV2D, {PRECISION: "bfloat16"}) == "float32"  # converted where it is read
+    with pytest.raises(KnobError, match="a conv2d runs in float32 without the knob"):
+        runs_as(Op.CONV2D, fp32, {PRECISION: "float32"})
+    depthwise = conv2d_workload([1, 16, 8, 8], [16, 1, 3, 3], groups=16)
+    with pytest.raises(KnobError, match="only quantized ops .* and conv2d choose a precision"):
+        runs_as(Op.DEPTHWISE_CONV2D, depthwise, {PRECISION: "bfloat16"})
+
+
+def test_knobs_name_their_rules():
+    wl = _bf16_workload([1, 64, 14, 14], [32, 64, 3, 3], padding=[1, 1, 1, 1])
+    good = {"ic_bn": 32, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": "amxbf16"}
+    x86.check_knobs(wl, good)
+    for knobs, message in [
+            ({**good, "isa": "avx512vnni"}, "'isa' = 'avx512vnni' names the bfloat16 dot-product"),
+            ({**good, "ic_bn": 64}, "'ic_bn' = 64 is at most 32 with isa amxbf16"),
+            ({**good, "isa": "avx512bf16", "ic_bn": 1}, "'ic_bn' = 1 must be a multiple of 2"),
+            ({**good, "widen": True}, "unknown \\['widen'\\]")]:
+        with pytest.raises(KnobError, match=message):
+            x86.check_knobs(wl, knobs)
+
+
+def test_candidates_only_where_the_target_multiplies_bfloat16():
+    wl = conv2d_workload([1, 64, 28, 28], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    for target, has in ((SKYLAKE, False), (ZNVER4, True)):
+        found = x86_candidates(target, 4, "bfloat16")(wl, Op.CONV2D)
+        low = [c for c in found if c.knobs.get(PRECISION) == "bfloat16"]
+        assert bool(low) == has and len(found) - len(low) == 4
+        assert all(c.knobs["isa"] == "avx512bf16" for c in low)  # Zen 4 has no AMX
+    assert not any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4)(wl, Op.CONV2D))  # off by default
+    stem = conv2d_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])  # 3 channels: no pairs
+    assert not any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4, "bfloat16")(stem, Op.CONV2D))
+    with pytest.raises(graphtune.errors.ArgumentError, match="precision"):
+        x86_candidates(ZNVER4, 4, "int4")
+
+
+BOUND = 0.05
+"""Largest |bfloat16 model - float32 ONNX Runtime| over the largest |output| the zoo may show."""
+
+
+def _bfloat16_config(model: onnx.ModelProto) -> tuple[Config, int]:
+    """The uniform config with every conv2d that has a bfloat16 candidate on its first one."""
+    config, lowered = Config.uniform(model), 0
+    for name, node in list(config.nodes.items()):
+        if node.op != Op.CONV2D:
+            continue
+        op, low, _ = runs_as(Op.CONV2D, node.workload, {PRECISION: "bfloat16"})
+        found = x86.candidates(low, HOST, 1, op=op)
+        if not found:  # odd input channels: no bfloat16 pairs
+            continue
+        knobs = {**found[0], PRECISION: "bfloat16"}
+        in_layout, out_layout = x86.layouts_of(node.workload, knobs, op=Op.CONV2D)
+        config.nodes[name] = NodeConfig(node.op, node.workload, in_layout, out_layout, knobs)
+        lowered += 1
+    return config, lowered
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "resnet18" else [pytest.mark.slow])
+                                  for n in graphtune.models.names()])
+def test_zoo_model_in_bfloat16_stays_within_the_bound_of_float32(name):
+    """Every conv2d that has a bfloat16 candidate runs it: the outputs on seeded inputs within
+    :data:`BOUND` of ONNX Runtime float32's, the same top-1 for classifiers, never identical."""
+    if not x86.isas_of(HOST, "bfloat16"):
+        pytest.skip("the host has no AVX512-BF16")
+    model = graphtune.models.get(name, image_size=32 if name == "resnet18" else None)
+    config, lowered = _bfloat16_config(model)
+    assert lowered
+    compiled = graphtune.compile(model, config)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    result = accuracy(lambda a: compiled(*a), lambda a: session.run(None, dict(zip(names, a))),
+                      [compiled.random_inputs(seed) for seed in range(2)], "onnxruntime float32")
+    assert 0 < result.max_rel_diff <= BOUND
+    assert result.top1_agree in (None, result.inputs)
+
+
+def _conv_chain() -> onnx.ModelProto:
+    """input [1, 32, 14, 14] -> 3x3 conv (64) -> ReLU -> 1x1 conv (32)."""
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
+             for name, shape in (("c1.w", [64, 32, 3, 3]), ("c1.b", [64]), ("c2.w", [32, 64, 1, 1]))]
+    nodes = [helper.make_node("Conv", ["input", "c1.w", "c1.b"], ["x1"], name="c1", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["x1"], ["r1"], name="relu"),
+             helper.make_node("Conv", ["r1", "c2.w"], ["output"], name="c2", kernel_shape=[1, 1])]
+    return onnx_model(nodes, inits, "chain", [1, 32, 14, 14], output_shape=[1, 32, 14, 14])
+
+
+def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):
+    """Both precisions measured per node (records key conv2d and conv2d_bf16); where the config
+    runs bfloat16, the result reports its outputs against ONNX Runtime float32."""
+    if not x86.isas_of(HOST, "bfloat16"):
+        pytest.skip("the host has no AVX512-BF16")
+    model, records = _conv_chain(), tmp_path / "chain.records.jsonl"
+    result = graphtune.tune(model, records=records, max_candidates=2, min_repeat_ms=1, repeat=1,
+                            progress=False, final_check=False, feedback_rounds=0, precision="bf16")
+    kinds = {json.loads(line)["kind"] for line in records.read_text().splitlines()}
+    assert {"conv2d", "conv2d_bf16"} <= kinds
+    lowered = [name for name, node in result.config.nodes.items() if node.knobs.get(PRECISION) == "bfloat16"]
+    if not lowered:  # the tuner measured float32 faster everywhere: nothing to report
+        assert result.accuracy is None
+        return
+    accuracy = result.accuracy
+    assert accuracy is not None and accuracy.inputs == 4 and accuracy.top1_agree is None  # no classifier
+    assert 0 < accuracy.max_rel_diff <= 0.05
+    assert f"bfloat16: {len(lowered)} of 2 conv2d nodes" in result.summary()
+    compiled = graphtune.compile(model, result.config)
+    x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
+    assert 0 < np.abs(compiled(x) - want).max() <= 0.05 * np.abs(want).max()
