@@ -15,6 +15,7 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
 - conv2d_bf16: conv2d's fields (groups 1) with ``"dtype": "bfloat16"`` (activations and
   weights; float32 sums and output): the kernel a conv2d node's bfloat16 candidate runs
   (:func:`runs_as`), so records key it apart from the node's float32 one;
+- dense_bf16: dense's fields with ``"dtype": "bfloat16"``, data ``[1, K]`` only (as dense_int8);
 - conv2d_transpose: the same plus ``"output_padding"`` (kernel ``[C, O, KH,
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
@@ -58,7 +59,8 @@ __all__ = [
     "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
-    "dense_int8_workload", "INT8_OPS", "PRECISION", "PRECISIONS", "BF16_DTYPES", "WEIGHT_PAIR_MAX", "runs_as",
+    "dense_int8_workload", "INT8_OPS", "BF16_OPS", "PRECISION", "PRECISIONS", "BF16_DTYPES",
+    "WEIGHT_PAIR_MAX", "runs_as",
     "input_dtype",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
@@ -102,6 +104,9 @@ class Op(str, enum.Enum):
     CONV2D_BF16 = "conv2d_bf16"
     """conv2d of bfloat16 activations and weights, float32 accumulation and output: the kernel a
     conv2d node's bfloat16 candidate runs (:func:`runs_as`), never a node's own op."""
+    DENSE_BF16 = "dense_bf16"
+    """Batch-1 dense of bfloat16 activations and weights (as :attr:`CONV2D_BF16`): the kernel a
+    dense node's bfloat16 candidate runs."""
     JOIN = "join"
     """The common layout of an add / concat / gating mul's inputs (no kernel)."""
     BOUNDARY = "boundary"
@@ -132,7 +137,10 @@ NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
 GRAPH_OPS = NODE_OPS + (Op.BOUNDARY,)
 """Ops a layout-graph node may have."""
 
-KERNEL_OPS = LAYOUT_OPS + (Op.CONV2D_BF16,)
+BF16_OPS = (Op.CONV2D_BF16, Op.DENSE_BF16)
+"""The bfloat16 kernels: what a conv2d or batch-1 dense node's bfloat16 candidate runs."""
+
+KERNEL_OPS = LAYOUT_OPS + BF16_OPS
 """Ops graphtune.x86 builds a kernel for: the layout ops, and the kernels their candidates may
 run in another precision (:func:`runs_as`)."""
 
@@ -276,6 +284,10 @@ def _check_bf16(workload: Workload, op: Op, where: str) -> None:
     _check_conv(workload, Op.CONV2D, where)
 
 
+def _check_dense_bf16(workload: Workload, op: Op, where: str) -> None:
+    _check_one_row(workload, op, where, "bf16")
+
+
 def _check_transpose(workload: Workload, op: Op, where: str) -> None:
     _, c, _, _ = _ints(workload, "data", 4, 1, where)
     c2, _, _, _ = _ints(workload, "kernel", 4, 1, where)
@@ -305,11 +317,18 @@ def _check_dense(workload: Workload, op: Op, where: str) -> None:
                          f"expects {k2}")
 
 
-def _check_dense_int8(workload: Workload, op: Op, where: str) -> None:
+def _check_one_row(workload: Workload, op: Op, where: str, kind: str) -> None:
+    """A dense run as the ``kind`` conv2d kernel on a 1x1 map: one row ``[1, K]``."""
     _check_dense(workload, op, where)
     if len(workload["data"]) != 2 or workload["data"][0] != 1:
-        raise ModelError(f"{where}.data = {workload['data']}: an int8 dense reads one row [1, K] (the "
-                         "conv2d_int8 kernel on a 1x1 map); other dense layers run in fp32 (dense)")
+        article = "an" if kind == "int8" else "a"
+        raise ModelError(f"{where}.data = {workload['data']}: {article} {kind} dense reads one row [1, K] "
+                         "(the "
+                         f"conv2d_{kind} kernel on a 1x1 map); other dense layers run in fp32 (dense)")
+
+
+def _check_dense_int8(workload: Workload, op: Op, where: str) -> None:
+    _check_one_row(workload, op, where, "int8")
     _check_out_dtype(workload, where)
 
 
@@ -411,6 +430,7 @@ _SCHEMAS = {
     Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
                            INT8_DTYPES, (WEIGHT_PAIR_MAX,)),
     Op.CONV2D_BF16: _Schema(_CONV_FIELDS, _check_bf16, _conv_shape, _conv_flops, BF16_DTYPES),
+    Op.DENSE_BF16: _Schema(_DENSE_FIELDS, _check_dense_bf16, _dense_shape, _dense_flops, BF16_DTYPES),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
@@ -471,7 +491,8 @@ def op_of(workload: Workload) -> Op:
     if "output_padding" in workload:
         op = Op.CONV2D_TRANSPOSE
     elif "weight" in workload:
-        op = Op.DENSE_INT8 if "out_dtype" in workload else Op.DENSE
+        op = Op.DENSE_INT8 if "out_dtype" in workload else (
+            Op.DENSE_BF16 if workload.get("dtype") in BF16_DTYPES else Op.DENSE)
     elif "out_dtype" in workload:
         _check_fields(workload, Op.CONV2D_INT8, "workload")
         _check_conv(workload, None, "workload")
@@ -643,6 +664,9 @@ def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
     return "uint8" if as_op(op) in INT8_OPS and knobs.get(PRECISION) is None else "float32"
 
 
+_BF16_OF = {Op.CONV2D: Op.CONV2D_BF16, Op.DENSE: Op.DENSE_BF16}
+
+
 def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op, Workload, dict[str, Any]]:
     """The kernel a node's candidate runs: ``(op, workload, knobs)``.
 
@@ -650,10 +674,11 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     candidate's knobs then hold ``"precision": "float32"`` beside the fp32 op's knobs, and it
     runs the fp32 op of the same shapes (the workload without ``out_dtype``, ``dtype``
     float32: ``conv2d``, ``depthwise_conv2d`` or ``dense``) on the model's dequantized operands
-    (what ONNX Runtime's QDQ reference computes). A conv2d node tuned with bfloat16 allowed
-    (``graphtune.tune(..., precision="bfloat16")``) may run in bfloat16: ``"precision":
-    "bfloat16"`` beside the knobs of :data:`Op.CONV2D_BF16 <Op>`, whose workload is the
-    node's with ``dtype`` bfloat16. Every other candidate runs its node's own op.
+    (what ONNX Runtime's QDQ reference computes). A conv2d or batch-1 dense node tuned with
+    bfloat16 allowed (``graphtune.tune(..., precision="bfloat16")``) may run in bfloat16:
+    ``"precision": "bfloat16"`` beside the knobs of ``conv2d_bf16`` / ``dense_bf16``
+    (:data:`BF16_OPS`), whose workload is the node's with ``dtype`` bfloat16. Every other
+    candidate runs its node's own op.
 
     Raises
     ------
@@ -681,14 +706,14 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     if precision is None:
         return op, workload, knobs
     rest = {k: v for k, v in knobs.items() if k != PRECISION}
-    if op is Op.CONV2D:
+    if op in _BF16_OF:
         if precision != "bfloat16":
-            raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: a conv2d runs in float32 without "
+            raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: a {op} runs in float32 without "
                             "the knob (remove it), or in 'bfloat16'")
-        return Op.CONV2D_BF16, {**workload, "dtype": "bfloat16"}, rest
+        return _BF16_OF[op], {**workload, "dtype": "bfloat16"}, rest
     if op not in INT8_OPS:
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized ops "
-                        f"({', '.join(INT8_OPS)}) and conv2d choose a precision; remove the knob")
+                        f"({', '.join(INT8_OPS)}), conv2d and dense choose a precision; remove the knob")
     if precision != "float32":
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
                         "op on the dequantized operands), or no such knob (int8)")
@@ -799,6 +824,7 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.GROUP_CONV2D_INT8: OpClass("group_conv", compute_bound=True),
     Op.DENSE_INT8: OpClass("dense", compute_bound=True),
     Op.CONV2D_BF16: OpClass("conv2d", compute_bound=True),
+    Op.DENSE_BF16: OpClass("dense", compute_bound=True),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),
@@ -809,7 +835,7 @@ OP_CLASSES: dict[str, OpClass] = {
     "resize2d": OpClass("resize"),
     **dict.fromkeys(("add", "subtract", "multiply", "divide", "sigmoid", "relu", "clip",
                      "maximum", "minimum", "tanh", "erf", "gelu", "exp", "sqrt", "power",
-                     "tir_sigmoid", "int8_quantize", "lookup"), _ELEMENTWISE),
+                     "tir_sigmoid", "int8_quantize", "bfloat16_rounding", "lookup"), _ELEMENTWISE),
 }
 """The class of every op kind graphtune tells apart: its own ops (kernels, tasks) and the op
 kinds of a compiled model's functions (TVM's op names, :data:`LAYOUT_TRANSFORM`)."""

@@ -105,7 +105,7 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None,
         if op in INT8_OPS:  # it may run fp32 where faster
             kind, fp32, _ = runs_as(op, workload, {PRECISION: "float32"})
             knobs += [{**k, PRECISION: "float32"} for k in x86.candidates(fp32, tgt, max_candidates, op=kind)]
-        if op is Op.CONV2D and bf16_isas:  # it may run bfloat16 where faster
+        if bf16_isas and _may_run_bf16(workload, op):  # it may run bfloat16 where faster
             kind, low, _ = runs_as(op, workload, {PRECISION: "bfloat16"})
             knobs += [{**k, PRECISION: "bfloat16"} for k in x86.candidates(low, tgt, max_candidates, op=kind)]
         found = []
@@ -115,6 +115,11 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None,
         return found
 
     return candidates
+
+
+def _may_run_bf16(workload: dict[str, Any], op: Op) -> bool:
+    """Whether a node has a bfloat16 kernel: a conv2d, or a dense of one row ``[1, K]``."""
+    return op is Op.CONV2D or (op is Op.DENSE and len(workload["data"]) == 2 and workload["data"][0] == 1)
 
 
 def extract(

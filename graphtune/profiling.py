@@ -73,7 +73,7 @@ from .checks import check_positive
 from .errors import ArgumentError
 from .hoststate import SHARED_LIMIT, HandoffGauge
 from .latency import SETTLE_CALLS, SETTLE_MS, settled_call_ms
-from .ops import FAMILIES, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
+from .ops import FAMILIES, KERNEL_OPS, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
 if TYPE_CHECKING:  # for annotations: imported on use (the compiler loads TVM)
     from .compiler.partitioned import PartitionedModel
@@ -1027,7 +1027,7 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     for i, (symbol, nodes) in enumerate(zip(order, placed)):
         attrs = compiled.functions[symbol].attrs or {}
         op = str(attrs[OP_ATTR]) if OP_ATTR in attrs else ""
-        own = op in LAYOUT_OPS or op == LAYOUT_TRANSFORM  # graphtune's kernels and transforms
+        own = op in KERNEL_OPS or op == LAYOUT_TRANSFORM  # graphtune's kernels and transforms
         kind = (op_class(op).family if own else None) \
             or next((onnx_kinds[n] for n in nodes if n in onnx_kinds), None) or op_class(op).family
         costs = [config.nodes[n].cost_ms - moved.get(n, 0.0) for n in nodes

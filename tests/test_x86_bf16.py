@@ -129,8 +129,34 @@ def test_workloads_and_precision_knob():
     with pytest.raises(KnobError, match="a conv2d runs in float32 without the knob"):
         runs_as(Op.CONV2D, fp32, {PRECISION: "float32"})
     depthwise = conv2d_workload([1, 16, 8, 8], [16, 1, 3, 3], groups=16)
-    with pytest.raises(KnobError, match="only quantized ops .* and conv2d choose a precision"):
+    with pytest.raises(KnobError, match="only quantized ops .*, conv2d and dense choose a precision"):
         runs_as(Op.DEPTHWISE_CONV2D, depthwise, {PRECISION: "bfloat16"})
+
+
+def test_dense_matches_the_float64_product_of_its_rounded_operands():
+    """A batch-1 dense (a classifier) as the bfloat16 conv of a 1x1 map, on every bfloat16
+    instruction the host has that runs it."""
+    isas = [isa.name for isa in x86.isas_of(HOST, "bfloat16") if isa.general]
+    if not isas:
+        pytest.skip("the host has no AVX512-BF16")
+    op, wl, _ = runs_as(Op.DENSE, {"data": [1, 96], "weight": [40, 96], "dtype": "float32"},
+                        {PRECISION: "bfloat16"})
+    assert op is Op.DENSE_BF16 and op_of(wl) is Op.DENSE_BF16
+    rng = np.random.default_rng(2)
+    x, w = rng.standard_normal((1, 96)).astype("float32"), rng.standard_normal((40, 96)).astype("float32")
+    want = bf16.np_to_float32(bf16.np_from_float32(x)).astype(np.float64) @ \
+        bf16.np_to_float32(bf16.np_from_float32(w)).astype(np.float64).T
+    for isa in isas:
+        knobs = {"ic_bn": 32, "oc_bn": 8, "isa": isa}
+        lib = tvm.compile(x86.kernel_func(wl, knobs, HOST), target=HOST)
+        out = tvm.runtime.tensor(np.zeros((1, 40), "float32"))
+        kernel = tvm.runtime.tensor(x86.pack_weight(w, wl, knobs))
+        lib["main"](tvm.runtime.tensor(bf16.np_from_float32(x)), kernel, out)
+        assert np.abs(out.numpy() - want).max() <= 1e-5 * np.abs(want).max()
+    batched = {"data": [4, 96], "weight": [40, 96], "dtype": "float32"}  # no bfloat16 kernel: rows of 1 only
+    assert not any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4, "bfloat16")(batched, Op.DENSE))
+    assert any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4, "bfloat16")(
+        {**batched, "data": [1, 96]}, Op.DENSE))
 
 
 def test_knobs_name_their_rules():
@@ -165,17 +191,18 @@ BOUND = 0.05
 
 
 def _bfloat16_config(model: onnx.ModelProto) -> tuple[Config, int]:
-    """The uniform config with every conv2d that has a bfloat16 candidate on its first one."""
+    """The uniform config with every conv2d and dense that has a bfloat16 candidate on its first one
+    (the candidates ``x86_candidates(..., "bfloat16")`` gives)."""
     config, lowered = Config.uniform(model), 0
+    offer = x86_candidates(HOST, 1, "bfloat16")
     for name, node in list(config.nodes.items()):
-        if node.op != Op.CONV2D:
+        if node.op not in (Op.CONV2D, Op.DENSE):
             continue
-        op, low, _ = runs_as(Op.CONV2D, node.workload, {PRECISION: "bfloat16"})
-        found = x86.candidates(low, HOST, 1, op=op)
+        found = [c.knobs for c in offer(node.workload, node.op) if c.knobs.get(PRECISION) == "bfloat16"]
         if not found:  # odd input channels: no bfloat16 pairs
             continue
-        knobs = {**found[0], PRECISION: "bfloat16"}
-        in_layout, out_layout = x86.layouts_of(node.workload, knobs, op=Op.CONV2D)
+        knobs = found[0]
+        in_layout, out_layout = x86.layouts_of(node.workload, knobs, op=node.op)
         config.nodes[name] = NodeConfig(node.op, node.workload, in_layout, out_layout, knobs)
         lowered += 1
     return config, lowered

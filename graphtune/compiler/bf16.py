@@ -1,9 +1,10 @@
-"""Emit a conv2d whose candidate runs in bfloat16 as graphtune's bfloat16 kernel.
+"""Emit a conv2d or dense whose candidate runs in bfloat16 as graphtune's bfloat16 kernel.
 
-A conv2d node tuned with bfloat16 allowed may run in it (knob ``"precision": "bfloat16"``,
-:func:`graphtune.ops.runs_as`): its plan's op is ``conv2d_bf16``. The node then runs as
+A conv2d (or batch-1 dense) node tuned with bfloat16 allowed may run in it (knob
+``"precision": "bfloat16"``, :func:`graphtune.ops.runs_as`): its plan's op is ``conv2d_bf16``
+(``dense_bf16``). The node then runs as
 
-1. ``to_bfloat16``: its float32 input, in the node's input layout, rounded to bfloat16
+1. ``bfloat16_rounding``: its float32 input, in the node's input layout, rounded to bfloat16
    (:func:`graphtune.x86.bf16.convert`; an elementwise function, which FuseOps may fuse into
    the producer or into the conv's padding pass);
 2. the bfloat16 conv, one ``call_tir`` tagged with the node
@@ -29,7 +30,7 @@ Examples
 ...     out, kernel = emit_bf16(bb, x, np.ones((16, 16, 1, 1), "float32"), plan)
 ...     _ = bb.emit_func_output(out)
 >>> kernel.value.numpy().dtype, sorted(gv.name_hint for gv in bb.get().get_global_vars())
-(dtype('uint16'), ['gt_c', 'main', 'to_bfloat16'])
+(dtype('uint16'), ['bfloat16_rounding', 'gt_c', 'main'])
 """
 
 from __future__ import annotations
@@ -57,9 +58,9 @@ def emit_bf16(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     data : relax.Expr
         The node's float32 input in its input layout.
     weight : np.ndarray
-        The node's float32 ``OIHW`` weights.
+        The node's float32 weights: a conv's ``OIHW``, a dense's ``[M, K]``.
     plan : NodePlan
-        A plan of op ``conv2d_bf16``.
+        A plan of a bfloat16 op (:data:`graphtune.ops.BF16_OPS`).
 
     Returns
     -------
@@ -70,9 +71,9 @@ def emit_bf16(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
     """
     op, knobs, workload = plan.op, plan.knobs, plan.workload
     kernel = relax.const(x86.pack_weight(weight.astype(np.float32), workload, knobs, op))
-    converted = bb.emit(bb.call_te(x86.bf16.convert, data, primfunc_name_hint="to_bfloat16"),
+    converted = bb.emit(bb.call_te(x86.bf16.convert, data, primfunc_name_hint="bfloat16_rounding"),
                         name_hint=f"{plan.name}_input_bf16")
-    call = bb.call_te(x86.conv2d_bf16, converted, kernel, workload, knobs,
+    call = bb.call_te(x86.spec_of(op).compute, converted, kernel, workload, knobs,
                       primfunc_name_hint=f"gt_{re.sub(r'[^0-9A-Za-z_]', '_', plan.name)}",
                       primfunc_attrs={NODE_ATTR: plan.name})
     return call, kernel

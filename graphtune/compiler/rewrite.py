@@ -44,7 +44,7 @@ from ..frontend.roles import Form, Role
 from ..frontend.walk import _DEFAULT_NAME, Step, bindings, op_name, walk
 from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout
-from ..ops import Op
+from ..ops import BF16_OPS
 from ..x86.resize import phased
 from .bf16 import emit_bf16
 from .consts import eval_const
@@ -231,7 +231,9 @@ class _Rewriter:
             self.bind(var, self.with_args(call, [self.get(call.args[0], 0), fresh]), 0)
             return
         in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
-        if plan.op == Op.CONV2D_BF16:  # a conv2d candidate running in bfloat16
+        if plan.op in BF16_OPS:  # a conv2d or dense candidate running in bfloat16
+            if op_name(call) == "relax.matmul":  # its weight [K, M]: the dense's [M, K]
+                weight = weight.T
             out, kernel = emit_bf16(self.bb, self.get(call.args[0], in_blk), weight, plan)
             self.anchors[kernel] = plan
             self.bind(var, out, out_blk)

@@ -82,9 +82,9 @@ def convert(data: te.Tensor) -> te.Tensor:
     --------
     >>> out = convert(te.placeholder((1, 2, 4, 4, 8), "float32"))
     >>> str(out.dtype), out.op.name
-    ('uint16', 'to_bfloat16')
+    ('uint16', 'bfloat16_rounding')
     """
-    return te.compute(data.shape, lambda *index: from_float32(data(*index)), name="to_bfloat16")
+    return te.compute(data.shape, lambda *index: from_float32(data(*index)), name="bfloat16_rounding")
 
 
 def np_to_float32(bits: np.ndarray) -> np.ndarray:

@@ -36,10 +36,9 @@ from tvm import te, tirx
 
 from ..errors import KnobError
 from ..ops import Op, op_of, output_shape
-from . import bf16
 from .conv2d import check_tensor_shape
 from .groups import group_sizes, span
-from .int8_isa import ISAS, Isa
+from .int8_isa import ISAS
 from .knobs import BF16_KNOBS, INT8_KNOBS
 
 __all__ = ["conv2d_int8_shapes", "computed_width", "conv2d_int8_nchwc", "conv2d_bf16", "requantize",
@@ -190,16 +189,11 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
         chunk = ic_chunk if workload["groups"] == 1 else (oc_chunk * ob // og) * cg // ib + ic_chunk
         pixel = padded[n, chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_outer * isa.dot + ic_inner]
         weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
-        return te.sum(_value(pixel, isa) * _value(weight, isa), axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
+        return te.sum(isa.operand(pixel) * isa.operand(weight), axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
 
     computed = [*out_shape[:3], width, out_shape[4]]
     name = "conv2d_int8_NCHWc" if isa.element == "int8" else "conv2d_bf16_NCHWc"
     return te.compute(computed, body, name=name, tag=name)
-
-
-def _value(element: tirx.Expr, isa: Isa) -> tirx.Expr:
-    """An operand of the accumulation as ``isa`` multiplies it: int32, or bfloat16 bits as float32."""
-    return element.astype("int32") if isa.element == "int8" else bf16.to_float32(element)
 
 
 def conv2d_bf16(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:

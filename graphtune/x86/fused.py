@@ -23,7 +23,7 @@ Examples
 from tvm import s_tir, tirx
 
 from ..errors import KnobError
-from ..ops import Op
+from ..ops import BF16_OPS, Op
 from . import bf16
 from .schedule import _blocks, _domain, _inline_producers, _try, schedule_elementwise
 from .specs import spec_for
@@ -159,4 +159,4 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
     for block in leftovers:
         schedule_elementwise(sch, block, lanes)
     scheduled = sch.mod["main"]
-    return bf16.with_llvm_ir(scheduled) if op is Op.CONV2D_BF16 else scheduled
+    return bf16.with_llvm_ir(scheduled) if op in BF16_OPS else scheduled

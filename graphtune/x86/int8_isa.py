@@ -118,6 +118,11 @@ class Isa:
         """The dtype of its accumulators: int32 or float32."""
         return "int32" if self.element == "int8" else "float32"
 
+    def operand(self, value: tirx.PrimExpr) -> tirx.PrimExpr:
+        """An activation or weight as the instruction multiplies it: int32, or bfloat16 bits as
+        float32 (the spelling the conv's TE compute and the tensor intrinsics share)."""
+        return value.astype("int32") if self.element == "int8" else bf16.to_float32(value)
+
     @property
     def pair_limit(self) -> int | None:
         """The largest ``|w0| + |w1|`` of an input-channel pair (``2j, 2j + 1``) for which the
@@ -177,9 +182,14 @@ def _group(A: tirx.Buffer, isa: Isa) -> tirx.PrimExpr:
 
 
 def _accumulated(isa: Isa, A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer) -> tirx.PrimExpr:
-    """``C + sum_k A[k] * B[:, k]`` as ``lanes`` int32, by the instruction(s) of ``isa``."""
-    acc, words = f"int32x{isa.lanes}", isa.lanes * isa.dot
+    """``C + sum_k A[k] * B[:, k]`` as ``lanes`` int32 (float32), by the instruction(s) of ``isa``
+    (``vdpbf16ps``: the kernel's PrimFunc carries :data:`graphtune.x86.bf16.LLVM_IR`)."""
+    acc, words = f"{isa.acc_dtype}x{isa.lanes}", isa.lanes * isa.dot
     old = C.vload([0], acc)
+    if isa.element == "bfloat16":
+        pair = T.reinterpret(A.vload([0], f"{bf16.STORAGE}x2"), dtype="int32")
+        weights = T.reinterpret(B.vload([0, 0], f"{bf16.STORAGE}x{words}"), dtype=f"int32x{isa.lanes}")
+        return bf16.dpbf16ps(old, T.broadcast(pair, isa.lanes), weights)
     groups = T.broadcast(_group(A, isa), isa.lanes)
     if isa.dot == 2:
         return old + _call(isa.llvm, acc, T.reinterpret(groups, dtype=f"int16x{words}"),
@@ -192,16 +202,15 @@ def _accumulated(isa: Isa, A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer) -> ti
 
 
 def _step(isa: Isa, data_dtype: str):
-    """``(desc, impl)`` of one step of ``isa``: ``lanes`` int32 += ``dot`` activation x weight
-    products (activations ``data_dtype``: uint8, or int16 already widened for ``vpmaddwd``)."""
-    if isa.element == "bfloat16":
-        return _bf16_step(isa)
-    lanes, dot, wtype = isa.lanes, isa.dot, isa.weight_dtype
+    """``(desc, impl)`` of one step of ``isa``: ``lanes`` accumulators += ``dot`` activation x
+    weight products (activations ``data_dtype``: uint8, int16 already widened for ``vpmaddwd``,
+    or bfloat16 bits)."""
+    lanes, dot, wtype, acc = isa.lanes, isa.dot, isa.weight_dtype, isa.acc_dtype
 
     @T.prim_func(s_tir=True)
     def desc(A: T.Buffer((dot,), data_dtype, offset_factor=1),  # type: ignore[valid-type]
              B: T.Buffer((lanes, dot), wtype, offset_factor=1),  # type: ignore[valid-type]
-             C: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
+             C: T.Buffer((lanes,), acc, offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
             T.writes(C[0:lanes])
@@ -209,50 +218,16 @@ def _step(isa: Isa, data_dtype: str):
                 for k in T.serial(0, dot):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+                        C[vi] = C[vi] + isa.operand(A[vk]) * isa.operand(B[vi, vk])
 
     @T.prim_func(s_tir=True)
     def impl(A: T.Buffer((dot,), data_dtype, offset_factor=1),  # type: ignore[valid-type]
              B: T.Buffer((lanes, dot), wtype, offset_factor=1),  # type: ignore[valid-type]
-             C: T.Buffer((lanes,), "int32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
+             C: T.Buffer((lanes,), acc, offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
         with T.sblock("root"):
             T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
             T.writes(C[0:lanes])
             C[T.ramp(T.int32(0), 1, lanes)] = _accumulated(isa, A, B, C)
-
-    return desc, impl
-
-
-def _bf16_step(isa: Isa):
-    """``(desc, impl)`` of one ``vdpbf16ps``: ``lanes`` float32 += the products of a pixel's
-    bfloat16 pair and each lane's pair of weights (the impl imports nothing itself: the kernel's
-    PrimFunc carries :data:`graphtune.x86.bf16.LLVM_IR`)."""
-    lanes, dot, store = isa.lanes, isa.dot, bf16.STORAGE
-
-    @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((dot,), store, offset_factor=1),  # type: ignore[valid-type]
-             B: T.Buffer((lanes, dot), store, offset_factor=1),  # type: ignore[valid-type]
-             C: T.Buffer((lanes,), "float32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
-        with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
-            T.writes(C[0:lanes])
-            for i in T.serial(0, lanes):
-                for k in T.serial(0, dot):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + bf16.to_float32(A[vk]) * bf16.to_float32(B[vi, vk])
-
-    @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((dot,), store, offset_factor=1),  # type: ignore[valid-type]
-             B: T.Buffer((lanes, dot), store, offset_factor=1),  # type: ignore[valid-type]
-             C: T.Buffer((lanes,), "float32", offset_factor=1, scope="local")) -> None:  # type: ignore[valid-type]
-        with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:dot], B[0:lanes, 0:dot])
-            T.writes(C[0:lanes])
-            pair = T.reinterpret(A.vload([0], f"{store}x2"), dtype="int32")
-            C[T.ramp(T.int32(0), 1, lanes)] = bf16.dpbf16ps(
-                C.vload([0], f"float32x{lanes}"), T.broadcast(pair, lanes),
-                T.reinterpret(B.vload([0, 0], f"{store}x{lanes * dot}"), dtype=f"int32x{lanes}"))
 
     return desc, impl
 

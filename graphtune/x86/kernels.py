@@ -11,7 +11,7 @@ Examples
 
 from tvm import te, tirx
 
-from ..ops import INT8_OPS, Op
+from ..ops import BF16_OPS, INT8_OPS, Op
 from . import bf16
 from .fused import schedule_fused
 from .int8_kernels import conv2d_int8_func
@@ -61,7 +61,7 @@ def kernel_func(workload: dict, knobs: dict, target: TargetLike = None,
     if spec.op in INT8_OPS:
         return conv2d_int8_func(workload, knobs, target)
     data_shape, weight_shape, _ = spec.shapes(workload, knobs)
-    dtype = bf16.STORAGE if spec.op is Op.CONV2D_BF16 else workload["dtype"]
+    dtype = bf16.STORAGE if spec.op in BF16_OPS else workload["dtype"]
     data = te.placeholder(data_shape, dtype, name=spec.params[0])
     weight = te.placeholder(weight_shape, dtype, name=spec.params[1])
     out = spec.compute(data, weight, workload, knobs)

@@ -85,7 +85,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import KnobError
-from ..ops import Op, check_workload, output_shape
+from ..ops import BF16_OPS, Op, check_workload, output_shape
 from .amx import MAX_K, MAX_ROWS, MAX_TILES
 from .groups import check_group_blocks, span
 from .int8_isa import ISAS, check_exact
@@ -93,7 +93,8 @@ from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "INT8_KNOBS",
-           "BF16_KNOBS", "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors", "register_budget"]
+           "BF16_KNOBS", "DENSE_BF16_KNOBS", "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors",
+           "register_budget"]
 
 
 def divisors(n: int, cap: int | None = None) -> list:
@@ -265,7 +266,7 @@ def _int8_block_rules(op: Op, c: int, o: int, knobs: dict) -> None:
     (divides the ``o`` output channels) and ``widen`` of an int8 conv2d or dense, or of a
     bfloat16 conv2d (whose ``isa`` multiplies bfloat16)."""
     isa = knobs["isa"]
-    element = "bfloat16" if op is Op.CONV2D_BF16 else "int8"
+    element = "bfloat16" if op in BF16_OPS else "int8"
     if not isinstance(isa, str) or isa not in ISAS or ISAS[isa].element != element:
         _fail(op, "isa", isa, f"names the {element} dot-product instruction",
               [name for name, known in ISAS.items() if known.element == element])
@@ -396,6 +397,8 @@ INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen
 """conv2d_int8 and group_conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
 BF16_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer"), _int8_rules)
 """conv2d_bf16 knobs (conv2d_int8's, with a bfloat16 instruction ``isa``)."""
+DENSE_BF16_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), (), _dense_int8_rules)
+"""dense_bf16 knobs (dense_int8's, with a bfloat16 instruction ``isa``)."""
 DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
 """depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
 DENSE_INT8_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), ("widen",), _dense_int8_rules)

@@ -24,7 +24,7 @@ Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
     known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8,
-    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, dense_int8
+    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, dense_bf16, dense_int8
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from .conv2d_transpose import (
     taps,
 )
 from .dense import dense_packed, dense_packed_shapes
-from .dense_int8 import as_conv2d_int8, conv_knobs, dense_int8_nc, dense_int8_shapes
+from .dense_int8 import as_conv2d_int8, conv_knobs, dense_bf16, dense_int8_nc, dense_int8_shapes
 from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel, spanned_kernel
@@ -69,6 +69,7 @@ from .int8_tiles import (
 from .knobs import (
     BF16_KNOBS,
     CONV_KNOBS,
+    DENSE_BF16_KNOBS,
     DENSE_INT8_KNOBS,
     DENSE_KNOBS,
     DEPTHWISE_INT8_KNOBS,
@@ -294,6 +295,11 @@ SPECS = {
         Op.CONV2D_BF16, BF16_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_bf16,
         ("data", "kernel"), _pack_int8, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
         int8_default, keeps_padding=lambda knobs: True, order=int8_order),
+    Op.DENSE_BF16: OpSpec(  # the conv2d_bf16 kernel on a 1x1 map (a dense node's bfloat16 candidate)
+        Op.DENSE_BF16, DENSE_BF16_KNOBS, _dense_layouts, dense_int8_shapes, dense_bf16, ("data", "kernel"),
+        _pack_dense_int8, _dense_int8_anchor,
+        lambda sch, anchor, epilogue, knobs: schedule_conv2d_int8(sch, anchor, epilogue, conv_knobs(knobs)),
+        dense_int8_blocks, dense_int8_tiles, dense_int8_default, fold=fold_nc),
     Op.DENSE_INT8: OpSpec(  # the conv2d_int8 kernel on a 1x1 map (NC data: its bytes)
         Op.DENSE_INT8, DENSE_INT8_KNOBS, _dense_layouts, dense_int8_shapes, dense_int8_nc, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,
