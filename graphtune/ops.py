@@ -59,7 +59,7 @@ __all__ = [
     "ModelNode",
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
-    "dense_int8_workload", "INT8_OPS", "BF16_OPS", "PRECISION", "PRECISIONS", "BF16_DTYPES",
+    "dense_int8_workload", "INT8_OPS", "BF16_OPS", "PRECISION", "PRECISIONS", "BF16_DTYPES", "MODEL_CHANNELS",
     "WEIGHT_PAIR_MAX", "runs_as",
     "input_dtype",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
@@ -280,8 +280,18 @@ def _check_int8(workload: Workload, op: Op, where: str) -> None:
     _check_out_dtype(workload, where)
 
 
+MODEL_CHANNELS = "model_channels"
+"""Optional field of a conv2d_bf16 workload: the node's own input channels, one fewer than the
+kernel's (an odd count, padded with a zero channel: bfloat16 multiplies pairs)."""
+
+
 def _check_bf16(workload: Workload, op: Op, where: str) -> None:
     _check_conv(workload, Op.CONV2D, where)
+    channels = workload.get(MODEL_CHANNELS, workload["data"][1])
+    if channels not in (workload["data"][1], workload["data"][1] - 1) or not isinstance(channels, int):
+        raise ModelError(f"{where}.{MODEL_CHANNELS} = {channels!r}: expected the data's channels less "
+                         f"one ({workload['data'][1] - 1}, a zero channel padding an odd count), or no such "
+                         "field")
 
 
 def _check_dense_bf16(workload: Workload, op: Op, where: str) -> None:
@@ -429,7 +439,8 @@ _SCHEMAS = {
     Op.GROUP_CONV2D_INT8: _INT8,  # its blocks' pairs may straddle two groups: no pair bound
     Op.DENSE_INT8: _Schema(_DENSE_FIELDS + ("out_dtype",), _check_dense_int8, _dense_shape, _dense_flops,
                            INT8_DTYPES, (WEIGHT_PAIR_MAX,)),
-    Op.CONV2D_BF16: _Schema(_CONV_FIELDS, _check_bf16, _conv_shape, _conv_flops, BF16_DTYPES),
+    Op.CONV2D_BF16: _Schema(_CONV_FIELDS, _check_bf16, _conv_shape, _conv_flops, BF16_DTYPES,
+                            (MODEL_CHANNELS,)),
     Op.DENSE_BF16: _Schema(_DENSE_FIELDS, _check_dense_bf16, _dense_shape, _dense_flops, BF16_DTYPES),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
@@ -667,6 +678,16 @@ def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
 _BF16_OF = {Op.CONV2D: Op.CONV2D_BF16, Op.DENSE: Op.DENSE_BF16}
 
 
+def _bf16_workload(op: Op, workload: Workload) -> Workload:
+    """The bfloat16 kernel's workload of a conv2d / dense node: ``dtype`` bfloat16; a conv2d with
+    an odd number of input channels (the RGB stem) gets a zero one (:data:`MODEL_CHANNELS`)."""
+    low = {**workload, "dtype": "bfloat16"}
+    if op is Op.CONV2D and workload["data"][1] % 2:
+        (n, c, h, w), (o, _, kh, kw) = workload["data"], workload["kernel"]
+        low.update(data=[n, c + 1, h, w], kernel=[o, c + 1, kh, kw], **{MODEL_CHANNELS: c})
+    return low
+
+
 def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op, Workload, dict[str, Any]]:
     """The kernel a node's candidate runs: ``(op, workload, knobs)``.
 
@@ -677,8 +698,9 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     (what ONNX Runtime's QDQ reference computes). A conv2d or batch-1 dense node tuned with
     bfloat16 allowed (``graphtune.tune(..., precision="bfloat16")``) may run in bfloat16:
     ``"precision": "bfloat16"`` beside the knobs of ``conv2d_bf16`` / ``dense_bf16``
-    (:data:`BF16_OPS`), whose workload is the node's with ``dtype`` bfloat16. Every other
-    candidate runs its node's own op.
+    (:data:`BF16_OPS`), whose workload is the node's with ``dtype`` bfloat16 (a conv2d with an
+    odd number of input channels, the RGB stem, gets a zero one: :data:`MODEL_CHANNELS`; its
+    candidate reads the data in plain ``NCHW``). Every other candidate runs its node's own op.
 
     Raises
     ------
@@ -695,6 +717,9 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     ('dense', {'data': [1, 64], 'weight': [10, 64], 'dtype': 'float32'})
     >>> str(runs_as(Op.CONV2D, fp32, {"precision": "bfloat16", "ic_bn": 16})[0])
     'conv2d_bf16'
+    >>> stem = runs_as(Op.CONV2D, conv2d_workload([1, 3, 8, 8], [8, 3, 3, 3]), {"precision": "bfloat16"})[1]
+    >>> stem["data"], stem["model_channels"]
+    ([1, 4, 8, 8], 3)
     >>> try:
     ...     runs_as(Op.CONV2D, fp32, {"precision": "float32"})
     ... except KnobError as err:
@@ -710,7 +735,7 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
         if precision != "bfloat16":
             raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: a {op} runs in float32 without "
                             "the knob (remove it), or in 'bfloat16'")
-        return _BF16_OF[op], {**workload, "dtype": "bfloat16"}, rest
+        return _BF16_OF[op], _bf16_workload(op, workload), rest
     if op not in INT8_OPS:
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized ops "
                         f"({', '.join(INT8_OPS)}), conv2d and dense choose a precision; remove the knob")

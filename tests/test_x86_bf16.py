@@ -180,8 +180,10 @@ def test_candidates_only_where_the_target_multiplies_bfloat16():
         assert bool(low) == has and len(found) - len(low) == 4
         assert all(c.knobs["isa"] == "avx512bf16" for c in low)  # Zen 4 has no AMX
     assert not any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4)(wl, Op.CONV2D))  # off by default
-    stem = conv2d_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])  # 3 channels: no pairs
-    assert not any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4, "bfloat16")(stem, Op.CONV2D))
+    # 3 channels: a zero fourth pairs them, the candidate reads plain NCHW and pads it itself
+    stem = conv2d_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])
+    low = [c for c in x86_candidates(ZNVER4, 4, "bfloat16")(stem, Op.CONV2D) if PRECISION in c.knobs]
+    assert low and {(c.in_layout, c.knobs["ic_bn"] % 2) for c in low} == {("NCHW", 0)}
     with pytest.raises(graphtune.errors.ArgumentError, match="precision"):
         x86_candidates(ZNVER4, 4, "int4")
 

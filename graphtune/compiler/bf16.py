@@ -6,7 +6,8 @@ A conv2d (or batch-1 dense) node tuned with bfloat16 allowed may run in it (knob
 
 1. ``bfloat16_rounding``: its float32 input, in the node's input layout, rounded to bfloat16
    (:func:`graphtune.x86.bf16.convert`; an elementwise function, which FuseOps may fuse into
-   the producer or into the conv's padding pass);
+   the producer or into the conv's padding pass); an RGB stem's plain ``NCHW`` input gets a
+   zero fourth channel on the way into its blocked layout (``model_channels``);
 2. the bfloat16 conv, one ``call_tir`` tagged with the node
    (:data:`~graphtune.compiler.plan.NODE_ATTR`): float32 sums of the bfloat16 products, float32
    out in the node's output layout, the weights rounded to bfloat16 and packed as its ``isa``
@@ -42,6 +43,7 @@ from tvm import relax
 from tvm.ir.expr import Constant
 
 from .. import x86
+from ..ops import MODEL_CHANNELS
 from .plan import NODE_ATTR, NodePlan
 
 __all__ = ["emit_bf16"]
@@ -70,10 +72,12 @@ def emit_bf16(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
         The packed kernel, the node's anchor.
     """
     op, knobs, workload = plan.op, plan.knobs, plan.workload
+    spec = x86.spec_of(op)
     kernel = relax.const(x86.pack_weight(weight.astype(np.float32), workload, knobs, op))
-    converted = bb.emit(bb.call_te(x86.bf16.convert, data, primfunc_name_hint="bfloat16_rounding"),
+    blocked = spec.shapes(workload, knobs)[0] if MODEL_CHANNELS in workload else None  # a padded stem
+    converted = bb.emit(bb.call_te(x86.bf16.convert, data, blocked, primfunc_name_hint="bfloat16_rounding"),
                         name_hint=f"{plan.name}_input_bf16")
-    call = bb.call_te(x86.spec_of(op).compute, converted, kernel, workload, knobs,
+    call = bb.call_te(spec.compute, converted, kernel, workload, knobs,
                       primfunc_name_hint=f"gt_{re.sub(r'[^0-9A-Za-z_]', '_', plan.name)}",
                       primfunc_attrs={NODE_ATTR: plan.name})
     return call, kernel

@@ -74,17 +74,29 @@ def from_float32(value: tirx.Expr) -> tirx.Expr:
     return tirx.if_then_else(value != value, quiet, rounded).astype(STORAGE)
 
 
-def convert(data: te.Tensor) -> te.Tensor:
-    """``data`` (float32, any layout) as bfloat16 bits (:func:`from_float32`): what a conv2d's
-    bfloat16 candidate reads.
+def convert(data: te.Tensor, blocked: list | None = None) -> te.Tensor:
+    """``data`` (float32, any layout) as bfloat16 bits (:func:`from_float32`): what a bfloat16
+    candidate reads; with ``blocked`` (``[N, C'/b, H, W, b]``), plain ``NCHW`` data of fewer
+    channels rounded into that blocked shape, the missing channels zero (a padded RGB stem).
 
     Examples
     --------
     >>> out = convert(te.placeholder((1, 2, 4, 4, 8), "float32"))
     >>> str(out.dtype), out.op.name
     ('uint16', 'bfloat16_rounding')
+    >>> [int(d) for d in convert(te.placeholder((1, 3, 4, 4), "float32"), [1, 1, 4, 4, 4]).shape]
+    [1, 1, 4, 4, 4]
     """
-    return te.compute(data.shape, lambda *index: from_float32(data(*index)), name="bfloat16_rounding")
+    if blocked is None:
+        return te.compute(data.shape, lambda *index: from_float32(data(*index)), name="bfloat16_rounding")
+    channels, block = int(data.shape[1]), blocked[4]
+
+    def padded(n, chunk, y, x, lane):
+        c = chunk * block + lane
+        value = from_float32(data[n, tirx.min(c, channels - 1), y, x])
+        return tirx.if_then_else(c < channels, value, tirx.const(0, STORAGE))
+
+    return te.compute(blocked, padded, name="bfloat16_rounding")
 
 
 def np_to_float32(bits: np.ndarray) -> np.ndarray:

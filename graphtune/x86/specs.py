@@ -36,7 +36,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
-from ..ops import Op, as_op, check_workload, op_of, output_shape, runs_as
+from ..ops import MODEL_CHANNELS, Op, as_op, check_workload, op_of, output_shape, runs_as
 from . import tiles
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .conv2d_int8 import computed_width, conv2d_bf16, conv2d_int8_nchwc, conv2d_int8_shapes
@@ -155,6 +155,10 @@ def _blocked_layouts(workload: dict, knobs: dict) -> tuple:
     return data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
 
 
+def _bf16_layouts(workload: dict, knobs: dict) -> tuple:  # a padded stem reads plain NCHW (and pads it)
+    return PLAIN if MODEL_CHANNELS in workload else data_layout(knobs["ic_bn"]), data_layout(knobs["oc_bn"])
+
+
 def _depthwise_layouts(workload: dict, knobs: dict) -> tuple:
     return data_layout(knobs["bn"]), data_layout(knobs["bn"])
 
@@ -190,6 +194,11 @@ def _pack_dense(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
 
 def _pack_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     return pack_int8_kernel(weight, knobs["ic_bn"], knobs["oc_bn"], knobs["isa"]), None
+
+
+def _pack_bf16(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:  # a padded stem: a zero channel
+    missing = workload["kernel"][1] - weight.shape[1]
+    return _pack_int8(np.pad(weight, ((0, 0), (0, missing), (0, 0), (0, 0))), workload, knobs)
 
 
 def _pack_group_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
@@ -292,8 +301,8 @@ SPECS = {
         ("data", "kernel"), _pack_group_int8, _group_int8_anchor, schedule_conv2d_int8, group_int8_blocks,
         int8_tiles, group_int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.CONV2D_BF16: OpSpec(  # the conv2d_int8 kernel on bfloat16 (a conv2d node's bfloat16 candidate)
-        Op.CONV2D_BF16, BF16_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_bf16,
-        ("data", "kernel"), _pack_int8, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
+        Op.CONV2D_BF16, BF16_KNOBS, _bf16_layouts, conv2d_int8_shapes, conv2d_bf16,
+        ("data", "kernel"), _pack_bf16, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
         int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.DENSE_BF16: OpSpec(  # the conv2d_bf16 kernel on a 1x1 map (a dense node's bfloat16 candidate)
         Op.DENSE_BF16, DENSE_BF16_KNOBS, _dense_layouts, dense_int8_shapes, dense_bf16, ("data", "kernel"),
