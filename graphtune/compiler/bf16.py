@@ -28,7 +28,7 @@ Examples
 >>> bb = relax.BlockBuilder()
 >>> x = relax.Var("x", relax.TensorType([1, 1, 4, 4, 16], "float32"))
 >>> with bb.function("main", [x]):
-...     out, kernel = emit_bf16(bb, x, np.ones((16, 16, 1, 1), "float32"), plan)
+...     out, kernel = emit_bf16(bb, rounding(bb, x, plan), np.ones((16, 16, 1, 1), "float32"), plan)
 ...     _ = bb.emit_func_output(out)
 >>> kernel.value.numpy().dtype, sorted(gv.name_hint for gv in bb.get().get_global_vars())
 (dtype('uint16'), ['bfloat16_rounding', 'gt_c', 'main'])
@@ -46,19 +46,43 @@ from .. import x86
 from ..ops import MODEL_CHANNELS
 from .plan import NODE_ATTR, NodePlan
 
-__all__ = ["emit_bf16"]
+__all__ = ["rounding", "rounding_key", "emit_bf16"]
 
 
-def emit_bf16(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
+def rounding(bb: relax.BlockBuilder, data: relax.Expr, plan: NodePlan) -> relax.Expr:
+    """Emit the conversion of a bfloat16 node's float32 input ``data`` (in the node's input
+    layout) to what its kernel reads; the rewrite emits it once per tensor and layout, whatever
+    the number of bfloat16 nodes reading it (an inception block's branches).
+
+    Returns
+    -------
+    relax.Expr
+        The emitted bfloat16 bits (``uint16``).
+    """
+    workload, knobs = plan.workload, plan.knobs
+    blocked = x86.spec_of(plan.op).shapes(workload, knobs)[0] if MODEL_CHANNELS in workload else None
+    return bb.emit(bb.call_te(x86.bf16.convert, data, blocked, primfunc_name_hint="bfloat16_rounding"),
+                   name_hint=f"{plan.name}_input_bf16")
+
+
+def rounding_key(plan: NodePlan) -> tuple:
+    """What makes two nodes' conversions of one tensor in one layout differ: the padded shape of an
+    RGB stem's (:func:`rounding`), else nothing."""
+    if MODEL_CHANNELS not in plan.workload:
+        return ()
+    return tuple(x86.spec_of(plan.op).shapes(plan.workload, plan.knobs)[0])
+
+
+def emit_bf16(bb: relax.BlockBuilder, converted: relax.Expr, weight: np.ndarray,
               plan: NodePlan) -> tuple[relax.Expr, Constant]:
-    """The node's conversion and bfloat16 kernel calls (see the module docstring).
+    """The node's bfloat16 kernel call (see the module docstring).
 
     Parameters
     ----------
     bb : relax.BlockBuilder
         Inside the function being rewritten.
-    data : relax.Expr
-        The node's float32 input in its input layout.
+    converted : relax.Expr
+        The node's input as its kernel reads it (:func:`rounding`).
     weight : np.ndarray
         The node's float32 weights: a conv's ``OIHW``, a dense's ``[M, K]``.
     plan : NodePlan
@@ -72,12 +96,8 @@ def emit_bf16(bb: relax.BlockBuilder, data: relax.Expr, weight: np.ndarray,
         The packed kernel, the node's anchor.
     """
     op, knobs, workload = plan.op, plan.knobs, plan.workload
-    spec = x86.spec_of(op)
     kernel = relax.const(x86.pack_weight(weight.astype(np.float32), workload, knobs, op))
-    blocked = spec.shapes(workload, knobs)[0] if MODEL_CHANNELS in workload else None  # a padded stem
-    converted = bb.emit(bb.call_te(x86.bf16.convert, data, blocked, primfunc_name_hint="bfloat16_rounding"),
-                        name_hint=f"{plan.name}_input_bf16")
-    call = bb.call_te(spec.compute, converted, kernel, workload, knobs,
+    call = bb.call_te(x86.spec_of(op).compute, converted, kernel, workload, knobs,
                       primfunc_name_hint=f"gt_{re.sub(r'[^0-9A-Za-z_]', '_', plan.name)}",
                       primfunc_attrs={NODE_ATTR: plan.name})
     return call, kernel

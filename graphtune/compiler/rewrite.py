@@ -46,7 +46,7 @@ from ..frontend.walk import static_shape as _shape
 from ..layouts import block_of, data_layout
 from ..ops import BF16_OPS
 from ..x86.resize import phased
-from .bf16 import emit_bf16
+from .bf16 import emit_bf16, rounding, rounding_key
 from .consts import eval_const
 from .int8 import emit_int8, stored_uint8
 from .plan import NODE_ATTR, NodePlan
@@ -84,6 +84,7 @@ class _Rewriter:
         self.value: dict[relax.Var, relax.Expr] = {}   # old var -> new expr (current layout)
         self.block: dict[relax.Var, int] = {}          # old var -> its channel block
         self.cache: dict[tuple[relax.Var, int], relax.Expr] = {}
+        self.rounded: dict[tuple, relax.Expr] = {}  # (old var, block, padding) -> its bfloat16 bits
         self.anchors: dict[Constant, NodePlan] = {}
         self.consts: dict[relax.Var, np.ndarray] = {}  # constant-only bindings, evaluated
         self.tuples: dict[relax.Var, relax.Tuple] = {}  # tuple bindings, emitted where read
@@ -234,7 +235,10 @@ class _Rewriter:
         if plan.op in BF16_OPS:  # a conv2d or dense candidate running in bfloat16
             if op_name(call) == "relax.matmul":  # its weight [K, M]: the dense's [M, K]
                 weight = weight.T
-            out, kernel = emit_bf16(self.bb, self.get(call.args[0], in_blk), weight, plan)
+            key = (call.args[0], in_blk, rounding_key(plan))
+            if key not in self.rounded:  # one conversion per tensor and layout, whatever its readers
+                self.rounded[key] = rounding(self.bb, self.get(call.args[0], in_blk), plan)
+            out, kernel = emit_bf16(self.bb, self.rounded[key], weight, plan)
             self.anchors[kernel] = plan
             self.bind(var, out, out_blk)
             return
