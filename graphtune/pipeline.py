@@ -303,8 +303,8 @@ class TuneResult:
             lines.append(self.feedback.summary())
         lowered = sum(node.knobs.get(PRECISION) == "bfloat16" for node in self.config.nodes.values())
         if lowered:
-            convs = sum(node.op == Op.CONV2D for node in self.config.nodes.values())
-            lines.append(f"bfloat16: {lowered} of {convs} conv2d nodes"
+            could = sum(node.op in (Op.CONV2D, Op.DENSE) for node in self.config.nodes.values())
+            lines.append(f"bfloat16: {lowered} of {could} conv2d / dense nodes"
                          + ("" if self.accuracy is None else f"; {self.accuracy.summary()}"))
         if self.final is not None:
             lines.append(self.final.summary())

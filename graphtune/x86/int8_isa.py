@@ -1,4 +1,4 @@
-"""The exact int8 dot-product instructions of x86 and their TIR tensor intrinsics.
+"""The dot-product instructions of x86 (exact int8; bfloat16) and their TIR tensor intrinsics.
 
 An int8 kernel's innermost step is ``C[i] += sum_k A[k] * B[i, k]`` over ``lanes`` int32
 accumulators ``C`` and ``dot`` input channels: ``A`` the ``dot`` uint8 activations of one pixel
@@ -24,6 +24,10 @@ is one instruction (sequence) doing that step exactly — never saturating:
   convs, offered beside the best general instruction where the process may run it
   (:mod:`graphtune.x86.amx`); not a tensor intrinsic of this module: the schedule takes its own
   path.
+- ``avx512bf16`` (``vdpbf16ps``: 16 float32 lanes each adding the products of a bfloat16 pair,
+  through :func:`graphtune.x86.bf16.dpbf16ps`) and ``amxbf16`` (AMX ``tdpbf16ps``) multiply
+  bfloat16 instead (:attr:`Isa.element`): the bfloat16 conv2d's instructions, not exact
+  (float32 sums), never offered for an int8 node nor an int8 one for a bfloat16 node.
 - ``avx512vnni256``: ``vpdpbusd`` on ymm registers (AVX512-VL; 32 MACs), the same layout: it runs
   output blocks that are whole 8-lane vectors but not 16-lane ones (24, 40 channels; a 1000-class
   head, 8 x 125), which ``avx512vnni`` could only compute on plain int32 vectors.

@@ -9,7 +9,8 @@ of the knob ``isa`` (:mod:`graphtune.x86.int8_isa`): ``vpmaddwd``, ``vpmaddubsw 
 (by ones) or ``vpdpbusd`` per pixel and vector of accumulators. An ``oc_bn`` that is no
 multiple of the instruction's lanes runs on plain int32 vectors instead (LLVM's code; exact,
 slower). The zero-point padding is one parallel pass over the input before the products (the
-tensorized loads read it unguarded).
+tensorized loads read it unguarded). The bfloat16 conv2d (``conv2d_bf16``) takes the same
+schedule with a bfloat16 instruction (``vdpbf16ps``, AMX ``tdpbf16ps``) and float32 accumulators.
 
 Examples
 --------
@@ -79,8 +80,8 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
     steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
-    element = ISAS[knobs["isa"]].element
-    stride = _pixel_stride(sch.get(anchor), ISAS[knobs["isa"]].data_dtype)
+    isa = ISAS[knobs["isa"]]
+    element, stride = isa.element, _pixel_stride(sch.get(anchor), isa.data_dtype)
     ow_outer, ow_inner = sch.split(ow, [None, rows])
     if width > 16:
         tiles, lanes = sch.split(oc_block, [None, 16])
