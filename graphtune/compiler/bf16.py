@@ -59,8 +59,7 @@ def rounding(bb: relax.BlockBuilder, data: relax.Expr, plan: NodePlan) -> relax.
     relax.Expr
         The emitted bfloat16 bits (``uint16``).
     """
-    workload, knobs = plan.workload, plan.knobs
-    blocked = x86.spec_of(plan.op).shapes(workload, knobs)[0] if MODEL_CHANNELS in workload else None
+    blocked = list(rounding_key(plan)) or None  # an RGB stem's padded blocked shape
     return bb.emit(bb.call_te(x86.bf16.convert, data, blocked, primfunc_name_hint="bfloat16_rounding"),
                    name_hint=f"{plan.name}_input_bf16")
 
