@@ -439,7 +439,7 @@ class RPCRunner(Runner):
         import tvm
 
         from ..x86 import host_target
-        from ..x86.target import with_hidden_features_off
+        from ..x86.target import with_host_features
 
         info = self.describe_remote()
         target = self.target if target is None else target
@@ -452,7 +452,7 @@ class RPCRunner(Runner):
             target = {"kind": "llvm", "mcpu": info["mcpu"],
                       "num-cores": info["cores"] or info["threads"]}
             if info.get("features"):
-                target = with_hidden_features_off(target, info["features"])
+                target = with_host_features(target, info["features"])
             local_triple = str(tvm.get_global_func("target.llvm_get_system_triple")())
             if info["triple"] and info["triple"] != local_triple:
                 target["mtriple"] = info["triple"]

@@ -21,7 +21,7 @@ import tvm
 from ..errors import MeasureError
 
 __all__ = [
-    "host_target", "with_hidden_features_off", "target_key", "vector_lanes", "vector_bits", "num_threads",
+    "host_target", "with_host_features", "target_key", "vector_lanes", "vector_bits", "num_threads",
 ]
 
 TargetLike = Union[tvm.target.Target, dict, None]
@@ -88,35 +88,43 @@ def host_target(target: TargetLike = None) -> tvm.target.Target:
 
 def _detected_host() -> dict:
     """This machine as a target dict: LLVM's host CPU name, its core count, and
-    :func:`hidden_features` switched off."""
+    the features the machine reports (:func:`with_host_features`)."""
     cpu = str(tvm.get_global_func("target.llvm_get_system_cpu")())
     target: dict = {"kind": "llvm", "mcpu": cpu, "num-cores": len(os.sched_getaffinity(0))}
     host = tvm.get_global_func("tvm.codegen.llvm.GetHostCPUFeatures")()
-    return with_hidden_features_off(target, {str(k): bool(v) for k, v in host.items()})
+    return with_host_features(target, {str(k): bool(v) for k, v in host.items()})
 
 
-def with_hidden_features_off(target: dict, host_features: Mapping[str, bool]) -> dict:
-    """``target`` (a dict naming an ``mcpu``) with ``mattr`` switching off every feature
-    the CPU name implies but the machine reports absent (``host_features``, LLVM's
-    ``GetHostCPUFeatures`` of that machine).
+def with_host_features(target: dict, host_features: Mapping[str, bool]) -> dict:
+    """``target`` (a dict naming an ``mcpu``) with ``mattr`` set to what the machine
+    reports (``host_features``, LLVM's ``GetHostCPUFeatures`` of that machine): every
+    feature the CPU name implies but the machine lacks switched off, every feature the
+    machine has but the name does not imply switched on (what ``-march=native`` does).
 
     A virtual machine may hide features of its CPU model (a Zen 4 guest without
-    AVX-512): code built for the CPU name alone would die of SIGILL there, so
-    features are detected, never assumed.
+    AVX-512: code built for the name alone would die of SIGILL there), or report a CPU
+    model older than the CPU (a Sapphire Rapids guest whose model number LLVM reads as
+    ``rocketlake``: built for the name alone, AMX and AVX512-BF16 would go unused). So
+    features are detected, never assumed, in both directions.
 
     Examples
     --------
-    >>> t = with_hidden_features_off({"kind": "llvm", "mcpu": "skylake-avx512"}, {"avx512f": False})
+    >>> t = with_host_features({"kind": "llvm", "mcpu": "skylake-avx512"}, {"avx512f": False})
     >>> t["mattr"], vector_bits(t)
     (['-avx512f'], 256)
-    >>> "mattr" in with_hidden_features_off({"kind": "llvm", "mcpu": "haswell"}, {"avx2": True})
+    >>> t = with_host_features({"kind": "llvm", "mcpu": "rocketlake"}, {"amx-int8": True, "amx-tile": True})
+    >>> t["mattr"]
+    ['+amx-int8', '+amx-tile']
+    >>> "mattr" in with_host_features({"kind": "llvm", "mcpu": "haswell"}, {"avx2": True})
     False
     """
     implied = _features(tvm.target.Target(dict(target)))
     hidden = sorted(f for f in implied if host_features.get(f) is False)
-    if not hidden:
+    extra = sorted(f for f, present in host_features.items() if present and f not in implied)
+    if not hidden and not extra:
         return dict(target)
-    return {**target, "mattr": [*target.get("mattr", []), *(f"-{f}" for f in hidden)]}
+    switches = [*(f"-{f}" for f in hidden), *(f"+{f}" for f in extra)]
+    return {**target, "mattr": [*target.get("mattr", []), *switches]}
 
 
 def _features(target: tvm.target.Target) -> set:
