@@ -6,13 +6,14 @@ producers, caches hold other data, threads hand over between calls.
 :func:`close_loop` compiles the solver's config, times every call of it in the
 model (:func:`graphtune.profiling.call_times`), replaces the cost of each chosen
 (node, layout pair) candidate by the in-model time of the calls that node owns
-(kernel, fused epilogue, the op groups placed on it) and each layout transform
-the model runs by its in-model time, solves again (new transforms measured
+(kernel, fused epilogue, the op groups placed on it), each layout transform
+the model runs by its in-model time, and the model's constant (the plain-layout op groups
+priced alone) by the time of the calls no config node owns, solves again (new transforms measured
 lazily), and repeats until the solution runs only candidates whose costs came
 from the model, or ``rounds`` models were profiled.
 
 In-model times are records (task kind :attr:`graphtune.ops.Op.IN_MODEL`,
-:func:`node_task`, :func:`transform_task`), keyed by the model's structural
+:func:`node_task`, :func:`transform_task`, :func:`plain_task`), keyed by the model's structural
 hash and graphtune's code (:func:`model_hash`), the node, its layouts and knobs,
 the target and the timing protocol: a re-tune applies them before profiling
 anything, and profiles only candidates no record covers. A candidate profiled
@@ -51,11 +52,12 @@ from .lazy import Pair
 from .measure import Records, Task
 from .measure.records import Record
 from .measure.task import code_digest
+from .opgroups.pricing import fixed_cost_node
 from .ops import LAYOUT_OPS, NODE_OPS, Op
 from .solve import Solution
 
 __all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "ROUNDS_ENV", "REPEAT", "PROFILES", "close_loop",
-           "default_rounds", "node_task", "transform_task", "model_hash", "in_model_costs",
+           "default_rounds", "node_task", "transform_task", "plain_task", "model_hash", "in_model_costs",
            "profile_in_shared_state"]
 
 IN_MODEL_PROTOCOL = "vm-instrument"
@@ -197,6 +199,20 @@ def transform_task(model: str, pair: Pair) -> Task:
                               "shape": list(shape), "protocol": IN_MODEL_PROTOCOL, "dtype": dtype})
 
 
+def plain_task(model: str) -> Task:
+    """The in-model record task of the calls of model ``model`` (hash) that no config node owns
+    (:attr:`graphtune.profiling.CallTimes.other`: what the isolated timings price as the
+    constant plain-layout op groups, :func:`graphtune.opgroups.pricing.fixed_cost_node`).
+
+    Examples
+    --------
+    >>> plain_task("1").workload["node"], plain_task("1").workload["shape"]
+    ('', [])
+    """
+    return Task(Op.IN_MODEL, {"model": model, "node": "", "in_layout": "", "out_layout": "",
+                              "shape": [], "protocol": IN_MODEL_PROTOCOL})
+
+
 def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMapping[Pair, float], *,
                rounds: int, resolve: Callable[[Mapping[Pair, float]], tuple[Solution, Mapping[Pair, float]]],
                model: Any, model_key: str, store: Records, target: Any, key: dict, timing: str,
@@ -252,6 +268,7 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
 
     isolated = {node: [c.cost for c in graph.candidates(node)]
                 for node in graph.nodes if graph.op(node) in NODE_OPS}
+    sink = fixed_cost_node(graph)
 
     def refresh(solution: Solution) -> Solution:
         """Candidates' and transforms' costs from the in-model records, the others' scaled by
@@ -265,6 +282,10 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
             found = record(transform_task(model_key, pair))
             if found is not None and in_model.get(pair) != found.median_ms:
                 in_model[pair], changed = float(found.median_ms or 0.0), True
+        plain = record(plain_task(model_key))
+        if sink is not None and plain is not None:  # the constant: the calls no node owns
+            costs[sink] = [float(plain.median_ms or 0.0)]
+            changed = changed or costs[sink][0] != graph.candidates(sink)[0].cost
         if not changed:
             return solution
         for node, row in costs.items():  # every node: every edge is reset
@@ -293,6 +314,7 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         new = [(node_task(model_key, n, graph.candidates(n)[solution.assignment[n]]), ms)
                for n, ms in times.nodes.items() if n in solution.assignment]
         new += [(transform_task(model_key, pair), ms) for pair, ms in times.transforms.items()]
+        new.append((plain_task(model_key), [max(ms, 1e-6) for ms in times.other]))  # none: ~0
         for task, ms in new:  # the newest profile of a candidate replaces an older one
             store.append(Record.success(task, key, ms, threads=threads, timing=timing))
         solution = refresh(solution)

@@ -263,7 +263,9 @@ class TuneResult:
 
     @property
     def kernel_ms(self) -> float:
-        """Sum of the chosen kernels' measured (bare) times (ms)."""
+        """Sum of the chosen kernels' measured (bare) times (ms): the nodes' costs less
+        :attr:`ops_ms`. After the closed loop the nodes' costs are in-model times of kernels and
+        ops together, so this is an estimate (the summary then shows their sum)."""
         return self._nodes_ms() - self.ops_ms
 
     @property
@@ -286,15 +288,18 @@ class TuneResult:
         >>> result = graphtune.tune("resnet18", image_size=32, max_candidates=2, records=records,
         ...                         final_check=True)
         >>> print(result.summary())
-        predicted ... ms = kernels ... ms + ops ... ms (... groups) + transforms ... ms (auto, optimal)
+        predicted ... ms = ... + transforms ... ms (auto, optimal)
         phases: extract ...s, kernels ...s, ops ...s, transforms ...s, solve ...s, final ...s
         final check (10 rounds, ... s): solver ... ms (IQR ...), uniform ...; kept ...
         """
         status = "optimal" if self.solution.optimal else f"gap {self.solution.relative_gap:.2%}"
         phases = ", ".join(f"{k} {v:.1f}s" for k, v in self.phase_seconds.items())
         ort = f" + onnxruntime part {self.onnxruntime_ms:.2f} ms" if self.partition else ""
-        lines = [f"predicted {self.predicted_ms:.2f} ms = kernels {self.kernel_ms:.2f} ms + "
-                 f"ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups) + "
+        if self.feedback is not None and self.feedback.in_model:  # kernels and ops timed together
+            calls = f"calls {self._nodes_ms():.2f} ms (kernels and ops, in the model where profiled)"
+        else:
+            calls = f"kernels {self.kernel_ms:.2f} ms + ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups)"
+        lines = [f"predicted {self.predicted_ms:.2f} ms = {calls} + "
                  f"transforms {self.transform_ms:.2f} ms{ort} ({self.solution.method}, {status})",
                  f"phases: {phases}"]
         if self.partition is not None:

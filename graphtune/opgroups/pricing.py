@@ -653,12 +653,29 @@ def apply_op_costs(graph: LayoutGraph, costs: OpCosts) -> None:
         graph.set_candidates(n, [Candidate(c.knobs, c.in_layout, c.out_layout,
                                            c.cost + costs.per_layout.get((n, c.out_layout), 0.0))
                                  for c in graph.candidates(n)])
+    sink = fixed_cost_node(graph)
+    if sink is not None and costs.fixed_ms:
+        [c] = graph.candidates(sink)
+        graph.set_candidates(sink, [Candidate(c.knobs, c.in_layout, c.out_layout, c.cost + costs.fixed_ms)])
+
+
+def fixed_cost_node(graph: LayoutGraph) -> str | None:
+    """The node whose one candidate carries a model's constant costs (the plain-layout op groups,
+    :func:`apply_op_costs`): its last graph-output boundary, None if it has none.
+
+    Examples
+    --------
+    >>> from graphtune.graph import LayoutGraph
+    >>> g = LayoutGraph()
+    >>> g.add_node("a", costs=[1.0], layouts=["NCHW8c"])
+    >>> g.add_node("out", op="boundary", costs=[0.0], layouts=["NCHW"])
+    >>> g.add_edge("a", "out", shape=[1, 8, 4, 4])
+    >>> fixed_cost_node(g)
+    'out'
+    """
     sinks = [n for n in nx.topological_sort(graph.nx)
              if graph.op(n) == Op.BOUNDARY and graph.nx.out_degree(n) == 0]
-    if sinks and costs.fixed_ms:
-        [c] = graph.candidates(sinks[-1])
-        graph.set_candidates(sinks[-1], [Candidate(c.knobs, c.in_layout, c.out_layout,
-                                                   c.cost + costs.fixed_ms)])
+    return sinks[-1] if sinks else None
 
 
 def fused_edges(graph: LayoutGraph) -> list[tuple[str, str]]:
