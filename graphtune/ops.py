@@ -60,7 +60,7 @@ __all__ = [
     "as_op", "op_of", "conv_op", "check_workload", "output_shape", "flops",
     "conv2d_workload", "conv2d_transpose_workload", "dense_workload", "conv2d_int8_workload",
     "dense_int8_workload", "INT8_OPS", "BF16_OPS", "PRECISION", "PRECISIONS", "BF16_DTYPES", "MODEL_CHANNELS",
-    "WEIGHT_PAIR_MAX", "runs_as",
+    "WEIGHT_PAIR_MAX", "runs_as", "timed_as",
     "input_dtype",
     "FAMILIES", "LAYOUT_TRANSFORM", "OpClass", "OP_CLASSES", "op_class",
 ]
@@ -745,6 +745,32 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     int8_only = ("out_dtype", WEIGHT_PAIR_MAX)
     fp32 = {**{k: v for k, v in workload.items() if k not in int8_only}, "dtype": "float32"}
     return op_of(fp32), fp32, rest
+
+
+def timed_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op, Workload, dict[str, Any]]:
+    """The kernel a node's candidate is *timed* as: :func:`runs_as`'s, but an int8 kernel writes
+    its output requantized to uint8 (``out_dtype`` ``"uint8"``) whatever its node's workload says.
+
+    A quantized node of a QDQ model nearly always stores its output as uint8 (the epilogue the
+    model fuses into it ends with a ``QuantizeLinear``). Timed writing float32, four bytes per
+    value, a kernel on a large map is bound by that traffic, and the ranking it gives is not the
+    model's: a 1x1 conv of 256 -> 64 channels on a 128x128 map ran 0.51 ms on AMX tiles and 1.01
+    ms on VNNI writing uint8, but 2.8 against 1.7 ms writing float32 (``docs/int8.md``).
+    Op groups are priced against a bare twin timed the same way, so a node whose output the
+    model keeps in float32 pays the difference in its op group.
+
+    Examples
+    --------
+    >>> wl = conv2d_int8_workload([1, 64, 8, 8], [64, 64, 1, 1], out_dtype="float32")
+    >>> timed_as(Op.CONV2D_INT8, wl, {"ic_bn": 16})[1]["out_dtype"]
+    'uint8'
+    >>> timed_as(Op.CONV2D_INT8, wl, {"precision": "float32", "ic_bn": 16})[1]["dtype"]
+    'float32'
+    """
+    kind, timed, rest = runs_as(op, workload, knobs)
+    if kind in INT8_OPS:
+        timed = {**timed, "out_dtype": "uint8"}
+    return kind, timed, rest
 
 
 def conv2d_int8_workload(

@@ -61,7 +61,7 @@ from .models.resolve import resolve
 from .numerics import Accuracy, accuracy
 from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .opgroups.probe_index import ProbeIndex, index_path_of
-from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, PRECISIONS, Op, input_dtype, runs_as
+from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, PRECISIONS, Op, input_dtype, runs_as, timed_as
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -468,7 +468,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         timing: _Timing = {"runner": runner, "min_repeat_ms": min_repeat_ms, "repeat": repeat,
                   "retry_errors": retry_errors, "progress": progress}
         # a layout node has a workload; its candidates' knobs are the dicts x86 gave
-        kernel_tasks = {node: [(c, Task(*runs_as(graph.op(node), cast(dict[str, Any], graph.workload(node)),
+        kernel_tasks = {node: [(c, Task(*timed_as(graph.op(node), cast(dict[str, Any], graph.workload(node)),
                                                  cast(dict[str, Any], c.knobs))))
                                for c in graph.candidates(node)]
                         for node in graph.nodes if graph.op(node) in LAYOUT_OPS}

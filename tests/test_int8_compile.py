@@ -361,9 +361,9 @@ def test_heads_of_weight_k_by_m_match_onnxruntime(form, per_channel):
 
 @pytest.mark.integration
 def test_tune_measures_int8_candidates(tmp_path):
-    """tune measures int8 kernels for the quantized convs (their records key the dtypes) and the
-    fp32 conv of the same shapes beside them (``precision``), and its config compiles to the
-    same outputs."""
+    """tune measures int8 kernels for the quantized convs (their records key the dtypes; timed
+    writing uint8) and the fp32 conv of the same shapes beside them (``precision``), and its
+    config compiles to the same outputs."""
     model = quantized("crc")
     records = tmp_path / "crc.records.jsonl"
     result = graphtune.tune(model, records=records, max_candidates=2, min_repeat_ms=1, repeat=1,
@@ -375,7 +375,10 @@ def test_tune_measures_int8_candidates(tmp_path):
     kernels = [json.loads(line) for line in records.read_text().splitlines()]
     measured = {(r["kind"], r["workload"]["dtype"], r["workload"].get("out_dtype"))
                 for r in kernels if r["kind"] in ("conv2d", "conv2d_int8")}
-    assert measured == {("conv2d_int8", "uint8", "float32"), ("conv2d", "float32", None)}, measured
+    # int8 kernels are timed writing uint8, as the model stores their outputs (ops.timed_as);
+    # the nodes' workloads keep the kernel's dequantized float32 output
+    assert measured == {("conv2d_int8", "uint8", "uint8"), ("conv2d", "float32", None)}, measured
+    assert {node.workload["out_dtype"] for node in result.config.nodes.values()} == {"float32"}
     # a transform before an int8 candidate moves uint8, before an fp32 one float32 (ops.input_dtype)
     assert {dtype for *_, dtype in result.graph.transform_pairs(missing_only=False)} == {"float32", "uint8"}
     compiled = graphtune.compile(model, result.config)

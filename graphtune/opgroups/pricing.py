@@ -68,7 +68,7 @@ from ..graph import Candidate, LayoutGraph
 from ..layouts import DENSE, PLAIN, block_of
 from ..measure.build import arg_specs
 from ..measure.task import Task
-from ..ops import Op, op_class
+from ..ops import Op, op_class, timed_as
 from .probe_index import ProbeIndex, probe_key
 
 __all__ = ["OpGroup", "OpCosts", "ProbeGroups", "probe_choices", "probe_config", "probe_groups",
@@ -470,7 +470,7 @@ class _Tracer:
         """A node's kernel with its fused epilogue, paired with the bare kernel."""
         from .. import x86
 
-        twin = x86.kernel_func(plan.workload, plan.knobs, self.target)
+        twin = x86.kernel_func(*timed_as(plan.op, plan.workload, plan.knobs)[1:], self.target)
         # a join fused into the kernel (SE scale, residual add) reads its other input;
         # Relax passes a tensor read twice once, so the data input may be that one (then two
         # blocks read it: the kernel and the join; DenseNet's concat of a conv with its input
