@@ -298,7 +298,8 @@ class TuneResult:
         if self.feedback is not None and self.feedback.in_model:  # kernels and ops timed together
             calls = f"calls {self._nodes_ms():.2f} ms (kernels and ops, in the model where profiled)"
         else:
-            calls = f"kernels {self.kernel_ms:.2f} ms + ops {self.ops_ms:.2f} ms ({len(self.op_groups)} groups)"
+            calls = (f"kernels {self.kernel_ms:.2f} ms + ops {self.ops_ms:.2f} ms "
+                     f"({len(self.op_groups)} groups)")
         lines = [f"predicted {self.predicted_ms:.2f} ms = {calls} + "
                  f"transforms {self.transform_ms:.2f} ms{ort} ({self.solution.method}, {status})",
                  f"phases: {phases}"]

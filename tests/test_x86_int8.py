@@ -463,6 +463,8 @@ AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
         [1, 80, 9, 9], [32, 80, 3, 3], [1, 1], [0, 0, 0, 0], {"ic_bn": 40, "oc_bn": 32, "reg_n": 7}),
     "1x7 of 16-channel blocks: two 56-byte chunks per row": (
         [1, 32, 5, 17], [16, 32, 1, 7], [1, 1], [0, 0, 3, 3], {"ic_bn": 16, "oc_bn": 16, "reg_n": 9}),
+    "bands of output rows per parallel iteration, one tile configuration each": (
+        [1, 64, 32, 32], [64, 64, 1, 1], [1, 1], [0, 0, 0, 0], {"ic_bn": 64, "oc_bn": 16, "reg_n": 16}),
 }
 
 
@@ -479,13 +481,22 @@ def test_amx_kernel_is_bit_exact(case, out_dtype):
 
 
 def test_amx_kernel_compiles_to_tile_instructions():
-    """Compiled for an AMX CPU on any host: the tile configuration once per register tile, then
-    tile loads, tdpbusd and stores."""
+    """Compiled for an AMX CPU on any host: tile loads, tdpbusd and stores, and the tile
+    configuration once per parallel iteration (a band of rows), before the loops over its
+    register tiles (``ldtilecfg`` costs several tdpbusd)."""
     spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
-    wl = x86.conv2d_int8_workload([1, 64, 14, 14], [32, 64, 3, 3], padding=[1, 1, 1, 1])
-    knobs = {"ic_bn": 64, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": "amx"}
-    asm = tvm.compile(x86.conv2d_int8_func(wl, knobs, spr), target=spr).mod.inspect_source("asm")
+    wl = x86.conv2d_int8_workload([1, 64, 32, 32], [64, 64, 1, 1])
+    knobs = {"ic_bn": 64, "oc_bn": 16, "reg_n": 16, "unroll_kw": False, "isa": "amx"}
+    func = x86.conv2d_int8_func(wl, knobs, spr)
+    asm = tvm.compile(func, target=spr).mod.inspect_source("asm")
     assert all(op in asm for op in ("ldtilecfg", "tileloadd", "tdpbusd", "tilestored"))
+    lines = [line.strip() for line in func.script().splitlines()]
+    loads = [i for i, line in enumerate(lines) if "llvm.x86.ldtilecfg" in line]
+    parallel = next(i for i, line in enumerate(lines) if "T.parallel" in line)
+    tiles = next(i for i, line in enumerate(lines) if line.startswith("for oh_1, ow_0"))
+    assert len(loads) == 1 and parallel < loads[0] < tiles
+    tasks = int(re.search(r"T\.parallel\((\d+)\)", lines[parallel]).group(1))
+    assert tasks >= min(4 * 32, 16 * x86.num_threads()) and (4 * 32) % tasks == 0
 
 
 def test_amx_knobs_name_their_rules():

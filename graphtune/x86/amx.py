@@ -15,9 +15,13 @@ tile per 16 output channels), the int32 accumulator of a ``reg_n``-pixel registe
   tiles zeroed, then for every ``(ic_chunk, kh)`` and chunk of the row's ``kw`` taps x
   ``ic_bn`` channels (contiguous bytes, :func:`chunk_bytes`) one input tile and, per 16
   channels, one kernel slice loaded and one ``tdpbusd``, the accumulators stored once;
-- :func:`init_intrin`: the register tile's init, as loading the tile configuration
-  (``ldtilecfg``: the tiles' shapes) -- once per register tile, so every thread has it before
-  its first step.
+- :func:`init_intrin`: the register tile's init, as nothing (the reduction zeroes its tiles);
+- :func:`tile_config` / :func:`place_configs`: the tile configuration (``ldtilecfg``: the
+  tiles' shapes) loaded at the start of every iteration of the loop the schedule annotates with
+  :data:`CONFIG_ATTR` -- its parallel loop, each iteration a band of output rows, so every
+  thread has it before its first tile. ``ldtilecfg`` takes about 200 ns (600 cycles) on
+  Sapphire Rapids, as long as a few ``tdpbusd``: loaded once per register tile it cost AMX
+  kernels up to half their time (``docs/int8.md``).
 
 Linux hands AMX's tile state to a process only after it asks (``arch_prctl
 ARCH_REQ_XCOMP_PERM``); until then the first tile instruction is a SIGILL.
@@ -49,8 +53,8 @@ from tvm.script.parser import parse
 
 from .target import TargetLike, _features, host_target
 
-__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "request_permission", "usable", "reduction_intrin",
-           "init_intrin", "chunk_bytes"]
+__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "CONFIG_ATTR", "request_permission", "usable",
+           "reduction_intrin", "init_intrin", "tile_config", "place_configs", "chunk_bytes"]
 
 FEATURES = ("amx-int8", "amx-tile")
 """The LLVM target features the int8 tile instructions need."""
@@ -166,8 +170,8 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
     the RGB stem's 7 taps of 4 channels, 28 instead of 4.
 
     The tiles start from zero, not from ``C``: the schedule puts this right after the register
-    tile's init (:func:`init_intrin`, which therefore only loads the tile configuration), and
-    the reduction is the conv's whole one, so ``C`` holds zeros there anyway.
+    tile's init (:func:`init_intrin`, which therefore does nothing), and the reduction is the
+    conv's whole one, so ``C`` holds zeros there anyway.
 
     The description spells the conv's update block as the schedule leaves it: loops ``[tile,]
     pixel, lane, ic_chunk, kh, kw, ic_outer, ic_inner`` (one extent-1 ``tile`` loop is never
@@ -225,15 +229,77 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
     return name
 
 
+CONFIG_ATTR = "graphtune_amx_config"
+"""Annotation of the loop whose every iteration loads the tile configuration first
+(:func:`place_configs`): ``[rows, k, width, kw, element]`` of :func:`tile_config`."""
+
+
+def tile_config(rows: int, k: int, width: int, kw: int = 1, element: str = "int8") -> tirx.Stmt:
+    """The statements loading the tile configuration (``ldtilecfg``) of the tiles
+    :func:`reduction_intrin` uses over ``kw`` taps of ``k`` channels: ``tmm0..`` one C per 16
+    of ``width`` channels and ``tmm6`` A, ``rows`` rows each of the reduction's
+    :func:`chunk_bytes`, ``tmm7`` B of a quarter as many rows (palette 1)."""
+    chunk = chunk_bytes(k, kw, 4 if element == "int8" else 2)
+
+    @T.prim_func(s_tir=True)
+    def config_func() -> None:
+        config = T.decl_buffer((64,), "uint8", scope="local")  # palette 1, per tile: bytes, rows
+        for i in range(64):
+            config[i] = T.uint8(0)
+        config[0] = T.uint8(1)
+        for t in range(width // 16):  # C: tmm0.. (bytes per row: uint16 at 16 + 2t; rows: 48 + t)
+            config[16 + 2 * t] = T.uint8(64)
+            config[48 + t] = T.uint8(rows)
+        config[28] = T.uint8(chunk)  # A: tmm6
+        config[54] = T.uint8(rows)
+        config[30] = T.uint8(64)  # B: tmm7
+        config[55] = T.uint8(chunk // 4)
+        T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", T.address_of(config[0])))
+
+    return config_func.body
+
+
+def place_configs(func: tirx.PrimFunc) -> tirx.PrimFunc:
+    """``func`` with :func:`tile_config` at the start of the body of every loop annotated
+    :data:`CONFIG_ATTR` (the annotation dropped); ``func`` itself when none is. The loops are
+    looked for through blocks, sequences and other loops (where a schedule puts its threads)."""
+    from tvm.s_tir import SBlock, SBlockRealize
+
+    def place(stmt):
+        if isinstance(stmt, tirx.For):
+            body = place(stmt.body)
+            notes = dict(stmt.annotations)
+            if CONFIG_ATTR in notes:
+                rows, k, width, kw, element = notes.pop(CONFIG_ATTR)
+                body = tirx.SeqStmt([tile_config(int(rows), int(k), int(width), int(kw), str(element)), body])
+            elif body.same_as(stmt.body):
+                return stmt
+            return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding, notes)
+        if isinstance(stmt, tirx.SeqStmt):
+            parts = [place(part) for part in stmt.seq]
+            return stmt if all(a.same_as(b) for a, b in zip(parts, stmt.seq)) else tirx.SeqStmt(parts)
+        if isinstance(stmt, SBlockRealize):
+            block = stmt.block
+            body = place(block.body)
+            if body.same_as(block.body):
+                return stmt
+            return SBlockRealize(stmt.iter_values, stmt.predicate,
+                                 SBlock(block.iter_vars, block.reads, block.writes, block.name_hint, body,
+                                        block.init, block.alloc_buffers, block.match_buffers,
+                                        block.annotations))
+        return stmt
+
+    body = place(func.body)
+    return func if body.same_as(func.body) else func.with_body(body)
+
+
 @cache
 def init_intrin(rows: int, k: int, width: int, kw: int = 1, element: str = "int8") -> str:
     """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32 or, for
-    bfloat16 ``element``, float32), done as
-    ``ldtilecfg`` of the tiles :func:`reduction_intrin` uses over ``kw`` taps of ``k``
-    channels (``tmm0..`` one C per 16 of ``width`` channels and ``tmm6`` A, ``rows`` rows each
-    of the reduction's :func:`chunk_bytes`, ``tmm7`` B of a quarter as many rows): the
-    reduction right after it zeroes its tiles itself and overwrites ``C`` whole, so the zeros
-    are never stored."""
+    bfloat16 ``element``, float32), done as nothing: the reduction right after it zeroes its
+    tiles itself and overwrites ``C`` whole, so the zeros are never stored, and the tile
+    configuration the tiles need is loaded once per iteration of the loop the schedule
+    annotates (:func:`place_configs`)."""
 
     acc = _ELEMENTS[element][2]
     zero = tirx.const(0, acc)
@@ -258,18 +324,7 @@ def init_intrin(rows: int, k: int, width: int, kw: int = 1, element: str = "int8
         with T.sblock("root"):
             T.reads()
             T.writes(C[0:rows, 0:width])
-            config = T.decl_buffer((64,), "uint8", scope="local")  # palette 1, per tile: bytes, rows
-            for i in range(64):
-                config[i] = T.uint8(0)
-            config[0] = T.uint8(1)
-            for t in range(width // 16):  # C: tmm0.. (bytes per row: uint16 at 16 + 2t; rows: 48 + t)
-                config[16 + 2 * t] = T.uint8(64)
-                config[48 + t] = T.uint8(rows)
-            config[28] = T.uint8(chunk)  # A: tmm6
-            config[54] = T.uint8(rows)
-            config[30] = T.uint8(64)  # B: tmm7
-            config[55] = T.uint8(chunk // 4)
-            T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", T.address_of(config[0])))
+            T.evaluate(0)
 
     name = f"graphtune_amx_init_{rows}x{chunk}x{width}_{acc}"
     TensorIntrin.register(name, desc, impl, override=True)

@@ -24,7 +24,7 @@ from tvm import s_tir, tirx
 
 from ..errors import KnobError
 from ..ops import BF16_OPS, Op
-from . import bf16
+from . import amx, bf16
 from .schedule import _blocks, _domain, _inline_producers, _try, schedule_elementwise
 from .specs import spec_for
 from .target import TargetLike, vector_lanes
@@ -158,5 +158,5 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
     lanes = vector_lanes(target)
     for block in leftovers:
         schedule_elementwise(sch, block, lanes)
-    scheduled = sch.mod["main"]
+    scheduled = amx.place_configs(sch.mod["main"])
     return bf16.with_llvm_ir(scheduled) if op in BF16_OPS else scheduled

@@ -27,6 +27,7 @@ from tvm import s_tir, sym
 from . import amx
 from .int8_isa import ISAS, tensor_intrin
 from .schedule import _domain, _fold_epilogue, _try, _vectorize_init, _write_back, schedule_elementwise
+from .target import num_threads
 
 __all__ = ["schedule_conv2d_int8", "fold_nc"]
 
@@ -73,25 +74,33 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
 
 
 def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
-    """isa ``amx``: threads over ``(n, oc_chunk, oh)``; per ``reg_n``-pixel register tile of
-    ``oc_bn`` channels, the accumulator zeroed (and the tile configuration loaded,
-    :func:`graphtune.x86.amx.init_intrin`), the whole reduction on tiles
-    (:func:`graphtune.x86.amx.reduction_intrin`), the epilogue written out from the accumulator."""
+    """isa ``amx``: threads over ``(n, oc_chunk, oh_outer)``, each iteration a band of output
+    rows (:func:`_rows_per_task`) that first loads the tile configuration
+    (:data:`graphtune.x86.amx.CONFIG_ATTR`); per ``reg_n``-pixel register tile of ``oc_bn``
+    channels, the whole reduction on tiles (:func:`graphtune.x86.amx.reduction_intrin`, which
+    zeroes them), the epilogue written out from the accumulator."""
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
     steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
     isa = ISAS[knobs["isa"]]
     element, stride = isa.element, _pixel_stride(sch.get(anchor), isa.data_dtype)
+    extents = [int(sch.get(loop).extent) for loop in (n, oc_chunk, oh)]
+    band = _rows_per_task(extents)
+    oh_outer, oh_inner = sch.split(oh, [None, band])
     ow_outer, ow_inner = sch.split(ow, [None, rows])
     if width > 16:
         tiles, lanes = sch.split(oc_block, [None, 16])
         first = tiles
-        sch.reorder(n, oc_chunk, oh, ow_outer, tiles, ow_inner, lanes, ic_chunk, kh, kw, ic_outer, ic_inner)
+        sch.reorder(n, oc_chunk, oh_outer, oh_inner, ow_outer, tiles, ow_inner, lanes, ic_chunk, kh, kw,
+                    ic_outer, ic_inner)
     else:  # one tile: no extent-1 loop (the intrinsic's description has none)
         first = ow_inner
-        sch.reorder(n, oc_chunk, oh, ow_outer, ow_inner, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner)
+        sch.reorder(n, oc_chunk, oh_outer, oh_inner, ow_outer, ow_inner, oc_block, ic_chunk, kh, kw,
+                    ic_outer, ic_inner)
     _write_back(sch, anchor, epilogue, ow_outer)
-    sch.parallel(sch.fuse(n, oc_chunk, oh))
+    threads = sch.fuse(n, oc_chunk, oh_outer)
+    sch.parallel(threads)
+    sch.annotate(threads, amx.CONFIG_ATTR, [rows, k, width, steps[2], element])
     init = sch.decompose_reduction(anchor, first)
     sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride, element))
     if width > 16:
@@ -101,6 +110,20 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     else:
         init_rows = sch.get_loops(init)[-2]
     sch.tensorize(init_rows, amx.init_intrin(rows, k, width, steps[2], element))
+
+
+TASKS_PER_THREAD = 16
+"""Parallel iterations per runtime thread an AMX kernel aims for (:func:`_parallel_tasks`)."""
+
+
+def _rows_per_task(extents: list[int]) -> int:
+    """Output rows one parallel iteration of an AMX kernel computes (a divisor of the height,
+    ``extents`` = ``(n, oc_chunks, oh)``): the most that still leave every runtime thread
+    :data:`TASKS_PER_THREAD` iterations. Each iteration loads the tile configuration
+    (``ldtilecfg``, about 200 ns) once."""
+    batch, chunks, height = extents
+    want = min(batch * chunks * height, TASKS_PER_THREAD * num_threads())
+    return max(d for d in range(1, height + 1) if height % d == 0 and batch * chunks * (height // d) >= want)
 
 
 def _pixel_stride(block: s_tir.SBlock, data_dtype: str) -> int:
