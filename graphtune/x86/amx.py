@@ -31,8 +31,8 @@ target: the target has ``amx-int8`` and ``amx-tile`` and the kernel granted the 
 
 Examples
 --------
->>> reduction_intrin(14, 64, 2, (1, 3, 3)), init_intrin(14, 64, 32)
-('graphtune_amx_14x64x2_1x3x3', 'graphtune_amx_init_14x64x32_int32')
+>>> reduction_intrin(14, 64, 2, (1, 3, 3)), init_intrin(14, 32)
+('graphtune_amx_14x64x2_1x3x3', 'graphtune_amx_init_14x32_int32')
 >>> reduction_intrin(7, 64, 4, (8, 1, 1), stride=2)
 'graphtune_amx_7x64x4_8x1x1_s2'
 >>> usable({"kind": "llvm", "mcpu": "znver4"})
@@ -294,16 +294,14 @@ def place_configs(func: tirx.PrimFunc) -> tirx.PrimFunc:
 
 
 @cache
-def init_intrin(rows: int, k: int, width: int, kw: int = 1, element: str = "int8") -> str:
+def init_intrin(rows: int, width: int, element: str = "int8") -> str:
     """Register (once) and name the register tile's init ``C[rows, width] = 0`` (int32 or, for
     bfloat16 ``element``, float32), done as nothing: the reduction right after it zeroes its
-    tiles itself and overwrites ``C`` whole, so the zeros are never stored, and the tile
-    configuration the tiles need is loaded once per iteration of the loop the schedule
-    annotates (:func:`place_configs`)."""
+    tiles itself and overwrites ``C`` whole, so the zeros are never stored (the tile
+    configuration is loaded where the schedule says, :func:`place_configs`)."""
 
     acc = _ELEMENTS[element][2]
     zero = tirx.const(0, acc)
-    chunk = chunk_bytes(k, kw, 4 if element == "int8" else 2)
 
     @T.prim_func(s_tir=True)
     def desc(c: T.handle) -> None:
@@ -326,6 +324,6 @@ def init_intrin(rows: int, k: int, width: int, kw: int = 1, element: str = "int8
             T.writes(C[0:rows, 0:width])
             T.evaluate(0)
 
-    name = f"graphtune_amx_init_{rows}x{chunk}x{width}_{acc}"
+    name = f"graphtune_amx_init_{rows}x{width}_{acc}"
     TensorIntrin.register(name, desc, impl, override=True)
     return name

@@ -109,7 +109,7 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
         sch.fuse(init_tiles, init_lanes)
     else:
         init_rows = sch.get_loops(init)[-2]
-    sch.tensorize(init_rows, amx.init_intrin(rows, k, width, steps[2], element))
+    sch.tensorize(init_rows, amx.init_intrin(rows, width, element))
 
 
 TASKS_PER_THREAD = 16
