@@ -113,7 +113,7 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
 
 
 TASKS_PER_THREAD = 16
-"""Parallel iterations per runtime thread an AMX kernel aims for (:func:`_parallel_tasks`)."""
+"""Parallel iterations per runtime thread an AMX kernel aims for (:func:`_rows_per_task`)."""
 
 
 def _rows_per_task(extents: list[int]) -> int:
