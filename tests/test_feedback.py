@@ -175,4 +175,4 @@ def test_the_constant_becomes_the_time_of_the_calls_no_node_owns(looped, tmp_pat
     monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-constant")
     again = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=1, **TUNE)
     assert again.graph.candidates(sink)[0].cost == pytest.approx(7.0)
-    assert again.predicted_ms >= 7.0
+    assert sink in again.solution.assignment  # its cost is one term of predicted_ms
