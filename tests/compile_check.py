@@ -32,12 +32,16 @@ SMALL = [("resnet18", 32), ("mobilenet_v2", 32), ("inception_v3", 75), ("densene
 
 
 # ------------------------------------------------------------------ ONNX Runtime
-def ort_outputs(model: onnx.ModelProto, inputs: list) -> list:
-    """What ONNX Runtime computes for ``inputs`` (one thread)."""
+def ort_outputs(model: onnx.ModelProto, inputs: list, optimized: bool = True) -> list:
+    """What ONNX Runtime computes for ``inputs`` (one thread). ``optimized=False`` runs the graph
+    as written, its QDQ reference semantics: optimized, its int8 convs on CPUs without VNNI
+    multiply with the saturating ``vpmaddubsw`` and are off by whole output steps."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
+    if not optimized:
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]

@@ -3,13 +3,14 @@
 import numpy as np
 import pytest
 
+from compile_check import ort_outputs
 from graphtune import Config, compile, extract, quantize
 from graphtune.frontend import pad_output_channels
 from onnx_blocks import Builder
 
 pytestmark = pytest.mark.unit
 
-ort = pytest.importorskip("onnxruntime")
+pytest.importorskip("onnxruntime")
 
 
 def head_model(channels: int = 81, consumer: str = "Transpose", group: int = 1):
@@ -26,13 +27,7 @@ def head_model(channels: int = 81, consumer: str = "Transpose", group: int = 1):
 
 
 def run(model, x):
-    """ONNX Runtime unoptimized: its QDQ reference semantics. Its optimized int8 path multiplies
-    with the saturating ``vpmaddubsw`` on CPUs without VNNI (AVX2 only), off by whole steps."""
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    return session.run(None, {"input": x})[0]
+    return ort_outputs(model, [x], optimized=False)[0]
 
 
 def test_head_conv_is_padded_to_a_multiple_of_16_and_sliced_back():
