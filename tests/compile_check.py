@@ -32,18 +32,29 @@ SMALL = [("resnet18", 32), ("mobilenet_v2", 32), ("inception_v3", 75), ("densene
 
 
 # ------------------------------------------------------------------ ONNX Runtime
-def ort_outputs(model: onnx.ModelProto, inputs: list, optimized: bool = True) -> list:
-    """What ONNX Runtime computes for ``inputs`` (one thread). ``optimized=False`` runs the graph
-    as written, its QDQ reference semantics: optimized, its int8 convs on CPUs without VNNI
-    multiply with the saturating ``vpmaddubsw`` and are off by whole output steps."""
+def ort_session(model: onnx.ModelProto, optimized: bool = True):
+    """An ONNX Runtime session of ``model`` on one thread. ``optimized=False`` runs the graph as
+    written, its QDQ reference semantics: optimized, its int8 convs on CPUs without VNNI multiply
+    with the saturating ``vpmaddubsw`` and are off by whole output steps."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = 1
     if not optimized:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
+    return onnxruntime.InferenceSession(model.SerializeToString(), options,
+                                        providers=["CPUExecutionProvider"])
+
+
+def ort_runs(model: onnx.ModelProto, feeds: list[dict], optimized: bool = True) -> list[list]:
+    """Every output of ONNX Runtime (:func:`ort_session`) for each feed dict of ``feeds``."""
+    session = ort_session(model, optimized)
+    return [session.run(None, feed) for feed in feeds]
+
+
+def ort_outputs(model: onnx.ModelProto, inputs: list, optimized: bool = True) -> list:
+    """What ONNX Runtime (:func:`ort_session`) computes for the positional ``inputs``."""
+    session = ort_session(model, optimized)
     names = [i.name for i in session.get_inputs()]
     return session.run(None, dict(zip(names, inputs, strict=True)))
 

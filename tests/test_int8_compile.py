@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import functools
 import json
+import warnings
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import helper, numpy_helper
 
 import graphtune
+from compile_check import ort_runs
 from graphtune.compiler.int8 import check_pairs, int8_weight
 from graphtune.compiler.plan import NodePlan
 from graphtune.errors import ModelError
@@ -33,7 +34,6 @@ from graphtune.x86 import ISAS, isa_of
 from onnx_blocks import Builder, onnx_model
 from schedule_check import assert_scheduled
 
-REFERENCE = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
 INPUTS = 4
 
 
@@ -94,10 +94,8 @@ def feeds(model: onnx.ModelProto, count: int = INPUTS, seed: int = 1) -> list[di
 
 
 def ort_run(model: onnx.ModelProto, inputs: list[dict]) -> list[np.ndarray]:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = REFERENCE
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    return [session.run(None, feed)[0] for feed in inputs]
+    """The first output of ONNX Runtime's QDQ reference (graph as written) per feed."""
+    return [outputs[0] for outputs in ort_runs(model, inputs, optimized=False)]
 
 
 def output_step(model: onnx.ModelProto) -> float:
@@ -190,11 +188,22 @@ def _qdq_conv(activation_zero: np.ndarray) -> onnx.ModelProto:
 
 
 def test_only_uint8_activations_and_int8_weights_run_int8():
-    """int8 activations (no uint8 x int8 kernel reads them) leave the conv in fp32."""
+    """int8 activations (no uint8 x int8 kernel reads them) leave the conv in fp32, named with
+    the reason in one warning however often the model is imported; it computes what the QDQ
+    model defines."""
     unsigned = layout_ops(import_model(_qdq_conv(np.array(128, np.uint8))))
-    signed = layout_ops(import_model(_qdq_conv(np.array(0, np.int8))))
+    model = _qdq_conv(np.array(0, np.int8))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        signed = layout_ops(import_model(model))
+        compiled = graphtune.compile(model, graphtune.Config.uniform(model))
     assert [(op.name, str(op.op)) for op in unsigned] == [("conv", "conv2d_int8")]
     assert [(op.name, str(op.op)) for op in signed] == [("conv", "conv2d")]
+    messages = [str(w.message) for w in caught if "graphtune" in str(w.message)]
+    assert len(messages) == 1 and "conv (its input is not uint8" in messages[0], messages
+    inputs = feeds(model)
+    for feed, want in zip(inputs, ort_run(model, inputs)):
+        np.testing.assert_allclose(compiled(feed["input"]), want, rtol=1e-5, atol=1e-5)
 
 
 def test_weights_that_are_not_their_scale_multiples_are_refused():

@@ -104,6 +104,9 @@ from .fold import drop_dead
 
 __all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_NODES", "INT8_CHANNELS", "int8_nodes", "weight_pair_max"]
 
+_LAYERS = ("Conv", "Gemm", "MatMul")
+"""The ONNX ops whose ``DQ(x), DQ(w)`` form may run on the int8 kernels (:func:`_output_axis`)."""
+
 INT8_NODES = "graphtune.int8_nodes"
 """Metadata key (ONNX ``metadata_props``; Relax module attribute after import) of the JSON
 :func:`int8_nodes` reads: the quantization of every conv and dense the int8 kernels can run."""
@@ -151,7 +154,9 @@ def rewrite_qdq(model: onnx.ModelProto) -> onnx.ModelProto:
     Warns
     -----
     UserWarning
-        Once per process, naming the quantization nodes left as TVM imports them (rule 5).
+        Once per process, naming the quantization nodes left as TVM imports them (rule 5), and
+        once naming the quantized convs and dense layers the int8 kernels cannot run (int8
+        activations, asymmetric weights...): they run in fp32 on their dequantized operands.
 
     Examples
     --------
@@ -240,10 +245,24 @@ def _warn_left(graph: onnx.GraphProto, kept: set[str]) -> None:
         warnings.warn(message, UserWarning, stacklevel=3)
 
 
+def _warn_fp32(reasons: dict[str, str]) -> None:
+    """One warning naming the quantized conv / dense nodes that run in fp32 (``{name: reason}``)."""
+    if not reasons:
+        return
+    listed = "; ".join(f"{name} ({reason})" for name, reason in list(reasons.items())[:5])
+    more = f"; and {len(reasons) - 5} more" if len(reasons) > 5 else ""
+    message = (f"graphtune.frontend: {len(reasons)} quantized node(s) run in fp32 on their dequantized "
+               f"operands, as the QDQ model defines them: {listed}{more}. The int8 kernels run uint8 "
+               "activations and symmetric int8 weights (graphtune.quantize writes those)")
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, UserWarning, stacklevel=4)
+
+
 _WARNED: set[str] = set()
-"""Warnings :func:`_warn_left` has issued in this process, each issued once: ``tune`` imports a
-model several times, and Python's once-per-location filter forgets what it showed whenever
-filters change (the importer silences TVM's own warnings with ``catch_warnings``)."""
+"""Warnings :func:`_warn_left` and :func:`_warn_fp32` have issued in this process, each issued
+once: ``tune`` imports a model several times, and Python's once-per-location filter forgets
+what it showed whenever filters change (the importer silences TVM's own warnings with ``catch_warnings``)."""
 
 
 class _Rewriter:
@@ -309,30 +328,42 @@ class _Rewriter:
         """``{node name: quantization}`` of the ``DQ(x) -> Conv / Gemm / MatMul(., DQ(w))`` the int8
         kernels run (:func:`_output_axis`): uint8 activations with constant scalar scale and zero
         point, constant int8 weights with zero points 0 and one scale or one per output channel
-        (see :func:`int8_nodes`)."""
+        (see :func:`int8_nodes`). The others run in fp32 on their dequantized operands, named in
+        one warning with the reason (:func:`_warn_fp32`)."""
         dqs = {n.output[0]: n for n in self.model.graph.node if n.op_type == "DequantizeLinear"}
-        found = {}
+        found: dict[str, dict] = {}
+        fp32: dict[str, str] = {}
         for node in self.model.graph.node:
-            if len(node.input) < 2 or node.input[0] not in dqs or node.input[1] not in dqs:
+            if node.op_type not in _LAYERS or node.input[0] not in dqs or node.input[1] not in dqs:
                 continue
             quantization = self._quantization(node, dqs[node.input[0]], dqs[node.input[1]])
-            if quantization is not None:
+            if isinstance(quantization, dict):
                 found[node.name or node.output[0]] = quantization
+            else:
+                fp32[node.name or node.output[0]] = quantization
+        _warn_fp32(fp32)
         return found
 
-    def _quantization(self, node: onnx.NodeProto, x_dq: onnx.NodeProto,
-                      w_dq: onnx.NodeProto) -> dict | None:
+    def _quantization(self, node: onnx.NodeProto, x_dq: onnx.NodeProto, w_dq: onnx.NodeProto) -> dict | str:
         """The quantization of ``node`` reading ``x_dq`` and ``w_dq``'s outputs if the int8 kernels
-        run it, else None."""
+        run it, else why they cannot."""
         x, w = self._params(x_dq), self._params(w_dq)
         w_q = self.const(w_dq.input[0])
-        if x is None or w is None or w_q is None or x[0].size != 1 or w_q.dtype != np.int8 \
-                or _quantized_type(x_dq, self.tensors) != TensorProto.UINT8 or np.any(w[1]):
-            return None
+        if x is None or x[0].size != 1:
+            return "its input's scale and zero point are not constant scalars"
+        if _quantized_type(x_dq, self.tensors) != TensorProto.UINT8:
+            return "its input is not uint8 (the int8 kernels read uint8 activations)"
+        if w is None or w_q is None:
+            return "its weight, scales or zero points are not constants"
+        if w_q.dtype != np.int8:
+            return f"its weight is {w_q.dtype}, not int8"
+        if np.any(w[1]):
+            return "its weight zero points are not 0"
         axis = _output_axis(node, w_q)
-        if axis is None or w[0].size not in (1, w_q.shape[axis]) \
-                or (w[0].size > 1 and w[2] % w_q.ndim != axis):
-            return None
+        if axis is None:
+            return f"a {node.op_type} of a {w_q.ndim}-D weight is no conv or dense layer"
+        if w[0].size not in (1, w_q.shape[axis]) or (w[0].size > 1 and w[2] % w_q.ndim != axis):
+            return "its weight is quantized neither per tensor nor per output channel"
         return {"x_scale": float(x[0].reshape(())), "x_zero_point": int(x[1].reshape(-1)[0]),
                 "w_scale": [float(v) for v in w[0].astype(np.float32).reshape(-1)],
                 "weight_pair_max": weight_pair_max(w_q, 1 - axis)}
