@@ -240,9 +240,7 @@ def _warn_left(graph: onnx.GraphProto, kept: set[str]) -> None:
     message = (f"graphtune.frontend: quantization nodes run in fp32 as TVM imports them, each a "
                f"plain-NCHW layout boundary: {listed}. Only Q -> DQ pairs with constant scales and "
                "zero points (and DQs of constants) become layout-free fp32 ops")
-    if message not in _WARNED:
-        _WARNED.add(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
+    _warn_once(message, stacklevel=4)
 
 
 def _warn_fp32(reasons: dict[str, str]) -> None:
@@ -254,15 +252,20 @@ def _warn_fp32(reasons: dict[str, str]) -> None:
     message = (f"graphtune.frontend: {len(reasons)} quantized node(s) run in fp32 on their dequantized "
                f"operands, as the QDQ model defines them: {listed}{more}. The int8 kernels run uint8 "
                "activations and symmetric int8 weights (graphtune.quantize writes those)")
+    _warn_once(message, stacklevel=5)
+
+
+def _warn_once(message: str, stacklevel: int) -> None:
+    """``warnings.warn(message)`` unless this process has issued it (:data:`_WARNED`)."""
     if message not in _WARNED:
         _WARNED.add(message)
-        warnings.warn(message, UserWarning, stacklevel=4)
+        warnings.warn(message, UserWarning, stacklevel=stacklevel)
 
 
 _WARNED: set[str] = set()
-"""Warnings :func:`_warn_left` and :func:`_warn_fp32` have issued in this process, each issued
-once: ``tune`` imports a model several times, and Python's once-per-location filter forgets
-what it showed whenever filters change (the importer silences TVM's own warnings with ``catch_warnings``)."""
+"""Warnings :func:`_warn_once` has issued in this process, each issued once: ``tune`` imports a
+model several times, and Python's once-per-location filter forgets what it showed whenever
+filters change (the importer silences TVM's own warnings with ``catch_warnings``)."""
 
 
 class _Rewriter:
