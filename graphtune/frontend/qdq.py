@@ -364,7 +364,8 @@ class _Rewriter:
             return "its weight zero points are not 0"
         axis = _output_axis(node, w_q)
         if axis is None:
-            return f"a {node.op_type} of a {w_q.ndim}-D weight is no conv or dense layer"
+            return (f"a {node.op_type} the int8 dense does not read (a Gemm needs transA 0 and "
+                    "alpha 1, a MatMul a 2-D weight)")
         if w[0].size not in (1, w_q.shape[axis]) or (w[0].size > 1 and w[2] % w_q.ndim != axis):
             return "its weight is quantized neither per tensor nor per output channel"
         return {"x_scale": float(x[0].reshape(())), "x_zero_point": int(x[1].reshape(-1)[0]),
