@@ -2,10 +2,11 @@
 
 import numpy as np
 import pytest
+from onnx import numpy_helper
 
 from compile_check import ort_outputs
 from graphtune import Config, compile, extract, quantize
-from graphtune.frontend import pad_output_channels
+from graphtune.frontend import pad_channel_chains, pad_output_channels
 from onnx_blocks import Builder
 
 pytestmark = pytest.mark.unit
@@ -95,3 +96,72 @@ def test_a_quantized_head_is_padded_past_its_output_quantization():
 def test_bad_limits_raise(kwargs, match):
     with pytest.raises(ValueError, match=match):
         pad_output_channels(head_model(), **kwargs)
+
+
+def branch_model(channels: int = 58, link: str = "Relu", exit_: str = "conv"):
+    """ShuffleNetV2's branch: input [1, 16, 8, 8] -> 1x1 conv to ``channels`` -> ``link`` ->
+    3x3 depthwise conv -> 1x1 conv to 32 (``exit_="conv"``), or a 1x1 conv to ``channels``
+    concatenated with another and reshaped (``exit_="concat"``, its channel shuffle)."""
+    b = Builder(seed=5)
+    y = b.conv("expand", "input", 16, channels, k=(1, 1))
+    if link == "Relu":
+        y = b.node("Relu", [y], "relu")
+    elif link == "per_channel_mul":
+        y = b.node("Mul", [y, b.const("gain", (1, channels, 1, 1))], "gain")
+    dw = b.conv("dw", y, channels, channels, group=channels)
+    if exit_ == "conv":
+        return b.model("branch", [1, 16, 8, 8], b.conv("project", dw, channels, 32, k=(1, 1)))
+    out = b.conv("project", dw, channels, channels, k=(1, 1))
+    other = b.conv("other", "input", 16, channels, k=(1, 1))
+    both = b.node("Concat", [other, out], "concat", axis=1)
+    b.inits.append(numpy_helper.from_array(np.array([1, 2, channels, 8, 8], np.int64), "view"))
+    return b.model("branch", [1, 16, 8, 8], b.node("Reshape", [both, "view"], "shuffle"))
+
+
+def test_a_narrow_branch_is_padded_from_its_first_conv_to_its_last():
+    model = branch_model(58)
+    padded = pad_channel_chains(model)
+    weights = {t.name: list(t.dims) for t in padded.graph.initializer}
+    assert weights == {"expand.weight.padded": [64, 16, 1, 1], "expand.bias.padded": [64],
+                       "dw.weight.padded": [64, 1, 3, 3], "dw.bias.padded": [64],
+                       "project.weight.padded": [32, 64, 1, 1], "project.b": [32]}
+    dw = next(n for n in padded.graph.node if n.name == "dw")
+    assert next(a.i for a in dw.attribute if a.name == "group") == 64
+    x = np.random.default_rng(3).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(run(padded, x), run(model, x), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("channels, link", [
+    (72, "Relu"),             # blocks of 8 divide 72
+    (58, "per_channel_mul"),  # a per-channel constant would meet the padded channels
+])
+def test_branches_that_do_not_qualify_are_left_alone(channels, link):
+    model = branch_model(channels, link)
+    assert pad_channel_chains(model) is model
+
+
+def test_a_conv_before_a_channel_shuffle_is_padded_and_sliced_back():
+    model = branch_model(58, exit_="concat")
+    padded = pad_output_channels(model)
+    weights = {t.name: list(t.dims) for t in padded.graph.initializer}
+    project = next(n for n in padded.graph.node if n.name == "project")
+    assert weights[project.input[1]] == [64, 58, 1, 1]
+    assert "project.unpad" in {n.name for n in padded.graph.node}
+    x = np.random.default_rng(4).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(run(padded, x), run(model, x), rtol=1e-6, atol=1e-6)
+
+
+def test_a_quantized_narrow_branch_runs_int8_in_blocks_of_16():
+    """Without the padding no int8 block wider than 2 divides 58 channels, and the branch ran
+    fp32 in NCHW1c (ShuffleNetV2's stage 2)."""
+    model = branch_model(58)
+    x = np.random.default_rng(6).standard_normal((1, 16, 8, 8)).astype(np.float32)
+    qdq = quantize(model, [{"input": x}])
+    graph = extract(qdq, max_candidates=2)
+    kernels = [graph.workload(n)["kernel"][:2] for n in ("expand", "dw", "project")]
+    assert kernels == [[64, 16], [64, 1], [32, 64]]
+    assert {graph.op(n) for n in ("expand", "project")} == {"conv2d_int8"}
+    compiled = compile(qdq, Config.uniform(qdq))
+    want = run(qdq, x)
+    step = np.abs(want).max() / 127
+    assert np.abs(compiled(x) - want).max() <= step + 1e-6

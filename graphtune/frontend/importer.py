@@ -51,7 +51,7 @@ from tvm.relax.frontend.onnx import onnx_frontend
 
 from ..errors import ModelError
 from .fold import fold_constants
-from .pad import pad_int8_input_channels, pad_output_channels
+from .pad import pad_channel_chains, pad_int8_input_channels, pad_output_channels
 from .qdq import INT8_NODES, rewrite_qdq
 from .taps import drop_dead_taps, split_by_band
 from .walk import _DEFAULT_NAME, op_name, scalar_value
@@ -403,7 +403,8 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     input ``shapes`` (:func:`~graphtune.frontend.fold.fold_constants`), conv taps that read only
     padding dropped (:func:`~graphtune.frontend.taps.drop_dead_taps`), convs where most output
     positions read padding with some taps split by band (:func:`~graphtune.frontend.taps.split_by_band`),
-    odd output channels padded
+    channels that no block of 8 divides padded between the convs that pass them on
+    (:func:`~graphtune.frontend.pad.pad_channel_chains`), odd output channels padded
     where that is free (:func:`~graphtune.frontend.pad.pad_output_channels`), the input channels
     of int8 convs padded to what the int8 kernels read
     (:func:`~graphtune.frontend.pad.pad_int8_input_channels`). Its node names are
@@ -417,7 +418,7 @@ def prepare_onnx(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]]) ->
     True
     """
     folded = split_by_band(drop_dead_taps(fold_constants(rewrite_qdq(proto), shapes)))
-    return pad_output_channels(pad_int8_input_channels(folded))
+    return pad_output_channels(pad_int8_input_channels(pad_channel_chains(folded)))
 
 
 def _load_onnx(model) -> onnx.ModelProto:

@@ -1,5 +1,6 @@
-"""Pad odd output-channel counts of convs whose output leaves the blocked layout anyway, and the
-input channels of int8 convs that no int8 instruction divides.
+"""Pad odd output-channel counts of convs whose output leaves the blocked layout anyway, narrow
+channel counts passed from conv to conv, and the input channels of int8 convs that no int8
+instruction divides.
 
 A conv2d with ``O`` output channels runs in ``NCHW{oc_bn}c`` blocks that
 divide ``O``; when no multiple of the vector width divides it (SSD's class
@@ -10,9 +11,15 @@ conv zero weights (and zero bias) for ``ceil(O / multiple) * multiple``
 channels and slices the real ones back out with an ONNX ``Slice`` right
 after it. It does so only where the slice is free: when every consumer of the
 conv is an op that needs plain ``NCHW`` anyway (``Transpose``, ``Reshape``,
-``Flatten``), or reaches one through elementwise ops with constant operands (the
+``Flatten``, or a ``Concat`` that such ops read: ShuffleNetV2's concat before its channel
+shuffle), or reaches one through elementwise ops with constant operands (the
 fake quantization of a quantized conv's output), so the layout transform the compiler
 inserts there meets the slice, and only when padding adds at most a quarter of the channels.
+
+:func:`pad_channel_chains` pads channels that only convs read, where no block of
+:data:`NARROW_BLOCK` divides them, with no slice at all: zero output weights in the conv that
+computes them, zero filters in the depthwise convs they pass, zero input weights in the convs
+that read them (ShuffleNetV2's ``1x1 -> depthwise -> 1x1`` branches of 58 and 116 channels).
 
 :func:`pad_int8_input_channels` gives a quantized conv2d whose input channels are no multiple
 of :data:`~graphtune.frontend.qdq.INT8_CHANNELS` (the RGB stem's 3) zero weights for the
@@ -37,13 +44,18 @@ from onnx import helper, numpy_helper, shape_inference
 
 from .qdq import INT8_CHANNELS, QDQ_OPS, int8_nodes
 
-__all__ = ["pad_output_channels", "pad_int8_input_channels", "PAD_MULTIPLE", "MAX_PAD_FRACTION"]
+__all__ = ["pad_output_channels", "pad_channel_chains", "pad_int8_input_channels", "PAD_MULTIPLE",
+           "MAX_PAD_FRACTION", "NARROW_BLOCK"]
 
 PAD_MULTIPLE = 16
 """Channel multiple to pad to: the fp32 lanes of AVX-512 (and two AVX2 vectors)."""
 
 MAX_PAD_FRACTION = 0.25
 """Largest share of extra (zero) output channels padding may add."""
+
+NARROW_BLOCK = 8
+"""A channel count this does not divide has no block wider than 4 (a quarter of an AVX-512
+vector): :func:`pad_channel_chains` pads such counts."""
 
 _LEAVES_BLOCKED_LAYOUT = frozenset({"Transpose", "Reshape", "Flatten"})
 _ELEMENTWISE = QDQ_OPS | {"Add", "Sub", "Mul", "Div", "Round", "Clip", "Relu", "Cast", "Max", "Min"}
@@ -81,15 +93,8 @@ def pad_output_channels(model: onnx.ModelProto, multiple: int = PAD_MULTIPLE,
     >>> pad_output_channels(model) is model  # every conv's channels are multiples of 16
     True
     """
-    if not isinstance(multiple, int) or multiple < 1:
-        raise ValueError(f"multiple={multiple!r} must be a positive int (e.g. 16, the AVX-512 fp32 lanes)")
-    if max_fraction < 0:
-        raise ValueError(f"max_fraction={max_fraction!r} must be >= 0 "
-                         "(0.25: at most a quarter more channels)")
-    consumers: dict[str, list[onnx.NodeProto]] = {}
-    for node in model.graph.node:
-        for name in node.input:
-            consumers.setdefault(name, []).append(node)
+    _check_limits(multiple, max_fraction)
+    consumers = _consumers(model.graph)
     inits = {t.name: t for t in model.graph.initializer}
     outputs = {o.name for o in model.graph.output}
     targets = {i: _padded_channels(node, inits, consumers, outputs, multiple, max_fraction)
@@ -118,13 +123,24 @@ def _padded_channels(node: onnx.NodeProto, inits: dict, consumers: dict, outputs
     if any(name not in inits for name in node.input[1:] if name):
         return 0
     readers = _readers_past_elementwise(node.output[0], inits, consumers, outputs)
-    if not readers or any(r.op_type not in _LEAVES_BLOCKED_LAYOUT for r in readers):
+    if not readers or not all(_leaves_blocked_layout(r, inits, consumers, outputs) for r in readers):
         return 0
     channels = int(inits[node.input[1]].dims[0])
     target = math.ceil(channels / multiple) * multiple
     if target == channels or target - channels > max_fraction * channels:
         return 0
     return target
+
+
+def _leaves_blocked_layout(reader: onnx.NodeProto, inits: dict, consumers: dict, outputs: set) -> bool:
+    """Whether ``reader`` needs plain ``NCHW``: a Transpose, Reshape or Flatten, or a Concat whose
+    own readers (past elementwise ops) all are (ShuffleNet's branch concat before its shuffle)."""
+    if reader.op_type in _LEAVES_BLOCKED_LAYOUT:
+        return True
+    if reader.op_type != "Concat" or reader.output[0] in outputs:
+        return False
+    later = _readers_past_elementwise(reader.output[0], inits, consumers, outputs)
+    return bool(later) and all(r.op_type in _LEAVES_BLOCKED_LAYOUT for r in later)
 
 
 def _readers_past_elementwise(name: str, inits: dict, consumers: dict, outputs: set) -> list[onnx.NodeProto]:
@@ -159,6 +175,189 @@ def _pad(graph: onnx.GraphProto, conv: onnx.NodeProto, inits: dict, target: int)
         graph.initializer.append(numpy_helper.from_array(np.array([bound], np.int64), f"{base}.unpad.{key}"))
     return helper.make_node("Slice", [conv.output[0], *(f"{base}.unpad.{k}" for k in bounds)], [real],
                             name=f"{base}.unpad")
+
+
+def pad_channel_chains(model: onnx.ModelProto, multiple: int = PAD_MULTIPLE,
+                       max_fraction: float = MAX_PAD_FRACTION) -> onnx.ModelProto:
+    """``model`` with the channels that pass from a conv to the convs reading them padded with
+    zeros where :data:`NARROW_BLOCK` does not divide them (ShuffleNetV2's 58- and 116-channel
+    branches): ``conv -> [depthwise conv ->]* conv``, the links elementwise ops with scalar
+    constant operands (a fake quantization, a ReLU). The first conv gets zero output weights and
+    bias, each depthwise conv zero filters and bias, the reading convs zero input weights: the
+    padded channels hold zeros (their quantization's zero point) and meet zero weights, so every
+    output is exact, and every conv of the chain runs in blocks of 16 channels instead of 4.
+
+    Parameters
+    ----------
+    model : onnx.ModelProto
+        The model (not modified).
+    multiple : int
+        Pad the channels up to a multiple of this.
+    max_fraction : float
+        Pad only when it adds at most ``max_fraction`` of the channels.
+
+    Returns
+    -------
+    onnx.ModelProto
+        ``model`` itself when no chain qualifies, else a padded copy computing the same outputs;
+        node names are kept, padded weights are new initializers ``{conv}.weight.padded`` (and
+        ``{conv}.bias.padded``).
+
+    Raises
+    ------
+    ValueError
+        ``multiple`` below 1 or ``max_fraction`` below 0.
+
+    Examples
+    --------
+    >>> from onnx import helper, numpy_helper, TensorProto
+    >>> weights = [numpy_helper.from_array(np.ones(shape, np.float32), name) for name, shape in
+    ...            [("w1", (58, 16, 1, 1)), ("dw", (58, 1, 3, 3)), ("w2", (32, 58, 1, 1))]]
+    >>> nodes = [helper.make_node("Conv", ["x", "w1"], ["a"], name="expand"),
+    ...          helper.make_node("Relu", ["a"], ["r"], name="relu"),
+    ...          helper.make_node("Conv", ["r", "dw"], ["d"], name="dw", group=58, pads=[1, 1, 1, 1]),
+    ...          helper.make_node("Conv", ["d", "w2"], ["y"], name="project")]
+    >>> io = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
+    ...       for n, s in [("x", [1, 16, 8, 8]), ("y", [1, 32, 8, 8])]]
+    >>> model = helper.make_model(helper.make_graph(nodes, "chain", io[:1], io[1:], weights))
+    >>> padded = pad_channel_chains(model)
+    >>> sorted((t.name, list(t.dims)) for t in padded.graph.initializer)
+    [('dw.weight.padded', [64, 1, 3, 3]), ('expand.weight.padded', [64, 16, 1, 1]), \
+('project.weight.padded', [32, 64, 1, 1])]
+    """
+    _check_limits(multiple, max_fraction)
+    consumers = _consumers(model.graph)
+    inits = {t.name: t for t in model.graph.initializer}
+    outputs = {o.name for o in model.graph.output}
+    chains = []
+    for node in model.graph.node:
+        chain = _channel_chain(node, inits, consumers, outputs)
+        if chain is None:
+            continue
+        channels = int(inits[node.input[1]].dims[0])
+        target = math.ceil(channels / multiple) * multiple
+        if channels % NARROW_BLOCK and target - channels <= max_fraction * channels:
+            chains.append((node, *chain, target))
+    if not chains:
+        return model
+    padded = onnx.ModelProto()
+    padded.CopyFrom(model)
+    graph = padded.graph
+    convs = {n.name or n.output[0]: n for n in graph.node}
+    weights: dict[str, list[np.ndarray | None]] = {}  # conv name -> [weight, bias], padded so far
+    resized: set[str] = set()
+    for head, depthwise, readers, tensors, target in chains:
+        for conv in [head, *depthwise]:
+            arrays = _conv_arrays(convs[conv.name or conv.output[0]], inits, weights)
+            for i, array in enumerate(arrays):
+                if array is not None:
+                    arrays[i] = np.pad(array, [(0, target - array.shape[0])] + [(0, 0)] * (array.ndim - 1))
+        for conv in depthwise:
+            next(a for a in convs[conv.name or conv.output[0]].attribute if a.name == "group").i = target
+        for conv in readers:
+            arrays = _conv_arrays(convs[conv.name or conv.output[0]], inits, weights)
+            w = arrays[0]
+            assert w is not None
+            arrays[0] = np.pad(w, [(0, 0), (0, target - w.shape[1])] + [(0, 0)] * (w.ndim - 2))
+        resized.update(tensors)
+    for name, arrays in weights.items():
+        conv = convs[name]
+        for position, (array, part) in enumerate(zip(arrays, ("weight", "bias")), start=1):
+            if array is not None and list(array.shape) != list(inits[conv.input[position]].dims):
+                conv.input[position] = f"{name}.{part}.padded"
+                graph.initializer.append(numpy_helper.from_array(array, conv.input[position]))
+    read = {name for node in graph.node for name in node.input}
+    used = [t for t in graph.initializer if t.name in read]
+    del graph.initializer[:]
+    graph.initializer.extend(used)
+    kept = [v for v in graph.value_info if v.name not in resized]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    return padded
+
+
+def _channel_chain(head: onnx.NodeProto, inits: dict, consumers: dict,
+                   outputs: set) -> tuple[list, list, list] | None:
+    """``(depthwise convs, reading convs, tensors)`` of the chain :func:`pad_channel_chains` pads
+    from conv ``head`` (the tensors: those whose channels it pads), or None when ``head`` starts
+    none: it is no group-1 conv with constant weights, or something other than a conv reads its
+    channels."""
+    if not _constant_conv(head, inits) or _group(head) != 1:
+        return None
+    channels = int(inits[head.input[1]].dims[0])
+    depthwise: list[onnx.NodeProto] = []
+    readers: list[onnx.NodeProto] = []
+    tensors: list[str] = []
+    pending = [head.output[0]]
+    while pending:
+        links = _scalar_links(pending.pop(), inits, consumers, outputs)
+        if links is None:
+            return None
+        chain, ends = links
+        tensors += chain
+        for end in ends:
+            if not _constant_conv(end, inits) or end.input[0] != chain[-1]:
+                return None
+            dims = list(inits[end.input[1]].dims)
+            if _group(end) == channels and dims[:2] == [channels, 1]:
+                depthwise.append(end)
+                pending.append(end.output[0])
+            elif _group(end) == 1 and dims[1] == channels:
+                readers.append(end)
+            else:
+                return None
+    return (depthwise, readers, tensors) if readers else None
+
+
+def _scalar_links(name: str, inits: dict, consumers: dict, outputs: set) -> tuple[list, list] | None:
+    """``(tensors, readers)``: tensor ``name`` and those a chain of single-reader elementwise ops
+    with scalar constant operands computes from it, and the readers of the last; None when one of
+    them is a graph output or nothing reads it."""
+    tensors = [name]
+    readers = consumers.get(name, [])
+    while len(readers) == 1 and readers[0].op_type in _ELEMENTWISE:
+        others = [i for i in readers[0].input if i and i != tensors[-1]]
+        if not all(i in inits and math.prod(inits[i].dims) == 1 for i in others):
+            break
+        tensors.append(readers[0].output[0])
+        readers = consumers.get(tensors[-1], [])
+    if not readers or outputs.intersection(tensors):
+        return None
+    return tensors, readers
+
+
+def _constant_conv(node: onnx.NodeProto, inits: dict) -> bool:
+    return node.op_type == "Conv" and len(node.input) > 1 and all(
+        name in inits for name in node.input[1:] if name)
+
+
+def _group(node: onnx.NodeProto) -> int:
+    return next((a.i for a in node.attribute if a.name == "group"), 1)
+
+
+def _conv_arrays(conv: onnx.NodeProto, inits: dict, weights: dict) -> list:
+    """``[weight, bias]`` of ``conv`` as padded so far (bias None when it has none)."""
+    name = conv.name or conv.output[0]
+    if name not in weights:
+        bias = numpy_helper.to_array(inits[conv.input[2]]) if len(conv.input) > 2 and conv.input[2] else None
+        weights[name] = [numpy_helper.to_array(inits[conv.input[1]]), bias]
+    return weights[name]
+
+
+def _consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
+    consumers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in node.input:
+            consumers.setdefault(name, []).append(node)
+    return consumers
+
+
+def _check_limits(multiple: int, max_fraction: float) -> None:
+    if not isinstance(multiple, int) or multiple < 1:
+        raise ValueError(f"multiple={multiple!r} must be a positive int (e.g. 16, the AVX-512 fp32 lanes)")
+    if max_fraction < 0:
+        raise ValueError(f"max_fraction={max_fraction!r} must be >= 0 "
+                         "(0.25: at most a quarter more channels)")
 
 
 def pad_int8_input_channels(model: onnx.ModelProto, multiple: int = INT8_CHANNELS) -> onnx.ModelProto:
