@@ -295,15 +295,28 @@ def test_negative_axes_as_torch_exports_them_match_onnxruntime(block):
     assert_matches_ort(model, compiled)
 
 
-@pytest.mark.parametrize("knob, at_least", [("flat", 8), ("c_tile", 8)])
+def narrow_residual_model():
+    """Two 1x1 convs to 58 channels on a 16x16 map, added, and a third 1x1 conv: channels no
+    vector divides, read by an Add (not padded: ``frontend.pad_channel_chains`` pads only
+    channels that convs alone read)."""
+    from onnx_blocks import Builder
+
+    b = Builder(seed=7)
+    left = b.conv("left", "input", 16, 58, k=(1, 1))
+    right = b.conv("right", "input", 16, 58, k=(1, 1))
+    total = b.node("Add", [left, right], "sum")
+    return b.model("narrow_residual", [1, 16, 16, 16], b.conv("out", total, 58, 58, k=(1, 1)))
+
+
+@pytest.mark.parametrize("knob, at_least", [("flat", 3), ("c_tile", 8)])
 def test_plain_nchw_tiles_in_a_model_match_onnxruntime(knob, at_least):
-    """ShuffleNetV2 with every node that offers them on ShuffleNetV2's plain-NCHW tiles: its
-    stage-2 1x1 convs (4x4 maps at 32 px: one vector of pixels) on knob ``flat``, its stride-1
-    depthwise convs width-vectorised on knob ``c_tile`` (padding copied per tile)."""
+    """Every node that offers them on plain-NCHW tiles: 1x1 convs to 58 channels (256 pixels:
+    whole vectors) on knob ``flat``, ShuffleNetV2's stride-1 depthwise convs of 232 channels
+    width-vectorised on knob ``c_tile`` (padding copied per tile)."""
     from graphtune.pipeline import extract
     from graphtune.solve import Solution
 
-    model = models.get("shufflenet_v2", image_size=32)
+    model = narrow_residual_model() if knob == "flat" else models.get("shufflenet_v2", image_size=32)
     graph = extract(model, max_candidates=32)
     assignment = {}
     for node in graph.nodes:
