@@ -247,6 +247,23 @@ class Child:
         self._conn.send(list(sys.path))
         self._starting = True
 
+    def start(self) -> None:
+        """Start the process now unless it runs, without waiting for it to be ready.
+
+        Its start-up (importing ``preload``) then overlaps the caller's work; the
+        first call waits for it as :meth:`submit` says.
+
+        Examples
+        --------
+        >>> with Child() as child:
+        ...     child.start()
+        ...     child.call(abs, (-2,), timeout=60)
+        2
+        """
+        if self._process is None or self._process.poll() is not None:
+            self.close()
+            self._start()
+
     @property
     def pid(self) -> int | None:
         """Process id of the child while it runs, else None."""
@@ -272,9 +289,7 @@ class Child:
         ...     child.collect()
         (True, 5)
         """
-        if self._process is None or self._process.poll() is not None:
-            self.close()
-            self._start()
+        self.start()
         assert self._conn is not None  # started with the process
         try:
             self._conn.send((mode, fn, args))

@@ -201,6 +201,7 @@ class LocalRunner(Runner):
         kept = getattr(self, "_kept", None)
         pool, timer = kept or (ChildPool(min(n_parallel, max(1, len(tasks))), PRELOAD),
                                Child(PRELOAD))
+        timer.start()  # its start-up overlaps the first builds
         out_dir = tempfile.mkdtemp(prefix="graphtune-measure-")
         cutoff = protocol(self.timing).cutoff
         best: dict[tuple, float] = {}  # cut-off group -> fastest complete median so far

@@ -17,13 +17,16 @@ Examples
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from .polytope import edge_classes, fold_terms
 from .problem import Problem
 from .solution import Outcome
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["relax", "solve_lp", "INTEGRALITY", "TOLERANCE"]
 
@@ -37,6 +40,8 @@ TOLERANCE = 1e-7
 def _build(unary: list[np.ndarray], pairs: dict[tuple[int, int], np.ndarray],
            ) -> tuple[np.ndarray, sp.csr_matrix, np.ndarray, np.ndarray]:
     """Objective, equality matrix and right-hand side of the local polytope."""
+    import scipy.sparse as sp  # imported on use (with linprog): `import graphtune` stays light
+
     offsets = np.cumsum([0] + [len(u) for u in unary])
     cost = [np.concatenate(unary)]
     rows, cols, vals = [], [], []
@@ -89,6 +94,8 @@ def relax(problem: Problem, time_limit: float | None = None) -> tuple[float, lis
     options: dict[str, bool | float] = {"presolve": False}
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
+    from scipy.optimize import linprog
+
     result = linprog(cost, A_eq=matrix, b_eq=rhs, bounds=(0.0, 1.0), method="highs", options=options)
     if result.status != 0 or result.x is None:
         return None
