@@ -67,6 +67,10 @@ CONV_CASES = {
         x86.conv2d_workload([1, 8, 10, 10], [8, 8, 3, 3]),
         {"ic_bn": [8], "oc_bn": [8], "reg_n": [4], "unroll_kw": [False], "winograd": [2, 4]},
     ),
+    "blocks_of_three_vectors": (
+        x86.conv2d_workload([1, 16, 6, 6], [48, 16, 3, 3], padding=[1, 1, 1, 1]),
+        {"ic_bn": [8, 16], "oc_bn": [24, 48], "reg_n": [3], "unroll_kw": [True, False]},
+    ),
     "batch2_rect_kernel_mixed_strides": (
         x86.conv2d_workload([2, 4, 7, 5], [12, 4, 3, 2], [1, 2], [0, 1, 1, 0]),
         {"ic_bn": [2, 4], "oc_bn": [4, 12], "reg_n": [3], "unroll_kw": [True]},
@@ -166,6 +170,18 @@ def test_kernel_func_params_are_inputs_then_output():
     assert func.attrs["global_symbol"] == "main"
     script = func.script()
     assert "T.parallel" in script and "T.vectorized(8)" in script and 'scope="local"' in script
+
+
+@pytest.mark.parametrize("workload, knobs, vector", [
+    (CONV_CASES["blocks_of_three_vectors"][0], {"ic_bn": 8, "oc_bn": 24, "reg_n": 3, "unroll_kw": False}, 8),
+    (DEPTHWISE_CASES["stride1"][0], {"bn": 24, "reg_n": 3}, 8),
+    (x86.dense_workload([1, 64], [40, 64]), {"oc_bn": 40, "k_bn": 8}, 8),
+    (CONV_CASES["blocks_of_three_vectors"][0], {"ic_bn": 8, "oc_bn": 48, "reg_n": 3, "unroll_kw": False}, 16),
+])
+def test_register_tile_vectors_are_powers_of_two(workload, knobs, vector):
+    script = x86.kernel_func(workload, knobs).script()
+    block = knobs.get("oc_bn", knobs.get("bn"))
+    assert f"T.vectorized({vector})" in script and f"T.unroll({block // vector})" in script
 
 
 def test_unroll_kw_knob_changes_the_schedule():

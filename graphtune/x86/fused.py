@@ -149,13 +149,13 @@ def schedule_fused(func: tirx.PrimFunc, workload: dict, knobs: dict, target: Tar
             f"block {name!r} is not in the loop nest its TE compute creates (already scheduled?); "
             "pass the unscheduled function to schedule_fused"
         )
+    lanes = vector_lanes(target)
     try:
-        spec.schedule(sch, anchor, epilogue, knobs)
+        spec.schedule(sch, anchor, epilogue, knobs, lanes)
     except s_tir.ScheduleError as err:
         reason = str(err).strip().splitlines()[-1]
         raise KnobError(
             f"cannot apply the {op} schedule with knobs {knobs} to block {name!r}: {reason}") from None
-    lanes = vector_lanes(target)
     for block in leftovers:
         schedule_elementwise(sch, block, lanes)
     scheduled = amx.place_configs(sch.mod["main"])

@@ -26,7 +26,15 @@ from tvm import s_tir, sym
 
 from . import amx
 from .int8_isa import ISAS, tensor_intrin
-from .schedule import _domain, _fold_epilogue, _try, _vectorize_init, _write_back, schedule_elementwise
+from .schedule import (
+    _domain,
+    _fold_epilogue,
+    _try,
+    _vectorize_init,
+    _write_back,
+    register_vectors,
+    schedule_elementwise,
+)
 from .target import num_threads
 
 __all__ = ["schedule_conv2d_int8", "fold_nc"]
@@ -35,11 +43,13 @@ _BYTES_PER_VECTOR = 32
 """uint8 lanes of the padding pass's vectors."""
 
 
-def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: int) -> None:
     """Schedule the int8 NCHWc conv anchor (and its padding block) with ``knobs``.
 
     ``epilogue`` is the folded elementwise block writing the output (the requantization),
-    or None (the tile is then written through a ``cache_write`` block).
+    or None (the tile is then written through a ``cache_write`` block). ``lanes``: the 32-bit
+    lanes of one vector register (an output block the instruction does not tile is vectorised
+    in pieces of at most that, :func:`graphtune.x86.schedule.register_vectors`).
     """
     isa = ISAS[knobs["isa"]]
     for pad in sch.get_producers(anchor):
@@ -67,7 +77,10 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> 
     if knobs["unroll_kw"]:
         sch.unroll(kw)
     if not tensorized:
+        pieces, oc_block = register_vectors(sch, oc_block, lanes)
         sch.vectorize(oc_block)
+        for piece in pieces:
+            sch.unroll(piece)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
     if tensorized:
         sch.tensorize(lanes, tensor_intrin(isa.name, data_dtype))

@@ -16,10 +16,12 @@ Examples
 ['schedule_conv2d', 'schedule_depthwise', 'schedule_dense']
 """
 
+from typing import Any
+
 from tvm import s_tir, tirx
 
 __all__ = ["schedule_conv2d", "fold_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise",
-           "VECTOR_SPLIT_ATTR"]
+           "register_vectors", "VECTOR_SPLIT_ATTR"]
 
 VECTOR_SPLIT_ATTR = "graphtune.vector_split"
 """Block annotation (an int ``r``) asking :func:`schedule_elementwise` to split the innermost
@@ -165,6 +167,34 @@ def _vectorize_init(sch: s_tir.Schedule, anchor, loop, outer) -> None:
     _vectorize_below(sch, init, outer)
 
 
+def register_vectors(sch: s_tir.Schedule, block, lanes: int) -> tuple[tuple, Any]:
+    """Split a channel-block loop longer than a vector register (``lanes`` floats) whose extent is
+    no power of two into pieces of the largest power of two dividing it (at least 4):
+    ``(outer loops, vector loop)``.
+
+    LLVM compiles a vector of 24 floats on 8-lane AVX2 (or 48 on AVX-512) 3-18x slower than three
+    vectors of 8 (16) (``docs/candidates.md``, "Blocks of several vectors"); a block within one
+    register (12 of 16 lanes) stays one vector, and one no such piece divides stays as it is.
+
+    Examples
+    --------
+    >>> from tvm import te
+    >>> a = te.placeholder((24,), name="a")
+    >>> b = te.compute((24,), lambda i: a[i] * 2.0, name="b")
+    >>> sch = s_tir.Schedule(te.create_prim_func([a, b]))
+    >>> (block,) = sch.get_loops(sch.get_sblock("b"))
+    >>> pieces, vector = register_vectors(sch, block, lanes=8)
+    >>> len(pieces), int(sch.get(vector).extent)
+    (1, 8)
+    """
+    extent = int(sch.get(block).extent)
+    piece = extent & -extent
+    if extent <= lanes or piece == extent or piece < 4:
+        return (), block
+    outer, inner = sch.split(block, [None, piece])
+    return (outer,), inner
+
+
 def _register_tile(sch: s_tir.Schedule, vector, unrolled: tuple, kw, knobs: dict) -> None:
     """Vectorise ``vector``, unroll the ``unrolled`` tile loops, and ``kw`` when ``unroll_kw``."""
     sch.vectorize(vector)
@@ -195,12 +225,13 @@ def fold_conv2d(sch: s_tir.Schedule, anchor, knobs: dict):
     return _fold_winograd(sch, anchor) if "winograd" in knobs else _fold_epilogue(sch, anchor)
 
 
-def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: int) -> None:
     """Schedule the NCHWc conv anchor (conv2d, group conv2d, conv2d_transpose) with ``knobs``.
 
     ``epilogue`` is the folded elementwise block writing the output, or None
     (the tile is then written through a ``cache_write`` block); for a Winograd conv the
-    block computing the output transform and the epilogue (:func:`fold_conv2d`).
+    block computing the output transform and the epilogue (:func:`fold_conv2d`). ``lanes``:
+    the floats of one vector register (:func:`register_vectors`).
     """
     if "flat" in knobs:
         _schedule_conv2d_flat(sch, anchor, epilogue, knobs)
@@ -220,7 +251,8 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     sch.reorder(n, *parallel, ow_outer, ic_chunk, kh, ic_block, kw, oh_inner, ow_inner, oc_block)
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, *parallel))
-    _register_tile(sch, oc_block, (ow_inner, oh_inner), kw, knobs)
+    pieces, oc_block = register_vectors(sch, oc_block, lanes)
+    _register_tile(sch, oc_block, (ow_inner, oh_inner, *pieces), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
 
 
@@ -323,7 +355,7 @@ def _schedule_conv2d_winograd(sch: s_tir.Schedule, anchor, epilogue, knobs: dict
     sch.vectorize(lanes)
 
 
-def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: int) -> None:
     """Schedule the depthwise NCHWc anchor with ``knobs`` (see :func:`schedule_conv2d`)."""
     if "c_tile" in knobs:
         _schedule_depthwise_width(sch, anchor, epilogue, knobs)
@@ -333,7 +365,10 @@ def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> No
     sch.reorder(n, c_chunk, oh, ow_outer, kh, kw, ow_inner, c_block)
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, c_chunk, oh))
+    pieces, c_block = register_vectors(sch, c_block, lanes)
     sch.vectorize(c_block)
+    for piece in pieces:
+        sch.unroll(piece)
     sch.unroll(ow_inner)
     sch.unroll(kw)
     _vectorize_init(sch, anchor, kh, ow_outer)
@@ -362,7 +397,7 @@ def _schedule_depthwise_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict
     _vectorize_init(sch, anchor, kh, outer)
 
 
-def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
+def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: int) -> None:
     """Schedule the packed dense anchor with ``knobs`` (rows tiled along the data's dim -2)."""
     *outer, n, m, k = sch.get_loops(anchor)  # N-D data: the row tile runs along its last leading dim
     n_outer, n_inner = sch.split(n, [None, knobs.get("n_bn", 1)])
@@ -372,7 +407,10 @@ def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     _write_back(sch, anchor, epilogue, m_outer)
     tiles = sch.fuse(*outer, n_outer, m_outer)  # a row tile meets every weight block while in L1
     sch.parallel(tiles)
+    pieces, m_inner = register_vectors(sch, m_inner, lanes)
     sch.vectorize(m_inner)
+    for piece in pieces:
+        sch.unroll(piece)
     sch.unroll(n_inner)
     sch.unroll(k_inner)
     _vectorize_init(sch, anchor, k_outer, tiles)

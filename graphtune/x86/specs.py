@@ -110,7 +110,8 @@ class OpSpec:
         ``(workload, knobs) -> (spatial extents, reduction extents)`` of the compute's
         reduction block (how :func:`~graphtune.x86.schedule_fused` finds it).
     schedule : callable
-        ``(sch, anchor, epilogue, knobs)``: the knob schedule (:mod:`graphtune.x86.schedule`).
+        ``(sch, anchor, epilogue, knobs, lanes)``: the knob schedule (:mod:`graphtune.x86.schedule`;
+        ``lanes``: the floats of one vector register of the target).
     blocks : callable
         ``(workload, max_block, target) -> [(tier, blocks), ...]``: channel-block choices.
     tiles : callable
@@ -265,6 +266,11 @@ def _dense_anchor(workload: dict, knobs: dict) -> tuple:
     return output_shape(workload, Op.DENSE), [workload["data"][-1]]
 
 
+
+def _schedule_dense_int8(sch: Any, anchor: Any, epilogue: Any, knobs: dict, lanes: int) -> None:
+    """The int8 / bfloat16 dense schedule: the conv2d_int8 one with the dense's knobs as a conv's."""
+    schedule_conv2d_int8(sch, anchor, epilogue, conv_knobs(knobs), lanes)
+
 SPECS = {
     Op.CONV2D: OpSpec(
         Op.CONV2D, CONV_KNOBS, _blocked_layouts, conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel"),
@@ -307,12 +313,12 @@ SPECS = {
     Op.DENSE_BF16: OpSpec(  # the conv2d_bf16 kernel on a 1x1 map (a dense node's bfloat16 candidate)
         Op.DENSE_BF16, DENSE_BF16_KNOBS, _dense_layouts, dense_int8_shapes, dense_bf16, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,
-        lambda sch, anchor, epilogue, knobs: schedule_conv2d_int8(sch, anchor, epilogue, conv_knobs(knobs)),
+        _schedule_dense_int8,
         dense_int8_blocks, dense_int8_tiles, dense_int8_default, fold=fold_nc),
     Op.DENSE_INT8: OpSpec(  # the conv2d_int8 kernel on a 1x1 map (NC data: its bytes)
         Op.DENSE_INT8, DENSE_INT8_KNOBS, _dense_layouts, dense_int8_shapes, dense_int8_nc, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,
-        lambda sch, anchor, epilogue, knobs: schedule_conv2d_int8(sch, anchor, epilogue, conv_knobs(knobs)),
+        _schedule_dense_int8,
         dense_int8_blocks, dense_int8_tiles, dense_int8_default,
         keeps_padding=lambda knobs: bool(knobs.get("widen")), fold=fold_nc),
 }
