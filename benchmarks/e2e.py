@@ -99,6 +99,7 @@ from graphtune.feedback import Feedback
 from graphtune.models.resolve import resolve
 from graphtune.peers import PEERS
 from graphtune.report import evaluate, markdown_table
+from runinfo import cpu_name
 
 CALIBRATION_INPUTS = 4
 """Seeded random inputs ``--int8`` calibrates each model's quantization on."""
@@ -278,25 +279,6 @@ def closed_loop_line(row: dict) -> str:
     return (f"closed loop: {loop['rounds']} rounds, predicted {loop['predicted_before_ms']:.2f} -> "
             f"{loop['predicted_after_ms']:.2f} ms (error before {error(loop['prediction_error_before'])}, "
             f"after {error(row.get('prediction_error'))})")
-
-
-def cpu_name() -> str:
-    """The CPU as Linux names it: ``/proc/cpuinfo``'s model name, with its family and model
-    numbers (``AMD EPYC (family 25 model 17)``); the platform's processor string elsewhere."""
-    fields = {}
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if not line.strip():
-                    break  # the first CPU's block is enough
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
-    if "cpu family" in fields and "model" in fields:
-        name += f" (family {fields['cpu family']} model {fields['model']})"
-    return name
 
 
 def write_report(args: argparse.Namespace, rows: list[dict]) -> None:

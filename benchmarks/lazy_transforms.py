@@ -18,12 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 import tempfile
 
 import graphtune
 from graphtune import models
-from tuning_cost import cpu_model
+from runinfo import footer, run_models
 
 
 def without_transforms(source: str, target: str) -> None:
@@ -87,19 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(models.names())}")
     if not os.path.exists(args.records):
         parser.error(f"--records {args.records}: no such file")
-    cpu, rows = cpu_model(), []
     with tempfile.TemporaryDirectory() as folder:
-        for name in names:
-            rows.append(run_model(name, args.records, folder, args.max_candidates))
-            print(table(rows[-1:]), flush=True)
-            if args.json:  # after every model: a long run keeps what it finished
-                with open(args.json, "w") as handle:
-                    json.dump({"cpu": cpu, "threads": os.environ.get("TVM_NUM_THREADS"),
-                               "models": rows}, handle, indent=2)
-    print()
-    print(table(rows))
-    print(f"\nCPU: {cpu}; TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}; command: "
-          f"{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}")
+        cpu, _ = run_models(names, lambda _, name: run_model(name, args.records, folder, args.max_candidates),
+                            table, args.json)
+    print("\n" + footer(cpu))
     return 0
 
 

@@ -34,10 +34,10 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 import graphtune
-from e2e import cpu_name
 from graphtune import models
 from graphtune.frontend.cut import onnxruntime_session
 from graphtune.numerics import max_abs_diff
+from runinfo import cpu_name
 
 RELATIVE_TOLERANCE = 1e-4
 """Largest max |diff| / max |output| of any output against ONNX Runtime that counts as a match."""

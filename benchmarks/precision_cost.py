@@ -22,19 +22,18 @@ Examples
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import sys
 import tempfile
 import time
 
 import onnx
 
 import graphtune
-from e2e import calibration_data, cpu_name  # the int8 benchmark's seeded calibration
+from e2e import calibration_data  # the int8 benchmark's seeded calibration
 from graphtune import models
 from graphtune.measure import LocalRunner, Task, measure
 from graphtune.ops import INT8_OPS, LAYOUT_OPS, timed_as
+from runinfo import footer, run_models
 
 
 def kernel_tasks(model: onnx.ModelProto, target, max_candidates: int) -> list[Task]:
@@ -137,21 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     image_size, max_candidates = None, args.max_candidates
     if args.quick:
         names, image_size, max_candidates = ["resnet18"], 64, 2
-    cpu = cpu_name()
-    results = []
     with tempfile.TemporaryDirectory() as folder, LocalRunner() as runner:
-        for index, name in enumerate(names):
-            results.append(run_model(name, image_size, max_candidates, index % 2 == 1, runner, folder))
-            print(table(results[-1:]), flush=True)
-            if args.json:  # after every model: a long run keeps what it finished
-                with open(args.json, "w") as handle:
-                    json.dump({"cpu": cpu, "threads": os.environ.get("TVM_NUM_THREADS"),
-                               "command": " ".join([os.path.basename(sys.argv[0])] + sys.argv[1:]),
-                               "models": results}, handle, indent=2)
-    print()
-    print(table(results))
-    print(f"\nCPU: {cpu}; TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}; command: "
-          f"{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}")
+        cpu, _ = run_models(names, lambda index, name: run_model(name, image_size, max_candidates,
+                                                                 index % 2 == 1, runner, folder),
+                            table, args.json)
+    print("\n" + footer(cpu))
     return 0
 
 

@@ -27,33 +27,19 @@ Examples
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
-import platform
 import statistics
-import sys
 import tempfile
 
 import graphtune
 from graphtune import models
 from graphtune.measure import LocalRunner, Records
 from graphtune.report import compare
+from runinfo import footer, run_models
 
 PROTOCOL_SETTINGS = {"long-repeats": {"min_repeat_ms": 100.0}, "cold-output": {"min_repeat_ms": 10.0}}
 """Each protocol with the repeat length it shipped with."""
-
-
-def cpu_model() -> str:
-    """The CPU model name (``lscpu``'s "Model name"), or the platform's processor string."""
-    try:
-        with open("/proc/cpuinfo") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def tune_with(model, name: str, timing: str, folder: str, max_candidates: int) -> tuple:
@@ -214,20 +200,13 @@ def main(argv: list[str] | None = None) -> int:
     protocols = args.protocols.split(",")
     if not set(protocols) <= set(PROTOCOL_SETTINGS):
         parser.error(f"--protocols: choose from {', '.join(PROTOCOL_SETTINGS)}")
-    cpu = cpu_model()
-    results = []
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
-        for index, name in enumerate(names):
-            order = protocols[::-1 if index % 2 else 1]
-            results.append(run_model(name, image_size, max_candidates, rounds, order,
-                                     args.out or scratch))
-            print(table(results[-1:]), flush=True)
-            if args.json:  # after every model: a long run keeps what it finished
-                write_json(args.json, cpu, results)
-    print()
-    print(table(results))
+        cpu, results = run_models(
+            names, lambda index, name: run_model(name, image_size, max_candidates, rounds,
+                                                 protocols[::-1 if index % 2 else 1], args.out or scratch),
+            table, args.json, protocol_settings=PROTOCOL_SETTINGS)
     for res in results:
         f, a = res["flush"], res["agreement"]
         print(f"{res['model']}: flushed call of the largest conv ({f['weights_mb']:.1f} MB of "
@@ -240,16 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  transforms as a + b * bytes per layout pair (leave-one-out, {t['predicted']} of "
                   f"{t['transforms']}): median |error| {t['median_abs_error']:.0%}, "
                   f"p90 {t['p90_abs_error']:.0%}, max {t['max_abs_error']:.0%}")
-    print(f"\nCPU: {cpu}; TVM_NUM_THREADS={os.environ.get('TVM_NUM_THREADS')}; command: "
-          f"{' '.join([os.path.basename(sys.argv[0])] + sys.argv[1:])}")
+    print("\n" + footer(cpu))
     return 0
-
-
-def write_json(path: str, cpu: str, results: list[dict]) -> None:
-    """The results so far, with the CPU and thread count they were measured with."""
-    with open(path, "w") as handle:
-        json.dump({"cpu": cpu, "threads": os.environ.get("TVM_NUM_THREADS"),
-                   "protocol_settings": PROTOCOL_SETTINGS, "models": results}, handle, indent=2)
 
 
 if __name__ == "__main__":

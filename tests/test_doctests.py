@@ -26,7 +26,8 @@ import graphtune
 
 pytestmark = pytest.mark.unit
 
-BENCHMARKS = ["e2e", "loopback", "precision_cost"]  # benchmarks/ modules with examples (tests import them)
+# benchmarks/ modules with examples (tests import them)
+BENCHMARKS = ["e2e", "loopback", "precision_cost", "runinfo"]
 
 # Docstrings whose examples compile, tune or measure, start processes or time the host: marked
 # integration (`make test` only). A module name covers the module and every docstring in it.
