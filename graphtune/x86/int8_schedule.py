@@ -32,8 +32,8 @@ from .schedule import (
     _try,
     _vectorize_init,
     _write_back,
-    register_vectors,
     schedule_elementwise,
+    vectorize_in_registers,
 )
 from .target import num_threads
 
@@ -49,7 +49,7 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lan
     ``epilogue`` is the folded elementwise block writing the output (the requantization),
     or None (the tile is then written through a ``cache_write`` block). ``lanes``: the 32-bit
     lanes of one vector register (an output block the instruction does not tile is vectorised
-    in pieces of at most that, :func:`graphtune.x86.schedule.register_vectors`).
+    in pieces of at most that, :func:`graphtune.x86.schedule.vectorize_in_registers`).
     """
     isa = ISAS[knobs["isa"]]
     for pad in sch.get_producers(anchor):
@@ -66,8 +66,8 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lan
     threads = (n, oh_outer, oc_chunk) if knobs.get("rows_outer") else (n, oc_chunk, oh_outer)
     tile = (*threads, ow_outer, ic_chunk, kh, ic_outer, kw)
     if tensorized:
-        vectors, lanes = sch.split(oc_block, [None, isa.lanes])
-        sch.reorder(*tile, oh_inner, ow_inner, vectors, lanes, ic_inner)
+        vectors, instruction_lanes = sch.split(oc_block, [None, isa.lanes])
+        sch.reorder(*tile, oh_inner, ow_inner, vectors, instruction_lanes, ic_inner)
     else:
         sch.reorder(*tile, ic_inner, oh_inner, ow_inner, oc_block)
     _write_back(sch, anchor, epilogue, ow_outer)
@@ -77,13 +77,10 @@ def schedule_conv2d_int8(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lan
     if knobs["unroll_kw"]:
         sch.unroll(kw)
     if not tensorized:
-        pieces, oc_block = register_vectors(sch, oc_block, lanes)
-        sch.vectorize(oc_block)
-        for piece in pieces:
-            sch.unroll(piece)
+        vectorize_in_registers(sch, oc_block, lanes)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
     if tensorized:
-        sch.tensorize(lanes, tensor_intrin(isa.name, data_dtype))
+        sch.tensorize(instruction_lanes, tensor_intrin(isa.name, data_dtype))
 
 
 def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:

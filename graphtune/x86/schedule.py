@@ -16,12 +16,10 @@ Examples
 ['schedule_conv2d', 'schedule_depthwise', 'schedule_dense']
 """
 
-from typing import Any
-
 from tvm import s_tir, tirx
 
 __all__ = ["schedule_conv2d", "fold_conv2d", "schedule_depthwise", "schedule_dense", "schedule_elementwise",
-           "register_vectors", "VECTOR_SPLIT_ATTR"]
+           "vectorize_in_registers", "VECTOR_SPLIT_ATTR"]
 
 VECTOR_SPLIT_ATTR = "graphtune.vector_split"
 """Block annotation (an int ``r``) asking :func:`schedule_elementwise` to split the innermost
@@ -167,10 +165,10 @@ def _vectorize_init(sch: s_tir.Schedule, anchor, loop, outer) -> None:
     _vectorize_below(sch, init, outer)
 
 
-def register_vectors(sch: s_tir.Schedule, block, lanes: int) -> tuple[tuple, Any]:
-    """Split a channel-block loop longer than a vector register (``lanes`` floats) whose extent is
-    no power of two into pieces of the largest power of two dividing it (at least 4):
-    ``(outer loops, vector loop)``.
+def vectorize_in_registers(sch: s_tir.Schedule, loop, lanes: int) -> None:
+    """Vectorise a channel-block ``loop``; one longer than a vector register (``lanes`` floats)
+    whose extent is no power of two in pieces of the largest power of two dividing it (at least
+    4), the pieces unrolled.
 
     LLVM compiles a vector of 24 floats on 8-lane AVX2 (or 48 on AVX-512) 3-18x slower than three
     vectors of 8 (16) (``docs/candidates.md``, "Blocks of several vectors"); a block within one
@@ -183,21 +181,22 @@ def register_vectors(sch: s_tir.Schedule, block, lanes: int) -> tuple[tuple, Any
     >>> b = te.compute((24,), lambda i: a[i] * 2.0, name="b")
     >>> sch = s_tir.Schedule(te.create_prim_func([a, b]))
     >>> (block,) = sch.get_loops(sch.get_sblock("b"))
-    >>> pieces, vector = register_vectors(sch, block, lanes=8)
-    >>> len(pieces), int(sch.get(vector).extent)
-    (1, 8)
+    >>> vectorize_in_registers(sch, block, lanes=8)
+    >>> [int(sch.get(loop).extent) for loop in sch.get_loops(sch.get_sblock("b"))]
+    [3, 8]
     """
-    extent = int(sch.get(block).extent)
+    extent = int(sch.get(loop).extent)
     piece = extent & -extent
     if extent <= lanes or piece == extent or piece < 4:
-        return (), block
-    outer, inner = sch.split(block, [None, piece])
-    return (outer,), inner
+        sch.vectorize(loop)
+        return
+    outer, inner = sch.split(loop, [None, piece])
+    sch.vectorize(inner)
+    sch.unroll(outer)
 
 
-def _register_tile(sch: s_tir.Schedule, vector, unrolled: tuple, kw, knobs: dict) -> None:
-    """Vectorise ``vector``, unroll the ``unrolled`` tile loops, and ``kw`` when ``unroll_kw``."""
-    sch.vectorize(vector)
+def _unroll_tile(sch: s_tir.Schedule, unrolled: tuple, kw, knobs: dict) -> None:
+    """Unroll the ``unrolled`` register-tile loops, and ``kw`` when ``unroll_kw``."""
     for loop in unrolled:
         sch.unroll(loop)
     if knobs["unroll_kw"]:
@@ -231,7 +230,7 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: i
     ``epilogue`` is the folded elementwise block writing the output, or None
     (the tile is then written through a ``cache_write`` block); for a Winograd conv the
     block computing the output transform and the epilogue (:func:`fold_conv2d`). ``lanes``:
-    the floats of one vector register (:func:`register_vectors`).
+    the floats of one vector register (:func:`vectorize_in_registers`).
     """
     if "flat" in knobs:
         _schedule_conv2d_flat(sch, anchor, epilogue, knobs)
@@ -251,8 +250,8 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: i
     sch.reorder(n, *parallel, ow_outer, ic_chunk, kh, ic_block, kw, oh_inner, ow_inner, oc_block)
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, *parallel))
-    pieces, oc_block = register_vectors(sch, oc_block, lanes)
-    _register_tile(sch, oc_block, (ow_inner, oh_inner, *pieces), kw, knobs)
+    vectorize_in_registers(sch, oc_block, lanes)
+    _unroll_tile(sch, (ow_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
 
 
@@ -266,7 +265,8 @@ def _schedule_conv2d_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -
     _write_back(sch, anchor, epilogue, oh_outer)  # its innermost loop is the width (unit loops dropped)
     outer = sch.fuse(n, oc_outer, oh_outer)
     sch.parallel(outer)
-    _register_tile(sch, ow, (oc_inner, oh_inner), kw, knobs)
+    sch.vectorize(ow)
+    _unroll_tile(sch, (oc_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, outer)
 
 
@@ -295,7 +295,8 @@ def _schedule_conv2d_flat(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) ->
     _write_back(sch, anchor, epilogue, pixel_outer)
     outer = sch.fuse(n, oc_outer, pixel_outer)
     sch.parallel(outer)
-    _register_tile(sch, lanes, (vectors, oc_inner), kw, knobs)
+    sch.vectorize(lanes)
+    _unroll_tile(sch, (vectors, oc_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, outer)
 
 
@@ -365,10 +366,7 @@ def schedule_depthwise(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes
     sch.reorder(n, c_chunk, oh, ow_outer, kh, kw, ow_inner, c_block)
     _write_back(sch, anchor, epilogue, ow_outer)
     sch.parallel(sch.fuse(n, c_chunk, oh))
-    pieces, c_block = register_vectors(sch, c_block, lanes)
-    sch.vectorize(c_block)
-    for piece in pieces:
-        sch.unroll(piece)
+    vectorize_in_registers(sch, c_block, lanes)
     sch.unroll(ow_inner)
     sch.unroll(kw)
     _vectorize_init(sch, anchor, kh, ow_outer)
@@ -407,10 +405,7 @@ def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: in
     _write_back(sch, anchor, epilogue, m_outer)
     tiles = sch.fuse(*outer, n_outer, m_outer)  # a row tile meets every weight block while in L1
     sch.parallel(tiles)
-    pieces, m_inner = register_vectors(sch, m_inner, lanes)
-    sch.vectorize(m_inner)
-    for piece in pieces:
-        sch.unroll(piece)
+    vectorize_in_registers(sch, m_inner, lanes)
     sch.unroll(n_inner)
     sch.unroll(k_inner)
     _vectorize_init(sch, anchor, k_outer, tiles)

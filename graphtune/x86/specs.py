@@ -266,10 +266,10 @@ def _dense_anchor(workload: dict, knobs: dict) -> tuple:
     return output_shape(workload, Op.DENSE), [workload["data"][-1]]
 
 
-
 def _schedule_dense_int8(sch: Any, anchor: Any, epilogue: Any, knobs: dict, lanes: int) -> None:
     """The int8 / bfloat16 dense schedule: the conv2d_int8 one with the dense's knobs as a conv's."""
     schedule_conv2d_int8(sch, anchor, epilogue, conv_knobs(knobs), lanes)
+
 
 SPECS = {
     Op.CONV2D: OpSpec(
