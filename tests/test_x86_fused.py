@@ -105,27 +105,36 @@ def test_second_output_falls_back_to_a_correct_schedule():
     np.testing.assert_allclose(x86.unpack_data(outs[1].numpy()), np.maximum(ref, 0), rtol=1e-4, atol=1e-4)
 
 
+FLAT_PIXELS = [
+    ({"ic_bn": 1, "oc_bn": 1, "reg_n": 12, "flat": 4, "unroll_kw": False, "oc_tile": 5}, "T.vectorized(4)"),
+    ({"ic_bn": 2, "oc_bn": 5, "reg_n": 5, "flat": 1, "unroll_kw": False}, "T.vectorized(5)"),  # a tail
+]
+
+
 @pytest.mark.parametrize("second_output", [False, True])
-def test_flat_pixel_pointwise_conv_writes_its_tile_through_the_epilogue(second_output):
-    """knob ``flat``: tiles span rows (12 pixels of 4-wide rows), the epilogue follows the tile."""
+@pytest.mark.parametrize("knobs, vector", FLAT_PIXELS, ids=["plain", "blocked"])
+def test_flat_pixel_pointwise_conv_writes_its_tile_through_the_epilogue(second_output, knobs, vector):
+    """knob ``flat``: tiles span rows (12 or 5 pixels of 4-wide rows), the epilogue follows the tile."""
     workload = x86.conv2d_workload([1, 6, 3, 4], [10, 6, 1, 1])
-    knobs = {"ic_bn": 1, "oc_bn": 1, "reg_n": 12, "flat": 4, "unroll_kw": False, "oc_tile": 5}
     d, k, o = x86.conv2d_nchwc_shapes(workload, knobs)
     data, kernel = te.placeholder(d, name="data"), te.placeholder(k, name="kernel")
     bias = te.placeholder([10], name="b")
     conv = x86.conv2d_nchwc(data, kernel, workload, knobs)
-    relu = te.compute(o, lambda n, c, h, w, b: te.max(conv[n, c, h, w, b] + bias[c], 0.0), name="T_relu")
+    block = knobs["oc_bn"]
+    relu = te.compute(o, lambda n, c, h, w, b: te.max(conv[n, c, h, w, b] + bias[c * block + b], 0.0),
+                      name="T_relu")
     outputs = [conv, relu] if second_output else [relu]
     func = x86.schedule_fused(te.create_prim_func([data, kernel, bias, *outputs]), workload, knobs)
     script = func.script()
     # a second output leaves the relu to a loop nest of its own
-    assert script.count("T.parallel") == 1 + second_output and "T.vectorized(4)" in script
+    assert script.count("T.parallel") == 1 + second_output and vector in script
     rng = np.random.default_rng(5)
     x, w, b = random(workload["data"], rng), random(workload["kernel"], rng), random([10], rng)
     ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"])
     lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=TARGET)
     dev = tvm.cpu()
-    args = [tvm.runtime.tensor(a, dev) for a in (x86.pack_data(x, 1), x86.pack_conv_kernel(w, 1, 1), b)]
+    packed = (x86.pack_data(x, knobs["ic_bn"]), x86.pack_conv_kernel(w, knobs["ic_bn"], block), b)
+    args = [tvm.runtime.tensor(a, dev) for a in packed]
     outs = [tvm.runtime.tensor(np.full(o, np.nan, "float32"), dev) for _ in outputs]
     lib["main"](*args, *outs)
     expected = [ref, np.maximum(ref + b[None, :, None, None], 0.0)][-len(outputs):]

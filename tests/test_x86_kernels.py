@@ -46,6 +46,11 @@ CONV_CASES = {
         {"ic_bn": [1], "oc_bn": [1], "reg_n": [8, 16, 32], "flat": [4, 8], "unroll_kw": [False],
          "oc_tile": [1, 2, 3]},
     ),
+    "blocked_flat_pixels_pointwise_with_tails": (
+        x86.conv2d_workload([2, 16, 5, 7], [24, 16, 1, 1]),
+        {"ic_bn": [4, 16], "oc_bn": [8, 24], "reg_n": [3, 6, 35], "flat": [1], "unroll_kw": [False],
+         "rows_outer": [False, True]},
+    ),
     "pointwise_threads_share_rows": (
         x86.conv2d_workload([1, 16, 6, 6], [8, 16, 1, 1]),
         {"ic_bn": [4, 16], "oc_bn": [4, 8], "reg_n": [3, 6], "unroll_kw": [False], "oh_bn": [1, 4],

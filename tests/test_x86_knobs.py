@@ -116,7 +116,15 @@ def test_dense_feature_mismatch():
         (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 8, "unroll_kw": False, "rows_outer": "yes"},
          "'rows_outer' = 'yes' must be a bool"),
         (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": False, "flat": 16},
-         "'flat' needs oc_tile"),
+         "'flat' = 16 must be 1 on a blocked layout"),
+        (CONV3, {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": False, "flat": 1},
+         "'flat' = 1 needs an unpadded 1x1 kernel"),
+        (x86.conv2d_workload([1, 64, 56, 56], [64, 64, 1, 1], [2, 2]),
+         {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": False, "flat": 1}, "'flat' = 1 needs stride 1"),
+        (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 5, "unroll_kw": False, "flat": 1, "oh_bn": 2},
+         "'oh_bn' = 2 does not combine with flat"),
+        (CONV1, {"ic_bn": 16, "oc_bn": 16, "reg_n": 3137, "unroll_kw": False, "flat": 1},
+         "'reg_n' = 3137"),
         (CONV3, {"ic_bn": 1, "oc_bn": 1, "reg_n": 112, "unroll_kw": False, "oc_tile": 2, "flat": 16},
          "'flat' = 16 needs an unpadded 1x1 kernel"),
         (CONV1, {"ic_bn": 1, "oc_bn": 1, "reg_n": 120, "unroll_kw": False, "oc_tile": 2, "flat": 16},
@@ -182,7 +190,7 @@ def test_candidate_tiles_respect_register_budget():
     for target in (ZEN, HASWELL):
         lanes, budget = x86.vector_lanes(target), x86.knobs.register_budget(target)
         for k in x86.candidates(CONV1, target):
-            if "flat" in k:  # oc_tile x reg_n pixels in vectors of flat = lanes
+            if "flat" in k and "oc_tile" in k:  # oc_tile x reg_n pixels in vectors of flat = lanes
                 assert k["flat"] == lanes and k["oc_tile"] * k["reg_n"] // lanes <= budget
                 continue
             if "oc_tile" in k:  # the width is vectorised: oc_tile x oh_bn rows of width vectors
@@ -198,9 +206,26 @@ def test_stem_candidates_block_the_three_input_channels():
 
 
 def test_pointwise_candidates_tile_rows():
-    blocked = [k for k in x86.candidates(CONV1, ZEN) if "oc_tile" not in k]
+    blocked = [k for k in x86.candidates(CONV1, ZEN) if "oc_tile" not in k and "flat" not in k]
     assert {k["oh_bn"] for k in blocked} == {1, 2, 4}
     assert all("oh_bn" not in k for k in x86.candidates(CONV3, ZEN) if "oc_tile" not in k)
+
+
+@pytest.mark.parametrize("target", [HASWELL, ZEN], ids=["avx2", "avx512"])
+def test_pointwise_candidates_on_small_maps_lead_with_flattened_pixel_tiles(target):
+    """A 7x7 map has no row tile without a tail of wasted rows or few accumulators: the best
+    flattened-pixel tile (``flat`` 1, tails of at most a tenth) is its blocks' first tile; on a
+    56x56 map row tiles divide and lead, flattened ones only follow them, none repeats a row tile."""
+    small = x86.conv2d_workload([1, 400, 7, 7], [400, 400, 1, 1])
+    lanes = x86.vector_lanes(target)
+    first = x86.tile_variants(small, {"ic_bn": 16, "oc_bn": 16}, target)[0]
+    assert first["flat"] == 1 and "oh_bn" not in first and 7 % first["reg_n"] and first["reg_n"] % 7
+    assert -(-49 // first["reg_n"]) * first["reg_n"] <= 49 * 1.1
+    assert first["reg_n"] * -(-16 // lanes) <= x86.knobs.register_budget(target)
+    variants = x86.tile_variants(CONV1, {"ic_bn": 16, "oc_bn": 16}, target)
+    flat = [i for i, k in enumerate(variants) if "flat" in k]
+    assert flat and min(flat) > max(i for i, k in enumerate(variants) if "flat" not in k)
+    assert all(56 % k["reg_n"] and k["reg_n"] % 56 for k in variants if "flat" in k)
 
 
 def test_pointwise_candidates_share_rows_between_threads_when_the_input_is_the_largest_operand():

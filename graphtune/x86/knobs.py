@@ -19,7 +19,10 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   vector length; unpadded 1x1 convs only) the output rows and columns are one
   flattened pixel axis instead: ``reg_n`` pixels (a multiple of ``flat``
   dividing ``OH * OW``) times ``oc_tile`` channels are the register tile, so a
-  28x28 map is 49 whole vectors rather than 28 rows of a 28-lane one.
+  28x28 map is 49 whole vectors rather than 28 rows of a 28-lane one. On a blocked
+  layout ``flat`` is 1 (the channel block stays the vector): ``reg_n`` counts pixels of
+  the flattened map (1..OH*OW, a tail is guarded), so a 7x7 map takes tiles of 5 or 6
+  pixels where its rows offer only 1 or 7.
   Optional ``winograd`` (2 or 4; 3x3 conv2d of stride and dilation 1 only): the
   conv runs as Winograd F(m x m, 3 x 3) (:mod:`graphtune.x86.winograd`), ``reg_n``
   then counts ``m x m`` output tiles (1..tiles) in the register tile of its
@@ -194,14 +197,26 @@ def _whole_width_rule(op: Op, knobs: dict, tile: str, ow: int) -> None:
 
 
 def _flat_rules(op: Op, workload: dict, knobs: dict) -> None:
-    """``flat``: an unpadded 1x1 conv tiled over its flattened pixels, vectors of ``flat``."""
+    """``flat``: an unpadded 1x1 conv of stride 1 tiled over its flattened pixels, vectors of
+    ``flat`` pixels (plain NCHW) or unvectorised pixels (``flat`` 1: a blocked layout, whose
+    channel block is the vector; ``reg_n`` pixels then need not divide the map)."""
     _, _, oh, ow = output_shape(workload, op)
+    if op != Op.CONV2D:
+        raise KnobError(f"{op} knob 'flat' is for conv2d only; remove it")
     if list(workload["kernel"][2:]) != [1, 1] or any(workload["padding"]):
         _fail(op, "flat", knobs["flat"], "needs an unpadded 1x1 kernel (input pixel = output pixel)",
+              "none for this workload")
+    if list(workload["strides"]) != [1, 1]:
+        _fail(op, "flat", knobs["flat"], f"needs stride 1 (got {workload['strides']})",
               "none for this workload")
     if knobs.get("oh_bn", 1) != 1:
         _fail(op, "oh_bn", knobs["oh_bn"], "does not combine with flat (reg_n counts pixels)", [1])
     flat = _int_knob(op, knobs, "flat")
+    if "oc_tile" not in knobs:
+        if flat != 1:
+            _fail(op, "flat", flat, "must be 1 on a blocked layout (its channel block is the vector); "
+                  "vectors of pixels need oc_tile and ic_bn = oc_bn = 1", [1])
+        return
     if knobs["reg_n"] % flat:
         _fail(op, "flat", flat, f"must divide reg_n = {knobs['reg_n']}", divisors(knobs["reg_n"]))
     if (oh * ow) % knobs["reg_n"]:
@@ -239,7 +254,7 @@ def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
     if "oc_tile" in knobs:
         _width_rules(op, workload, knobs)
     elif "flat" in knobs:
-        raise KnobError(f"{op} knob 'flat' needs oc_tile (plain NCHW); remove it or add oc_tile")
+        _flat_rules(op, workload, knobs)
 
 
 def _group_rules(op: Op, workload: dict, knobs: dict) -> None:

@@ -232,14 +232,14 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: i
     block computing the output transform and the epilogue (:func:`fold_conv2d`). ``lanes``:
     the floats of one vector register (:func:`vectorize_in_registers`).
     """
-    if "flat" in knobs:
-        _schedule_conv2d_flat(sch, anchor, epilogue, knobs)
-        return
     if "oc_tile" in knobs:
-        _schedule_conv2d_width(sch, anchor, epilogue, knobs)
+        (_schedule_conv2d_flat if "flat" in knobs else _schedule_conv2d_width)(sch, anchor, epilogue, knobs)
         return
     if "winograd" in knobs:
         _schedule_conv2d_winograd(sch, anchor, epilogue, knobs)
+        return
+    if "flat" in knobs:
+        _schedule_conv2d_pixels(sch, anchor, epilogue, knobs, lanes)
         return
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oh_outer, oh_inner = sch.split(oh, [None, knobs.get("oh_bn", 1)])
@@ -253,6 +253,41 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: i
     vectorize_in_registers(sch, oc_block, lanes)
     _unroll_tile(sch, (ow_inner, oh_inner), kw, knobs)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
+
+
+def _schedule_conv2d_pixels(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: int) -> None:
+    """Blocked unpadded 1x1 conv2d over its flattened pixels (``flat`` 1): ``reg_n`` pixels x the
+    channel block as the register tile; the threads share pixel tiles (``rows_outer``) or
+    channel blocks, as in :func:`schedule_conv2d`."""
+    epilogue = _flatten_pixels(sch, anchor, epilogue)
+    n, oc_chunk, pixel, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
+    pixel_outer, pixel_inner = sch.split(pixel, [None, knobs["reg_n"]])
+    parallel = (pixel_outer, oc_chunk) if knobs.get("rows_outer") else (oc_chunk, pixel_outer)
+    sch.reorder(n, *parallel, ic_chunk, kh, ic_block, kw, pixel_inner, oc_block)
+    _write_back(sch, anchor, epilogue, parallel[1])
+    outer = sch.fuse(n, *parallel)
+    sch.parallel(outer)
+    vectorize_in_registers(sch, oc_block, lanes)
+    _unroll_tile(sch, (pixel_inner,), kw, knobs)
+    _vectorize_init(sch, anchor, ic_chunk, outer)
+
+
+def _flatten_pixels(sch: s_tir.Schedule, anchor, epilogue):
+    """Iterate an unpadded 1x1 conv anchor (and the block writing its output, a ``cache_write``
+    when ``epilogue`` is None; returned) by pixel ``oh * OW + ow`` instead of by row and column;
+    the output keeps its shape."""
+    if epilogue is None:
+        epilogue = sch.cache_write(anchor, 0, "local")
+    width = int(sch.get(sch.get_loops(anchor)[3]).extent)
+
+    def pixels(n, c, h, w, b):
+        return n, c, h * width + w, b
+
+    sch.transform_layout(anchor, ("write", 0), pixels)
+    sch.transform_block_layout(epilogue, pixels)
+    sch.transform_block_layout(anchor, lambda n, c, h, w, b, ic, kh, kw, ib:
+                               (*pixels(n, c, h, w, b), ic, kh, kw, ib))
+    return epilogue
 
 
 def _schedule_conv2d_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
@@ -277,17 +312,7 @@ def _schedule_conv2d_flat(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) ->
     The anchor, its register tile and the block writing it out iterate (and index the tile) by
     pixel ``oh * OW + ow``, so a tile may span rows; the output keeps its shape.
     """
-    if epilogue is None:
-        epilogue = sch.cache_write(anchor, 0, "local")
-    width = int(sch.get(sch.get_loops(anchor)[3]).extent)
-
-    def pixels(n, c, h, w, b):
-        return n, c, h * width + w, b
-
-    sch.transform_layout(anchor, ("write", 0), pixels)
-    sch.transform_block_layout(epilogue, pixels)
-    sch.transform_block_layout(anchor, lambda n, c, h, w, b, ic, kh, kw, ib:
-                               (*pixels(n, c, h, w, b), ic, kh, kw, ib))
+    epilogue = _flatten_pixels(sch, anchor, epilogue)
     n, oc_chunk, pixel, oc_block, ic_chunk, kh, kw, ic_block = sch.get_loops(anchor)
     oc_outer, oc_inner = sch.split(oc_chunk, [None, knobs["oc_tile"]])
     pixel_outer, vectors, lanes = sch.split(pixel, [None, knobs["reg_n"] // knobs["flat"], knobs["flat"]])

@@ -314,6 +314,47 @@ def _flat_tiles(workload: dict, target: TargetLike) -> list:
     return [k for _, k in sorted(ranked, key=lambda item: item[0])]
 
 
+def _pixel_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
+    """``reg_n``-pixel register tiles of a blocked unpadded 1x1 conv2d of stride 1 over its
+    flattened pixels (knob ``flat`` 1), ranked as width tiles of a one-row map; none for maps of
+    one row or blocks of one channel, and none a row tile has (whole rows, or parts of one that
+    divide it)."""
+    _, _, oh, ow = output_shape(workload, Op.CONV2D)
+    if oh == 1 or oc_bn == 1 or not _stride_one(workload) or any(workload["padding"]):
+        return []
+    lanes, budget = vector_lanes(target), register_budget(target)
+    vecs = math.ceil(oc_bn / lanes)
+    pixels = oh * ow
+    sizes = [n for n in _widths(pixels, max(budget // vecs, 1)) if n % ow and ow % n]
+    ranked = sorted(sizes, key=lambda reg_n: _tile_key(pixels, reg_n, reg_n * vecs, budget))
+    return [{"reg_n": reg_n, "unroll_kw": False, "flat": 1} for reg_n in ranked]
+
+
+def _computed_pixels(workload: dict, tile: dict) -> int:
+    """Output pixels a conv2d register ``tile`` computes, its tails included."""
+    _, _, oh, ow = output_shape(workload, Op.CONV2D)
+    if "flat" in tile:
+        return math.ceil(oh * ow / tile["reg_n"]) * tile["reg_n"]
+    rows = tile.get("oh_bn", 1)
+    return math.ceil(oh / rows) * rows * math.ceil(ow / tile["reg_n"]) * tile["reg_n"]
+
+
+def _with_pixel_tiles(workload: dict, oc_bn: int, target: TargetLike, tiles: list) -> list:
+    """``tiles`` (by rows and columns) with the flattened-pixel tiles of a 1x1 conv2d: the best one
+    first where it computes fewer tail pixels than the best row tile (a 7x7 map: 5 pixels, 50
+    computed, against 4 rows of 1, 56) with accumulators enough for the FMAs in flight, else
+    after all of them (on 14x14 maps and up row tiles divide and measured as fast or faster;
+    docs/candidates.md, "Flattened pixels")."""
+    pixels = _pixel_tiles(workload, oc_bn, target)
+    if not pixels:
+        return tiles
+    accumulators = pixels[0]["reg_n"] * math.ceil(oc_bn / vector_lanes(target))
+    if accumulators >= min(FMAS_IN_FLIGHT, register_budget(target)) and (
+            not tiles or _computed_pixels(workload, pixels[0]) < _computed_pixels(workload, tiles[0])):
+        return pixels[:1] + tiles + pixels[1:]
+    return tiles + pixels
+
+
 def _rows_outer(workload: dict) -> bool:
     """Whether a 1x1 conv2d's threads share its output rows (``rows_outer``), not its channel blocks.
 
@@ -360,12 +401,15 @@ def _winograd_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
 
 def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CONV2D) -> list:
     """Knobs of a conv2d or group conv with ``blocks`` ``{"ic_bn", "oc_bn"}`` (plain NCHW conv2d:
-    the flattened-pixel and width-vectorised tiles first; 1x1 conv2d: threads sharing rows where
-    :func:`_rows_outer`; 3x3 conv2d of stride 1: the Winograd tiles right after the best direct one)."""
+    the flattened-pixel and width-vectorised tiles first; 1x1 conv2d: the flattened-pixel tiles of
+    :func:`_with_pixel_tiles`, threads sharing rows where :func:`_rows_outer`; 3x3 conv2d of
+    stride 1: the Winograd tiles right after the best direct one)."""
     kh, kw = workload["kernel"][2:]
     tiles = _register_tiles(workload, op, blocks["oc_bn"], target, kh, kw, 1)
-    if op == Op.CONV2D and kh == kw == 1 and _rows_outer(workload):
-        tiles = [{**tile, "rows_outer": True} for tile in tiles]
+    if op == Op.CONV2D and kh == kw == 1:
+        tiles = _with_pixel_tiles(workload, blocks["oc_bn"], target, tiles)
+        if _rows_outer(workload):
+            tiles = [{**tile, "rows_outer": True} for tile in tiles]
     if blocks["ic_bn"] == blocks["oc_bn"] == 1 and _width_vectorised(workload, op):
         tiles = _flat_tiles(workload, target) + _width_tiles(workload, target, kw) + tiles
     if op == Op.CONV2D:
