@@ -271,11 +271,18 @@ def test_default_knobs_fall_back_to_nearest_vector_friendly_divisor():
         x86.default_knobs(CONV3, 0)
 
 
-def test_depthwise_candidates_prefer_one_vector_then_parts_of_one():
+@pytest.mark.parametrize("target", [HASWELL, ZEN], ids=["avx2", "avx512"])
+def test_depthwise_candidates_prefer_one_vector_then_two_or_three_then_parts_of_one(target):
     wide = x86.conv2d_workload([1, 960, 7, 7], [960, 1, 5, 5], padding=[2, 2, 2, 2], groups=960)
+    lanes = x86.vector_lanes(target)
+    blocks = [k["bn"] for k in x86.candidates(wide, target)]
+    first = {bn: blocks.index(bn) for bn in set(blocks)}
+    assert blocks[0] == lanes and first[2 * lanes] < first[lanes // 2] and first[3 * lanes] < first[lanes // 2]
+    assert first[lanes // 2] < first[64 if lanes == 8 else 960 // 15]  # 8 or 4 vectors of 8 or 16
+
+
+def test_depthwise_candidates_of_channels_no_vector_divides_are_parts_of_one():
     odd = x86.conv2d_workload([1, 72, 28, 28], [72, 1, 3, 3], padding=[1, 1, 1, 1], groups=72)
-    top = [k["bn"] for k in x86.candidates(wide, ZEN, max_candidates=4)]
-    assert top[0] == 16 and set(top) <= {16, 8, 32, 4}  # never 48 or 64
     assert {k["bn"] for k in x86.candidates(odd, ZEN, max_candidates=4)} == {8, 4}
     assert x86.default_knobs(odd, 16, ZEN)["bn"] == 12
 

@@ -188,13 +188,14 @@ def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
 
 
 def _depthwise_penalty(block: int, lanes: int) -> int:
-    """:func:`_block_penalty` for a depthwise conv, whose wide blocks lose: one vector 0, part of a
-    vector (>= 4 lanes) or two vectors 1, other whole vectors 2, else 3."""
+    """:func:`_block_penalty` for a depthwise conv: one vector 0, two or three vectors 1, part of a
+    vector (>= 4 lanes) or more vectors 2, else 3 (parts of a vector ran 1.3-2x slower than one
+    vector, two or three vectors as fast or faster; docs/candidates.md, "Depthwise blocks")."""
     if block == lanes:
         return 0
-    if block == 2 * lanes or (lanes % block == 0 and block >= 4):
+    if block in (2 * lanes, 3 * lanes):
         return 1
-    return 2 if block % lanes == 0 else 3
+    return 2 if block % lanes == 0 or (lanes % block == 0 and block >= 4) else 3
 
 
 def _block_near(channels: int, block: int, target: TargetLike) -> int:
@@ -246,12 +247,13 @@ def group_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
 def depthwise_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
     """The channel block ``bn`` of a depthwise conv (ranked by :func:`_depthwise_penalty`).
 
-    When no block is a whole vector, plain NCHW (``bn = 1``) ranks with parts of a vector if its
-    width can be vectorised (stride 1, knob ``c_tile``)."""
+    When no block is one or more whole vectors or a part of one (>= 4 lanes), plain NCHW
+    (``bn = 1``) ranks with parts of a vector if its width can be vectorised (stride 1, knob
+    ``c_tile``)."""
     lanes = vector_lanes(target)
     blocks = sorted(divisors(workload["data"][1], cap=max_block),
                     key=lambda b: (_depthwise_penalty(b, lanes), abs(b - lanes)))
-    plain = _stride_one(workload) and min(_depthwise_penalty(b, lanes) for b in blocks) >= 2
+    plain = _stride_one(workload) and all(b % lanes and (lanes % b or b < 4) for b in blocks)
     return [(2 if plain and b == 1 else _depthwise_penalty(b, lanes), {"bn": b}) for b in blocks]
 
 
