@@ -346,7 +346,7 @@ def _with_pixel_tiles(workload: dict, oc_bn: int, target: TargetLike, tiles: lis
     first where it computes fewer tail pixels than the best row tile (a 7x7 map: 5 pixels, 50
     computed, against 4 rows of 1, 56) with accumulators enough for the FMAs in flight, else
     after all of them (on 14x14 maps and up row tiles divide and measured as fast or faster;
-    docs/candidates.md, "Flattened pixels")."""
+    docs/candidates.md, "Flattened pixels of blocked 1x1 convs")."""
     pixels = _pixel_tiles(workload, oc_bn, target)
     if not pixels:
         return tiles
