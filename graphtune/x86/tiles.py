@@ -43,10 +43,12 @@ accumulator registers (docs/candidates.md, "Accumulators on AVX2")."""
 
 
 def _block_penalty(block: int, lanes: int) -> int:
-    """0 for one or two full vectors, 1 for other whole vectors, 2 for part of a vector (a power of
-    two >= 4 lanes, or at least half a vector), 3 else (blocks over a vector that are no multiple
-    of it, e.g. 18, 20, 23 on 16 lanes, which run several times slower than 8)."""
-    if block in (lanes, 2 * lanes):
+    """0 for one to three full vectors, 1 for other whole vectors, 2 for part of a vector (a power
+    of two >= 4 lanes, or at least half a vector), 3 else (blocks over a vector that are no
+    multiple of it, e.g. 18, 20, 23 on 16 lanes, which run several times slower than 8). Three
+    vectors (24 on AVX2) ran 1.3-1.8x faster than one on RegNetY's convs (docs/candidates.md,
+    "Blocks of several vectors")."""
+    if block in (lanes, 2 * lanes, 3 * lanes):
         return 0
     if block % lanes == 0:
         return 1
