@@ -34,6 +34,7 @@ import itertools
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, cast
@@ -61,7 +62,17 @@ from .models.resolve import resolve
 from .numerics import Accuracy, accuracy
 from .opgroups.pricing import OpCosts, apply_op_costs, op_costs, tie_fused_joins
 from .opgroups.probe_index import ProbeIndex, index_path_of
-from .ops import INT8_OPS, LAYOUT_OPS, PRECISION, PRECISIONS, Op, input_dtype, runs_as, timed_as
+from .ops import (
+    INT8_OPS,
+    LAYOUT_OPS,
+    PRECISION,
+    PRECISIONS,
+    WEIGHT_PAIR_MAX,
+    Op,
+    input_dtype,
+    runs_as,
+    timed_as,
+)
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -462,6 +473,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
         records = f"{name}.records.jsonl"
     onnx_model, shape_dict, partition = tvm_part(onnx_model, shape_dict)  # issue 31: ORT runs the rest
     graph = extract(onnx_model, tgt, max_candidates, shape_dict=shape_dict, precision=precision)
+    _warn_8bit_weights(graph, tgt)
     store = Records(records)  # after extract: a model it refuses leaves no records file behind
     lap("extract")
 
@@ -548,6 +560,26 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     if any(node.knobs.get(PRECISION) == "bfloat16" for node in result.config.nodes.values()):
         result.accuracy = _accuracy(onnx_model, result.config, tgt, shape_dict)
     return result
+
+
+def _warn_8bit_weights(graph: LayoutGraph, tgt: Any) -> None:
+    """Warn, naming them, about quantized nodes whose 8-bit weights the target's fastest int8
+    instruction cannot sum exactly (``vpmaddubsw`` without VNNI): they run the 16-bit path."""
+    if not x86.int8_isa.wants_7bit_weights(tgt):
+        return
+    fastest = next(isa for isa in x86.isas_of(tgt) if isa.general)
+    limit = cast(int, fastest.pair_limit)
+    slow = [node for node in graph.nodes if graph.op(node) in INT8_OPS
+            and (graph.workload(node) or {}).get(WEIGHT_PAIR_MAX, 0) > limit]
+    if slow:
+        more = f" and {len(slow) - 3} more" if len(slow) > 3 else ""
+        names = ", ".join(repr(node) for node in slow[:3]) + more
+        warnings.warn(
+            f"graphtune.tune: {len(slow)} quantized node(s) ({names}) hold 8-bit weights whose channel "
+            f"pairs sum past {limit}; this CPU has no VNNI, so their int8 kernels cannot run "
+            f"'{fastest.name}' exactly and take the 16-bit path (half its products per instruction). "
+            "Quantize with 7-bit weights to run them at full speed: graphtune.quantize(..., "
+            "reduce_range=True), its default on such a CPU", UserWarning, stacklevel=3)
 
 
 ACCURACY_INPUTS = 4

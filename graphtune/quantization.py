@@ -39,19 +39,24 @@ from onnx import helper
 from .checks import check_choice
 from .errors import ArgumentError, ModelError
 from .models.resolve import resolve
+from .x86.int8_isa import wants_7bit_weights
 
 if TYPE_CHECKING:
     from onnxruntime.quantization import CalibrationDataReader
 
-__all__ = ["quantize", "CALIBRATE_METHODS"]
+__all__ = ["quantize", "CALIBRATE_METHODS", "REDUCE_RANGE_KEY"]
+
+REDUCE_RANGE_KEY = "graphtune.reduce_range"
+"""``metadata_props`` key of a model :func:`quantize` wrote: ``"True"`` for 7-bit weights."""
 
 CALIBRATE_METHODS = ("minmax", "entropy", "percentile", "distribution")
 """Values of ``calibrate_method`` (``onnxruntime.quantization.CalibrationMethod``)."""
 
 
 def quantize(model: Any, calibration_data: Any, *, per_channel: bool = True,
-             reduce_range: bool = False, calibrate_method: str = "minmax",
-             nodes_to_exclude: Iterable[str] = (), image_size: int | None = None) -> onnx.ModelProto:
+             reduce_range: bool | None = None, calibrate_method: str = "minmax",
+             nodes_to_exclude: Iterable[str] = (), image_size: int | None = None,
+             target: Any = None) -> onnx.ModelProto:
     """``model`` quantized to QDQ form (uint8 activations, int8 weights) by ONNX Runtime.
 
     Parameters
@@ -64,17 +69,25 @@ def quantize(model: Any, calibration_data: Any, *, per_channel: bool = True,
         (each checked as it comes).
     per_channel : bool
         One weight scale per output channel (default) or per tensor.
-    reduce_range : bool
+    reduce_range : bool, optional
         7-bit weights. ONNX Runtime's uint8 x int8 kernels on x86 CPUs without VNNI
         (AVX2's ``vpmaddubsw``) saturate sums of two products at int16 and then differ
         from the model's own arithmetic; 7-bit weights cannot overflow there, and graphtune's
-        int8 kernels then run that instruction too, exactly (``isa`` ``avx2ubs``, docs/int8.md).
+        int8 kernels then run that instruction too, exactly (``isa`` ``avx2ubs``, docs/int8.md),
+        where with 8-bit weights they take the exact 16-bit path at half its speed. Default
+        (None): 7-bit weights exactly where ``target``'s fastest int8 instruction needs them
+        (:func:`graphtune.x86.int8_isa.wants_7bit_weights`: no VNNI / AMX), as ONNX Runtime
+        recommends; the choice is kept in the model's ``metadata_props``
+        (:data:`REDUCE_RANGE_KEY`).
     calibrate_method : {"minmax", "entropy", "percentile", "distribution"}
         How activation ranges are found from the calibration data.
     nodes_to_exclude : iterable of str
         ONNX node names left in fp32.
     image_size : int, optional
         Input size of a zoo model (default its published size).
+    target : tvm.target.Target or dict, optional
+        The CPU the model will run on, for ``reduce_range=None`` (default: this one,
+        :func:`graphtune.x86.host_target`).
 
     Returns
     -------
@@ -105,6 +118,11 @@ def quantize(model: Any, calibration_data: Any, *, per_channel: bool = True,
     )
 
     method = check_choice(calibrate_method, CALIBRATE_METHODS, "calibrate_method")
+    if reduce_range is None:
+        reduce_range = wants_7bit_weights(target)
+    elif not isinstance(reduce_range, bool):
+        raise ArgumentError(f"reduce_range must be True, False or None (decided by the target's "
+                            f"int8 instructions), got {reduce_range!r}")
     proto, _ = resolve(model, image_size=image_size)
     if not isinstance(proto, onnx.ModelProto):
         raise ModelError(f"quantize takes an ONNX model, got {type(proto).__name__}")
@@ -134,7 +152,10 @@ def quantize(model: Any, calibration_data: Any, *, per_channel: bool = True,
         except Exception as err:  # ORT raises ValueError, RuntimeError, its own Fail...
             raise ModelError(f"onnxruntime could not quantize the model ({type(err).__name__}: "
                              f"{err})") from None
-        return onnx.load(output)
+        quantized = onnx.load(output)
+    helper.set_model_props(quantized, {**{p.key: p.value for p in quantized.metadata_props},
+                                       REDUCE_RANGE_KEY: str(reduce_range)})
+    return quantized
 
 
 _METHOD_NAMES = dict(zip(CALIBRATE_METHODS, ("MinMax", "Entropy", "Percentile", "Distribution")))

@@ -187,10 +187,12 @@ def _qdq_conv(activation_zero: np.ndarray) -> onnx.ModelProto:
     return onnx_model(nodes, inits, "qdq_conv", [1, 4, 8, 8], output_shape=[1, 8, 8, 8])
 
 
-def test_only_uint8_activations_and_int8_weights_run_int8():
+def test_only_uint8_activations_and_int8_weights_run_int8(monkeypatch):
     """int8 activations (no uint8 x int8 kernel reads them) leave the conv in fp32, named with
     the reason in one warning however often the model is imported; it computes what the QDQ
     model defines."""
+    # once per process: another test of this worker may have issued the same warning
+    monkeypatch.setattr(graphtune.frontend.qdq, "_WARNED", set())
     unsigned = layout_ops(import_model(_qdq_conv(np.array(128, np.uint8))))
     model = _qdq_conv(np.array(0, np.int8))
     with warnings.catch_warnings(record=True) as caught:
@@ -223,6 +225,23 @@ def test_workloads_carry_the_weight_pair_bound():
         assert narrow[name].workload["weight_pair_max"] <= 128 < wide[name].workload["weight_pair_max"]
         haswell = {"kind": "llvm", "mcpu": "haswell"}  # AVX2 only: its best exact instruction
         assert {k["isa"] for k in graphtune.x86.candidates(narrow[name].workload, haswell)} == {"avx2ubs"}
+
+
+def test_tune_names_8bit_weights_a_cpu_without_vnni_runs_on_the_16bit_path():
+    """Without VNNI, 8-bit weights cannot run vpmaddubsw exactly: tune's first step warns once,
+    naming the nodes and the fix; 7-bit weights, or a VNNI target, give no warning."""
+    from graphtune.pipeline import _warn_8bit_weights, extract
+
+    haswell, znver4 = {"kind": "llvm", "mcpu": "haswell"}, {"kind": "llvm", "mcpu": "znver4"}
+    wide = extract(quantized("rdh"), haswell, max_candidates=1)
+    with pytest.warns(UserWarning, match=r"3 quantized node\(s\) \('stem', 'pw', 'fc'\) hold 8-bit "
+                                         r"weights .* past 128; .* 'avx2ubs' .*reduce_range=True"):
+        _warn_8bit_weights(wide, haswell)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_8bit_weights(extract(quantized("rdh"), znver4, max_candidates=1), znver4)
+        _warn_8bit_weights(extract(quantized("rdh", reduce_range=True), haswell, max_candidates=1),
+                           haswell)
 
 
 def test_pmaddubsw_on_weights_beyond_its_bound_is_refused_when_packing():

@@ -508,3 +508,22 @@ def test_quantize_refuses_calibration_data_that_does_not_fit():
         graphtune.quantize("resnet18", Reader(), image_size=SIZE)
     with pytest.raises(ArgumentError, match=r"calibrate_method 'max' is not one of"):
         graphtune.quantize("resnet18", [{"input": good}], calibrate_method="max")
+
+
+@pytest.mark.parametrize("mcpu, seven_bit", [("haswell", True), ("skylake-avx512", True),
+                                             ("znver4", False)])
+def test_quantize_chooses_7bit_weights_where_the_target_lacks_vnni(mcpu, seven_bit):
+    """reduce_range=None: 7-bit weights where the target's fastest int8 instruction sums pairs
+    at int16 (vpmaddubsw, no VNNI), 8-bit ones where it has vpdpbusd; recorded in the model."""
+    model = _tiny_fp32()
+    data = [{"input": np.random.default_rng(3).standard_normal((1, 3, 16, 16), dtype=np.float32)}]
+    qdq = graphtune.quantize(model, data, target={"kind": "llvm", "mcpu": mcpu})
+    weights = [numpy_helper.to_array(t) for t in qdq.graph.initializer if t.data_type == TensorProto.INT8]
+    largest = max(int(np.abs(w.astype(np.int32)).max()) for w in weights)
+    assert largest == (64 if seven_bit else 127)
+    assert {p.key: p.value for p in qdq.metadata_props}["graphtune.reduce_range"] == str(seven_bit)
+    explicit = graphtune.quantize(model, data, reduce_range=False,
+                                  target={"kind": "llvm", "mcpu": "haswell"})
+    assert {p.key: p.value for p in explicit.metadata_props}["graphtune.reduce_range"] == "False"
+    with pytest.raises(ArgumentError, match=r"reduce_range must be True, False or None .* got 'yes'"):
+        graphtune.quantize(model, data, reduce_range="yes")
