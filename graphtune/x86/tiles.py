@@ -217,11 +217,18 @@ def _stride_one(workload: dict) -> bool:
     return list(workload["strides"]) == [1, 1]
 
 
+def _pixel_for_pixel(workload: dict) -> bool:
+    """Whether output pixel p of a conv reads input pixel p alone: an unpadded 1x1 conv of stride
+    1 (its rows and columns are one axis of pixels)."""
+    return (_stride_one(workload) and list(workload["kernel"][2:]) == [1, 1]
+            and not any(workload["padding"]))
+
+
 def _width_vectorised(workload: dict, op: Op) -> bool:
-    """Whether a plain-NCHW (blocks of 1) conv gets width-vectorised tiles (``oc_tile``): unpadded
-    1x1 convs of stride 1 (on padded convs every vector load is guarded, far slower than blocks)."""
-    return (op == Op.CONV2D and _stride_one(workload)
-            and list(workload["kernel"][2:]) == [1, 1] and not any(workload["padding"]))
+    """Whether a plain-NCHW (blocks of 1) conv gets width-vectorised tiles (``oc_tile``): those
+    reading pixel for pixel (on padded convs every vector load is guarded, far slower than
+    blocks)."""
+    return op == Op.CONV2D and _pixel_for_pixel(workload)
 
 
 def conv_blocks(workload: dict, max_block: int, target: TargetLike, op: Op = Op.CONV2D) -> list:
@@ -324,7 +331,7 @@ def _pixel_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
     one row or blocks of one channel, and none a row tile has (whole rows, or parts of one that
     divide it)."""
     _, _, oh, ow = output_shape(workload, Op.CONV2D)
-    if oh == 1 or oc_bn == 1 or not _stride_one(workload) or any(workload["padding"]):
+    if oh == 1 or oc_bn == 1 or not _pixel_for_pixel(workload):
         return []
     lanes, budget = vector_lanes(target), register_budget(target)
     vecs = math.ceil(oc_bn / lanes)
