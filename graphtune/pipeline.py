@@ -565,10 +565,10 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
 def _warn_8bit_weights(graph: LayoutGraph, tgt: Any) -> None:
     """Warn, naming them, about quantized nodes whose 8-bit weights the target's fastest int8
     instruction cannot sum exactly (``vpmaddubsw`` without VNNI): they run the 16-bit path."""
-    if not x86.int8_isa.wants_7bit_weights(tgt):
+    fastest = x86.int8_isa.fastest_int8_isa(tgt)
+    limit = None if fastest is None else fastest.pair_limit
+    if fastest is None or limit is None:  # VNNI: every int8 weight at full speed
         return
-    fastest = next(isa for isa in x86.isas_of(tgt) if isa.general)
-    limit = cast(int, fastest.pair_limit)
     slow = [node for node in graph.nodes if graph.op(node) in INT8_OPS
             and (graph.workload(node) or {}).get(WEIGHT_PAIR_MAX, 0) > limit]
     if slow:

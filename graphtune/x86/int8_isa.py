@@ -65,8 +65,8 @@ from .amx import BF16_FEATURES as AMX_BF16_FEATURES
 from .amx import FEATURES as AMX_FEATURES
 from .target import TargetLike, _features, host_target
 
-__all__ = ["Isa", "ISAS", "element_of", "isa_of", "isa_for", "isas_of", "wants_7bit_weights",
-           "check_isa", "check_exact", "tensor_intrin"]
+__all__ = ["Isa", "ISAS", "element_of", "isa_of", "isa_for", "isas_of", "fastest_int8_isa",
+           "wants_7bit_weights", "check_isa", "check_exact", "tensor_intrin"]
 
 _INT16_MAX = 32767
 _UINT8_MAX = 255
@@ -302,12 +302,24 @@ def isa_of(target: TargetLike = None, workload: dict | None = None) -> Isa:
     return found[0]
 
 
+def fastest_int8_isa(target: TargetLike = None) -> Isa | None:
+    """The int8 instruction of ``target`` with the most products per instruction among those
+    general kernels use (AMX aside), exact or not on a given model's weights; None without AVX2.
+
+    Examples
+    --------
+    >>> fastest_int8_isa({"kind": "llvm", "mcpu": "haswell"}).name
+    'avx2ubs'
+    """
+    return next((isa for isa in isas_of(target) if isa.general), None)
+
+
 def wants_7bit_weights(target: TargetLike = None) -> bool:
-    """Whether ``target``'s fastest int8 instruction sums products in pairs at int16
-    (``vpmaddubsw``: AVX2 and AVX-512 without VNNI), so that only 7-bit weights run on it
-    exactly: there 8-bit weights fall back to the 16-bit ``vpmaddwd`` path at half its
+    """Whether ``target``'s fastest int8 instruction (:func:`fastest_int8_isa`) sums products in
+    pairs at int16 (``vpmaddubsw``: AVX2 and AVX-512 without VNNI), so that only 7-bit weights run
+    on it exactly: there 8-bit weights fall back to the 16-bit ``vpmaddwd`` path at half its
     products per instruction (ONNX Runtime and OpenVINO saturate instead). False where the
-    fastest one is exact on any int8 weights (VNNI ``vpdpbusd``, AMX ``tdpbusd``).
+    fastest one is exact on any int8 weights (VNNI ``vpdpbusd``).
 
     :func:`graphtune.quantize` quantizes to 7-bit weights (``reduce_range``) where this holds.
 
@@ -320,8 +332,8 @@ def wants_7bit_weights(target: TargetLike = None) -> bool:
     >>> wants_7bit_weights({"kind": "llvm", "mcpu": "znver4"})
     False
     """
-    general = [isa for isa in isas_of(target) if isa.general]
-    return bool(general) and general[0].pair_limit is not None
+    fastest = fastest_int8_isa(target)
+    return fastest is not None and fastest.pair_limit is not None
 
 
 def isa_for(target: TargetLike, workload: dict | None, oc_bn: int) -> Isa:
