@@ -566,17 +566,17 @@ def _warn_8bit_weights(graph: LayoutGraph, tgt: Any) -> None:
     """Warn, naming them, about quantized nodes whose 8-bit weights the target's fastest int8
     instruction cannot sum exactly (``vpmaddubsw`` without VNNI): they run the 16-bit path."""
     fastest = x86.int8_isa.fastest_int8_isa(tgt)
-    limit = None if fastest is None else fastest.pair_limit
-    if fastest is None or limit is None:  # VNNI: every int8 weight at full speed
+    if fastest is None or fastest.pair_limit is None:  # VNNI: every int8 weight at full speed
         return
-    slow = [node for node in graph.nodes if graph.op(node) in INT8_OPS
-            and (graph.workload(node) or {}).get(WEIGHT_PAIR_MAX, 0) > limit]
+    workloads = {node: graph.workload(node) or {} for node in graph.nodes if graph.op(node) in INT8_OPS}
+    slow = [node for node, workload in workloads.items()  # depthwise: no pairs, no bound
+            if WEIGHT_PAIR_MAX in workload and not fastest.exact_for(workload)]
     if slow:
         more = f" and {len(slow) - 3} more" if len(slow) > 3 else ""
         names = ", ".join(repr(node) for node in slow[:3]) + more
         warnings.warn(
             f"graphtune.tune: {len(slow)} quantized node(s) ({names}) hold 8-bit weights whose channel "
-            f"pairs sum past {limit}; this CPU has no VNNI, so their int8 kernels cannot run "
+            f"pairs sum past {fastest.pair_limit}; this CPU has no VNNI, so their int8 kernels cannot run "
             f"'{fastest.name}' exactly and take the 16-bit path (half its products per instruction). "
             "Quantize with 7-bit weights to run them at full speed: graphtune.quantize(..., "
             "reduce_range=True), its default on such a CPU", UserWarning, stacklevel=3)
