@@ -19,7 +19,10 @@ the target and the timing protocol: a re-tune applies them before profiling
 anything, and profiles only candidates no record covers. A candidate profiled
 again (it stays in the next round's solution, which runs something new) gets the
 newer time (records: the last one wins), so a round profiled while the host ran
-slow does not set the costs of the whole loop. Each round's profile is bracketed by the
+slow does not set the costs of the whole loop; and the calls a profile shares with the
+records measure how much faster or slower the host runs now (:func:`host_drift`), by which
+every older record of the model is rescaled, so the costs the solver compares are at one host
+speed. Each profile runs for at least :data:`PROFILE_SECONDS`. Each round's profile is bracketed by the
 host-state gauge (:mod:`graphtune.hoststate`): one taken while the threads did not share a cache
 runs everything slower than the isolated costs it replaces, so the model is profiled again, up
 to :data:`PROFILES` times, and the first profile in the shared state (else the fastest) is
@@ -39,6 +42,7 @@ Examples
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable, Mapping, MutableMapping, Sequence
@@ -56,17 +60,23 @@ from .opgroups.pricing import fixed_cost_node
 from .ops import LAYOUT_OPS, NODE_OPS, Op
 from .solve import Solution
 
-__all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "ROUNDS_ENV", "REPEAT", "PROFILES", "close_loop",
-           "default_rounds", "node_task", "transform_task", "plain_task", "model_hash", "in_model_costs",
-           "profile_in_shared_state"]
+__all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "ROUNDS_ENV", "REPEAT", "PROFILE_SECONDS", "PROFILES",
+           "close_loop", "default_rounds", "node_task", "transform_task", "plain_task", "model_hash",
+           "in_model_costs", "host_drift", "profile_in_shared_state"]
 
 IN_MODEL_PROTOCOL = "vm-instrument"
 """How in-model times are taken (part of their records' key): every PrimFunc call of the
 Relax VM timed by an instrument, runs interleaved with uninstrumented ones
-(:func:`graphtune.profiling.call_times`), median of :data:`REPEAT` runs."""
+(:func:`graphtune.profiling.call_times`), median of at least :data:`REPEAT` runs lasting at
+least :data:`PROFILE_SECONDS`."""
 
 REPEAT = 10
-"""Instrumented runs per profiled model."""
+"""Fewest instrumented runs per profiled model."""
+
+PROFILE_SECONDS = 3.0
+"""Shortest wall time of one profile: a shared host's speed drifts over seconds, so a median of
+runs spread over a few seconds is one of its typical speed, where ten back-to-back runs of a
+small model (a second) are a snapshot (``docs/timing.md``, "Closed loop")."""
 
 PROFILES = 3
 """Most profiles of one compiled model per round (:func:`profile_in_shared_state`): another is
@@ -127,11 +137,16 @@ class Feedback:
         The host state (:func:`graphtune.hoststate.state_of`) of each round's profile.
     profiles : int
         Profiles taken (more than ``rounds`` when a round profiled again).
+    drifts : list of float
+        Per round, :func:`host_drift`: its profile's times over the recorded ones of the same
+        calls (1: nothing timed before), by which the older records were rescaled.
 
     Examples
     --------
     >>> print(Feedback(2, 1.0, 1.4, [1.5, 1.45], True, 12).summary())
     feedback: 2 rounds, predicted before 1.000 ms after 1.400 ms, measured 1.500, 1.450 ms (converged)
+    >>> Feedback(2, 1.0, 1.4, [1.5, 1.8], True, 12, drifts=[1.0, 1.2]).summary().split("ms, ")[-1]
+    'host drift x1.00, x1.20 (converged)'
     """
 
     rounds: int
@@ -143,15 +158,18 @@ class Feedback:
     seconds: float = 0.0
     states: list[str] = field(default_factory=list)
     profiles: int = 0
+    drifts: list[float] = field(default_factory=list)
 
     def summary(self) -> str:
         """One line: rounds, the predictions before and after, the measured latencies."""
         states = self.states + ["shared"] * (len(self.measured_ms) - len(self.states))
         measured = ", ".join(f"{ms:.3f}" + ("" if state == "shared" else f" ({state})")
                              for ms, state in zip(self.measured_ms, states))
+        drifts = ", ".join(f"x{ratio:.2f}" for ratio in self.drifts) if set(self.drifts) - {1.0} else ""
         return (f"feedback: {self.rounds} rounds, predicted before {self.predicted_before_ms:.3f} ms "
                 f"after {self.predicted_after_ms:.3f} ms"
                 + (f", measured {measured} ms" if measured else "")
+                + (f", host drift {drifts}" if drifts else "")
                 + (" (converged)" if self.converged else " (round limit)"))
 
 
@@ -297,6 +315,12 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         transforms.update({p: ms for p, ms in known.items() if p not in in_model and p not in scaled})
         return solved
 
+    def recorded_tasks() -> list[tuple[Task, Record]]:
+        """Every in-model record of this model the graph's costs can come from."""
+        tasks = [node_task(model_key, node, c) for node in isolated for c in graph.candidates(node)]
+        tasks += [transform_task(model_key, pair) for pair in transforms] + [plain_task(model_key)]
+        return [(task, found) for task in tasks if (found := record(task)) is not None]
+
     def recorded(assignment: Mapping[str, int]) -> bool:
         return all(record(node_task(model_key, n, graph.candidates(n)[i])) is not None
                    for n, i in assignment.items() if graph.op(n) in LAYOUT_OPS)
@@ -304,6 +328,7 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
     solution = refresh(solution)
     measured: list[float] = []
     states: list[str] = []
+    drifts: list[float] = []
     profiles = 0
     while not recorded(solution.assignment) and len(measured) < rounds:
         began = time.perf_counter()
@@ -315,18 +340,46 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
                for n, ms in times.nodes.items() if n in solution.assignment]
         new += [(transform_task(model_key, pair), ms) for pair, ms in times.transforms.items()]
         new.append((plain_task(model_key), [max(ms, 1e-6) for ms in times.other]))  # none: ~0
+        ratio = host_drift([(record(task), ms) for task, ms in new])
+        drifts.append(ratio)
+        taken_now = {task.key for task, _ in new}
+        if ratio != 1.0:  # the older profiles, at this profile's host speed
+            new += [(task, [ms * ratio for ms in found.ms]) for task, found in recorded_tasks()
+                    if task.key not in taken_now]
         for task, ms in new:  # the newest profile of a candidate replaces an older one
             store.append(Record.success(task, key, ms, threads=threads, timing=timing))
         solution = refresh(solution)
         if progress:
             print(f"feedback round {len(measured)}: measured {times.vm_ms:.3f} ms in the model "
-                  f"({time.perf_counter() - began:.1f} s, {taken} profile(s), host {state}); predicted now "
+                  f"({time.perf_counter() - began:.1f} s, {taken} profile(s), host {state}, "
+                  f"calls timed before x{ratio:.2f}); predicted now "
                   f"{_predicted(graph, solution):.3f} ms", file=sys.stderr, flush=True)
     used = sum(record(node_task(model_key, n, c)) is not None
                for n in graph.nodes if graph.op(n) in NODE_OPS for c in graph.candidates(n))
     return solution, Feedback(len(measured), before, _predicted(graph, solution), measured,
                               recorded(solution.assignment), used + len(in_model),
-                              time.perf_counter() - start, states, profiles)
+                              time.perf_counter() - start, states, profiles, drifts)
+
+
+def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:
+    """How much slower this profile ran than the recorded one: the median, over the tasks both
+    timed, of the new median time over the recorded one (1 when none was timed before).
+
+    The host's speed drifts between rounds by more than candidates differ (a model profiled
+    7.5 ms, then 9.0 ms with one node changed); the same calls timed in both profiles measure
+    that drift, so the older records are rescaled by it and every in-model cost the solver
+    compares is at one host speed, the latest profile's.
+
+    Examples
+    --------
+    >>> task = plain_task("1")
+    >>> old = Record.success(task, {"kind": "llvm"}, [1.0], threads=1)
+    >>> host_drift([(old, [1.2, 1.2]), (old, [1.3]), (None, [9.0])])
+    1.25
+    """
+    ratios = [statistics.median(ms) / found.median_ms for found, ms in pairs
+              if found is not None and found.median_ms and ms]
+    return _median(ratios)
 
 
 def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float]) -> list[float]:
@@ -417,5 +470,5 @@ def _profile(graph: LayoutGraph, solution: Solution, model: Any, target: Any,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         compiled = gt_compile(model, config, target, shape_dict=shape_dict)
-    return profile_in_shared_state(lambda: profiling.call_times(compiled, config, model, REPEAT),
-                                   host_ratio)
+    return profile_in_shared_state(
+        lambda: profiling.call_times(compiled, config, model, REPEAT, seconds=PROFILE_SECONDS), host_ratio)

@@ -678,8 +678,9 @@ class _VmRuns(TypedDict):
     builtin_calls: int
 
 
-def _vm_call_times(compiled: Any, repeat: int) -> _VmRuns:
-    """Per-call times of ``repeat`` instrumented runs, interleaved with as many plain runs.
+def _vm_call_times(compiled: Any, repeat: int, seconds: float = 0.0) -> _VmRuns:
+    """Per-call times of ``repeat`` instrumented runs, interleaved with as many plain runs;
+    more rounds until the rounds have lasted ``seconds``.
 
     Two VMs of the executable, one with an instrument timing every PrimFunc call
     and counting the VM's other calls (its builtins: allocation, views, checks),
@@ -716,8 +717,10 @@ def _vm_call_times(compiled: Any, repeat: int) -> _VmRuns:
         return 0
 
     vm.set_instrument(instrument)
-    per_run, walls, plain_walls, order = [], [], [], None
-    for _ in range(repeat):
+    per_run: list[list[float]] = []
+    walls, plain_walls, order = [], [], None
+    window = time.perf_counter()
+    while len(per_run) < repeat or time.perf_counter() - window < seconds:
         began = time.perf_counter()
         plain(*args)
         plain_walls.append((time.perf_counter() - began) * 1e3)
@@ -864,8 +867,10 @@ class CallTimes:
     vm_ms: float
 
 
-def call_times(compiled: Any, config: Any, model: Any, repeat: int = 10) -> CallTimes:
-    """Time every call of ``compiled`` (``model`` compiled with ``config``) ``repeat`` times, per owner.
+def call_times(compiled: Any, config: Any, model: Any, repeat: int = 10, *,
+               seconds: float = 0.0) -> CallTimes:
+    """Time every call of ``compiled`` (``model`` compiled with ``config``) ``repeat`` times, per owner
+    (more times while the runs have lasted less than ``seconds``).
 
     The machinery of :func:`profile` (its instrumented and plain runs, and the calls'
     ONNX nodes), with each call given to the config node that owns it, or to its layout
@@ -880,7 +885,11 @@ def call_times(compiled: Any, config: Any, model: Any, repeat: int = 10) -> Call
     model : onnx.ModelProto
         The model it was compiled from.
     repeat : int
-        Instrumented runs (and as many plain ones).
+        Instrumented runs (and as many plain ones), at least.
+    seconds : float, default 0
+        Wall time the runs last at least: on a shared host the speed drifts over seconds,
+        and a median over a longer window is one of the host's typical speed rather than
+        of its state at one instant (``docs/timing.md``, "Closed loop").
 
     Examples
     --------
@@ -896,7 +905,9 @@ def call_times(compiled: Any, config: Any, model: Any, repeat: int = 10) -> Call
     from .frontend import prepare_onnx
 
     check_positive(repeat, "repeat", integer=True)
-    runs = _vm_call_times(compiled, repeat)
+    if not seconds >= 0:
+        raise ArgumentError(f"call_times: seconds={seconds!r}: expected a wall time >= 0")
+    runs = _vm_call_times(compiled, repeat, seconds)
     order, per_run = runs["order"], runs["per_run"]
     model = prepare_onnx(model, {n: shape for n, shape, _ in compiled.inputs})
     placed, _ = _place(model, list(zip(order, _align(order, compiled.call_sites))))

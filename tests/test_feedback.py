@@ -176,3 +176,54 @@ def test_the_constant_becomes_the_time_of_the_calls_no_node_owns(looped, tmp_pat
     again = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=1, **TUNE)
     assert again.graph.candidates(sink)[0].cost == pytest.approx(7.0)
     assert sink in again.solution.assignment  # its cost is one term of predicted_ms
+
+
+def test_a_profile_lasts_its_window_and_takes_every_run_in_it(looped):
+    """``call_times(seconds=...)`` keeps running past ``repeat`` until the window has passed (the
+    loop's profiles span :data:`feedback.PROFILE_SECONDS` of host drift, not one instant)."""
+    import time
+
+    from graphtune import profiling
+    from graphtune.config import Config
+
+    result, _ = looped
+    config = Config.from_solution(result.graph, result.solution, model_name="se")
+    compiled = graphtune.compile(MODEL, config)
+    began = time.perf_counter()
+    times = profiling.call_times(compiled, config, MODEL, 2, seconds=0.3)
+    assert time.perf_counter() - began >= 0.3
+    runs = {len(ms) for ms in times.nodes.values()}
+    assert len(runs) == 1 and runs.pop() > 2 and len(times.other) > 2
+    assert len(profiling.call_times(compiled, config, MODEL, 2).other) == 2
+    with pytest.raises(ArgumentError, match="seconds=-1"):
+        profiling.call_times(compiled, config, MODEL, 2, seconds=-1)
+
+
+def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(looped, tmp_path,
+                                                                                monkeypatch):
+    """Round 1 times nodes a, b at 2 ms; round 2 (host 1.5x slower) times b, c at 3 ms: b, run in
+    both, shows the drift, so a's round-1 time is rescaled to 3 ms -- a's and c's costs are then
+    compared at one host speed, not a's fast round against c's slow one."""
+    _, records = looped
+    ran: list[dict] = []
+
+    def profile(graph, solution, *args):
+        layout = sorted(n for n in solution.assignment if graph.op(n) in LAYOUT_OPS)
+        first = not ran
+        timed = layout[:-1] if first else layout[1:]
+        ran.append({n: solution.assignment[n] for n in timed})
+        ms = 2.0 if first else 3.0
+        return CallTimes({n: [ms, ms] for n in timed}, {}, [ms, ms], 1.0), "shared", 1
+
+    monkeypatch.setattr(feedback, "_profile", profile)
+    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-drift")
+    result = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
+    assert len(ran) == 2 and result.feedback.drifts[0] == 1.0
+    common = [n for n in ran[1] if ran[0].get(n) == ran[1][n]]
+    assert common, "round 2 ran none of round 1's candidates: nothing to read the drift from"
+    assert result.feedback.drifts[1] == pytest.approx(1.5)
+    only_first = [n for n in ran[0] if n not in ran[1]]
+    assert only_first
+    for node in only_first:
+        assert result.graph.candidates(node)[ran[0][node]].cost == pytest.approx(3.0)
+    assert "host drift x1.00, x1.50" in result.summary()
