@@ -24,7 +24,8 @@ records measure how much faster or slower the host runs now (:func:`host_drift`)
 every older record of the model is rescaled, so the costs the solver compares are at one host
 speed. Each profile runs for at least :data:`PROFILE_SECONDS`. Each round's profile is bracketed by the
 host-state gauge (:mod:`graphtune.hoststate`): one taken while the threads did not share a cache
-runs everything slower than the isolated costs it replaces, so the model is profiled again, up
+runs everything slower than the isolated costs it replaces, and so does one during which other
+work took the CPUs (:mod:`graphtune.measure.contention`), so the model is profiled again, up
 to :data:`PROFILES` times, and the first profile in the shared state (else the fastest) is
 used. Records are never
 measured by :func:`graphtune.measure.measure` (they have no builder).
@@ -53,7 +54,7 @@ from . import hoststate, profiling
 from .errors import ArgumentError
 from .graph import Candidate, LayoutGraph
 from .lazy import Pair
-from .measure import Records, Task
+from .measure import Records, Task, contention
 from .measure.records import Record
 from .measure.task import code_digest
 from .opgroups.pricing import fixed_cost_node
@@ -134,7 +135,8 @@ class Feedback:
     seconds : float
         Wall time of the loop.
     states : list of str
-        The host state (:func:`graphtune.hoststate.state_of`) of each round's profile.
+        The host state (:func:`graphtune.hoststate.state_of`, or ``"contended"``:
+        :func:`profile_in_shared_state`) of each round's profile.
     profiles : int
         Profiles taken (more than ``rounds`` when a round profiled again).
     drifts : list of float
@@ -420,11 +422,13 @@ def profile_in_shared_state(profile: Callable[[], profiling.CallTimes],
                             host_ratio: Callable[[], float] | None,
                             tries: int = PROFILES) -> tuple[profiling.CallTimes, str, int]:
     """Run ``profile`` with a host-state reading before and after, again while the readings do
-    not both say the threads shared a cache, at most ``tries`` times.
+    not both say the threads shared a cache or other work took the CPUs meanwhile
+    (:mod:`graphtune.measure.contention`), at most ``tries`` times.
 
     Returns the first profile taken in the shared state, else the fastest (lowest ``vm_ms``);
-    its state (:func:`graphtune.hoststate.state_of`; ``"shared"`` without a gauge, one thread);
-    and the number of profiles taken.
+    its state (:func:`graphtune.hoststate.state_of`; ``"shared"`` without a gauge, one thread;
+    ``"contended"`` when other work took more than
+    :data:`graphtune.measure.contention.LIMIT` of the CPUs); and the number of profiles taken.
 
     Examples
     --------
@@ -435,13 +439,16 @@ def profile_in_shared_state(profile: Callable[[], profiling.CallTimes],
     >>> times.vm_ms, state, taken
     (4.0, 'shared', 2)
     """
-    if host_ratio is None:
-        return profile(), "shared", 1
     best: tuple[profiling.CallTimes, str] | None = None
     for taken in range(1, max(1, tries) + 1):
-        before = host_ratio()
+        before = host_ratio() if host_ratio is not None else 1.0
+        start = contention.read()
         times = profile()
-        state = hoststate.state_of([before, host_ratio()])
+        busy = contention.share(start, contention.read())
+        if busy is not None and busy > contention.LIMIT and contention.retakes():
+            state = "contended"
+        else:
+            state = hoststate.state_of([before, host_ratio() if host_ratio is not None else 1.0])
         if state == "shared":
             return times, state, taken
         if best is None or times.vm_ms < best[0].vm_ms:

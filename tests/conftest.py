@@ -49,6 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # which time things, run alone afterwards with every core)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("TVM_NUM_THREADS", "1")
+        # the two workers contend for the cores by design: record the contention of each
+        # timing, but do not retake disturbed ones (graphtune.measure.contention)
+        os.environ.setdefault("GRAPHTUNE_CONTENTION_RETRIES", "0")
 
 
 @pytest.fixture(scope="session")

@@ -154,3 +154,26 @@ def test_fuzz_records_files_load_or_warn(tmp_path, lines, newline):
                 not rec.ok and rec.median_ms is None
         recs.append(ok(9))
         assert Records.load(path).get(task(9), TARGET) is not None
+
+
+@pytest.mark.parametrize("value, ok_value", [(0.0, True), (0.37, True), (None, True), (-0.1, False),
+                                             (math.nan, False), ("busy", False), (True, False)])
+def test_contention_is_kept_and_checked(tmp_path, value, ok_value):
+    path = tmp_path / "a.records.jsonl"
+    line = json.loads(Record.success(task(2), TARGET, [0.5], threads=2, contention=0.2).to_json())
+    assert line["contention"] == 0.2
+    line["contention"] = value
+    path.write_text(json.dumps(line) + "\n")
+    if ok_value:
+        assert Records(path).get(task(2), TARGET).contention == value
+    else:
+        with pytest.warns(UserWarning, match="line 1 .*contention must be null or a finite number >= 0"):
+            assert len(Records(path)) == 0
+
+
+def test_records_without_contention_read_as_unknown(tmp_path):
+    path = tmp_path / "a.records.jsonl"
+    line = json.loads(ok(2).to_json())
+    del line["contention"]
+    path.write_text(json.dumps(line) + "\n")
+    assert Records(path).get(task(2), TARGET).contention is None

@@ -107,6 +107,12 @@ class Record:
         (the protocol's cut-off times the best candidate of the same layout
         pair), so ``ms`` holds only the trial calls and the candidate cannot be
         the best of its pair. None for complete measurements.
+    contention : float or None
+        The share of the timing worker's CPUs that other work (other processes, the
+        hypervisor) took while the task was timed, after retakes
+        (:mod:`graphtune.measure.contention`): about 0 alone; above
+        :data:`~graphtune.measure.contention.LIMIT` the times are slower than the kernel's.
+        None where unknown (older records, remote runners, errors).
 
     Examples
     --------
@@ -129,11 +135,12 @@ class Record:
     number: int | None = None
     timing: str | None = None
     cutoff_ms: float | None = None
+    contention: float | None = None
 
     @classmethod
     def success(cls, task: Task, target: Mapping, ms: Sequence[float], *,
                 threads: int | None, number: int | None = None, timing: str = TIMING,
-                cutoff_ms: float | None = None) -> "Record":
+                cutoff_ms: float | None = None, contention: float | None = None) -> "Record":
         """A successful record of ``task`` with per-repeat times ``ms`` (milliseconds), taken by a
         runner timing with ``timing`` (stored: the protocol that times ``task``,
         :func:`~graphtune.measure.timing.task_protocol`).
@@ -151,7 +158,8 @@ class Record:
             raise MeasureError(f"{task!r}: times must be positive and finite, got {ms}")
         return cls(target_key_of(target), task.kind, task.workload, task.knobs, ms,
                    statistics.median(ms), None, tvm_version(), threads, _now(), number,
-                   task_protocol(task, timing), cutoff_ms)
+                   task_protocol(task, timing), cutoff_ms,
+                   None if contention is None else round(float(contention), 4))
 
     @classmethod
     def failure(cls, task: Task, target: Mapping, error: str, *,
@@ -214,6 +222,7 @@ class Record:
         fields.setdefault("number", None)
         fields.setdefault("timing", None)
         fields.setdefault("cutoff_ms", None)
+        fields.setdefault("contention", None)
         record = cls(**fields)
         _ = record.task  # validates kind and workload
         _check_fields(record)
@@ -240,6 +249,11 @@ def _check_fields(record: Record) -> None:
     if record.cutoff_ms is not None and not _positive(record.cutoff_ms):
         problems.append(f"cutoff_ms must be null or a positive finite number, got "
                         f"{_short(record.cutoff_ms)}")
+    if record.contention is not None and not (
+            isinstance(record.contention, (int, float)) and not isinstance(record.contention, bool)
+            and math.isfinite(record.contention) and record.contention >= 0):
+        problems.append(f"contention must be null or a finite number >= 0, got "
+                        f"{_short(record.contention)}")
     if not isinstance(record.ms, list):
         problems.append(f"ms must be a list, got {_short(record.ms)}")
     elif record.error is None:

@@ -237,7 +237,7 @@ class LocalRunner(Runner):
                              timeout, stage=Stage.RUN)
             return Record.success(task, key, out["ms"], threads=out["threads"],
                                   number=out["number"], timing=timing,
-                                  cutoff_ms=out["cutoff_ms"])
+                                  cutoff_ms=out["cutoff_ms"], contention=out.get("contention"))
         except ChildFailure as err:
             return Record.failure(task, key, str(err), timing=timing)
         finally:

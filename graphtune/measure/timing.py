@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import MeasureError
 from ..ops import Op, op_class
+from . import contention
 from .task import TIMING, protocol_tag
 
 __all__ = ["PROTOCOLS", "MAX_POLLUTION_BYTES", "Protocol", "protocol", "memory_bound",
@@ -429,7 +430,9 @@ def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float, 
     Returns
     -------
     dict
-        :func:`time_module`'s result plus ``"threads"`` (runtime threads used).
+        :func:`time_module`'s result plus ``"threads"`` (runtime threads used), ``"contention"``
+        and ``"retakes"``: the timing is taken again while other work took the CPUs
+        (:func:`graphtune.measure.contention.timed_alone`).
 
     Examples
     --------
@@ -450,7 +453,7 @@ def time_library(path: str, specs: Sequence, repeat: int, min_repeat_ms: float, 
                 _INPUTS.clear()
             _INPUTS[key] = tvm.runtime.tensor(random_array(shape, dtype, seed=position), dev)
         args.append(_INPUTS[key])
-    result = time_module(module, dev, args, repeat, min_repeat_ms, timing=timing,
-                         cutoff_ms=cutoff_ms)
+    result = contention.timed_alone(lambda: time_module(module, dev, args, repeat, min_repeat_ms,
+                                                        timing=timing, cutoff_ms=cutoff_ms))
     result["threads"] = int(tvm.runtime.num_threads())
     return result
