@@ -39,6 +39,7 @@ from typing import Any, Iterator, Mapping, Sequence, cast
 from .. import safejson
 from ..errors import MeasureError
 from ..ops import Op
+from . import contention
 from .task import TIMING, Task, protocol_tag, record_key, tvm_version
 from .timing import task_protocol
 
@@ -449,7 +450,10 @@ give the records file a tune wrote (tune(..., records=PATH), graphtune tune --re
     def reusable(self, task: Task, target: Any = None, timing: str = TIMING,
                  retry_errors: bool = False) -> Record | None:
         """The record :func:`~graphtune.measure.measure` takes instead of measuring ``task``:
-        :meth:`get`'s, unless it is an error and ``retry_errors`` asks to measure it again.
+        :meth:`get`'s, unless it is an error and ``retry_errors`` asks to measure it again, or it
+        was timed while other work held the CPUs (``contention`` above
+        :data:`graphtune.measure.contention.LIMIT`) and disturbed timings are retaken
+        (:func:`graphtune.measure.contention.retakes`): a rerun on a quieter machine heals it.
 
         Examples
         --------
@@ -463,7 +467,11 @@ give the records file a tune wrote (tune(..., records=PATH), graphtune tune --re
         True
         """
         record = self.get(task, target, timing)
-        return record if record is not None and (record.ok or not retry_errors) else None
+        if record is None or (not record.ok and retry_errors):
+            return None
+        if record.contention is not None and record.contention > contention.LIMIT and contention.retakes():
+            return None
+        return record
 
     def get(self, task: Task, target: Any = None, timing: str = TIMING) -> Record | None:
         """The record of ``task`` on ``target`` with the installed TVM and protocol ``timing``, or None.
