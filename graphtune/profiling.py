@@ -73,6 +73,7 @@ from .checks import check_positive
 from .errors import ArgumentError
 from .hoststate import SHARED_LIMIT, HandoffGauge
 from .latency import SETTLE_CALLS, SETTLE_MS, settled_call_ms
+from .measure import contention
 from .ops import FAMILIES, KERNEL_OPS, LAYOUT_OPS, LAYOUT_TRANSFORM, Op, op_class
 
 if TYPE_CHECKING:  # for annotations: imported on use (the compiler loads TVM)
@@ -213,6 +214,11 @@ class ProfileResult:
         threads did not share a cache, and memory-bound calls run 2-5x slower).
     builtin_calls : int
         Calls per run the VM makes besides PrimFuncs (allocation, views, checks).
+    contention : float or None
+        The share of the CPUs other work took while graphtune's runs were timed
+        (:mod:`graphtune.measure.contention`; None where unknown): above
+        :data:`~graphtune.measure.contention.LIMIT` the header says so, as its times are
+        slower than the model's alone.
     ort_e2e_ms : float or None
         ONNX Runtime's median latency without its profiler, run for run beside
         the profiled runs (:func:`ort_profile`).
@@ -238,6 +244,7 @@ class ProfileResult:
     loadavg: list[float] = field(default_factory=list)
     handoff_ratio: list[float] = field(default_factory=list)
     builtin_calls: int = 0
+    contention: float | None = None
     ort_e2e_ms: float | None = None
     ort_profiled_ms: float | None = None
     ort_calls_ms: list[float] = field(default_factory=list)
@@ -352,6 +359,8 @@ class ProfileResult:
                  + (f", host handoff ratio {'/'.join(f'{r:.1f}' for r in self.handoff_ratio)}"
                     f" ({'split' if max(self.handoff_ratio) > SHARED_LIMIT else 'shared'} cache)"
                     if self.handoff_ratio else "")
+                 + (f", other work took {self.contention:.0%} of the CPUs (times slower than alone)"
+                    if self.contention is not None and self.contention > contention.LIMIT else "")
                  + f"; VM {self.vm_ms:.3f} ms, sum of calls {self.gt_total_ms:.3f} ms"
                  + (f" (onnxruntime part {self.onnxruntime_part_ms:.3f} ms)"
                     if self.onnxruntime_part_ms is not None else "")
@@ -1020,7 +1029,9 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     load_before = os.getloadavg()[0]
     gauge = HandoffGauge() if threads > 1 else None
     before = gauge.ratio() if gauge else None
+    start = contention.read()
     runs = _vm_call_times(compiled, repeat)
+    busy = contention.share(start, contention.read())
     order, per_run = runs["order"], runs["per_run"]
     handoff = [before, gauge.ratio()] if gauge and before is not None else []
     names = _align(order, compiled.call_sites)
@@ -1070,7 +1081,7 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
     result = ProfileResult(name, rows, float(np.median(runs["plain_ms"])), runs["instrumented_ms"],
                            [float(sum(r)) for r in per_run], predicted, None, unplaced, repeat,
                            threads, [load_before, os.getloadavg()[0]], handoff,
-                           runs["builtin_calls"])
+                           runs["builtin_calls"], busy)
     if ort:  # the whole model, as partitioned (its nodes named): the ORT part's nodes find its row
         _add_ort(result, proto if part is None else part.model, onnx_kinds,
                  dict(zip(whole.input_names, whole.random_inputs())))

@@ -1,5 +1,6 @@
 """graphtune.profile / ``graphtune profile``: per-call VM times mapped to ONNX nodes, vs config and ORT."""
 
+import dataclasses
 import json
 import shutil
 import statistics
@@ -307,6 +308,10 @@ def test_overhead_and_scale_arithmetic():
     assert "| total | | 2.000 | - | 2.500 | 0.80 |" in result.table()
     assert ort_scale_factor(4.0, 2.5) == pytest.approx(0.625) and ort_scale_factor(2.0, 2.5) == 1.0
     assert ProfileResult.from_dict(json.loads(json.dumps(result.to_dict()))) == result
+    assert "other work took" not in result.table()  # contention unknown
+    busy = dataclasses.replace(result, contention=0.3)
+    assert "other work took 30% of the CPUs (times slower than alone)" in busy.table()
+    assert "other work took" not in dataclasses.replace(result, contention=0.01).table()
 
 
 def test_ort_nodes_named_after_their_outputs_are_matched():
