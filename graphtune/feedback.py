@@ -439,16 +439,16 @@ def profile_in_shared_state(profile: Callable[[], profiling.CallTimes],
     >>> times.vm_ms, state, taken
     (4.0, 'shared', 2)
     """
+    gauge = host_ratio or (lambda: 1.0)  # no gauge (one thread): always the shared state
     best: tuple[profiling.CallTimes, str] | None = None
     for taken in range(1, max(1, tries) + 1):
-        before = host_ratio() if host_ratio is not None else 1.0
+        before = gauge()
         start = contention.read()
         times = profile()
-        busy = contention.share(start, contention.read())
-        if busy is not None and busy > contention.LIMIT and contention.retakes():
+        if contention.disturbed(contention.share(start, contention.read())) and contention.retakes():
             state = "contended"
         else:
-            state = hoststate.state_of([before, host_ratio() if host_ratio is not None else 1.0])
+            state = hoststate.state_of([before, gauge()])
         if state == "shared":
             return times, state, taken
         if best is None or times.vm_ms < best[0].vm_ms:

@@ -360,7 +360,7 @@ class ProfileResult:
                     f" ({'split' if max(self.handoff_ratio) > SHARED_LIMIT else 'shared'} cache)"
                     if self.handoff_ratio else "")
                  + (f", other work took {self.contention:.0%} of the CPUs (times slower than alone)"
-                    if self.contention is not None and self.contention > contention.LIMIT else "")
+                    if contention.disturbed(self.contention) else "")
                  + f"; VM {self.vm_ms:.3f} ms, sum of calls {self.gt_total_ms:.3f} ms"
                  + (f" (onnxruntime part {self.onnxruntime_part_ms:.3f} ms)"
                     if self.onnxruntime_part_ms is not None else "")

@@ -30,7 +30,7 @@ from typing import Callable
 
 from ..errors import MeasureError
 
-__all__ = ["LIMIT", "RETRIES_ENV", "Reading", "read", "retakes", "share", "timed_alone"]
+__all__ = ["LIMIT", "RETRIES_ENV", "Reading", "disturbed", "read", "retakes", "share", "timed_alone"]
 
 LIMIT = 0.05
 """Contention above which a timing counts as disturbed (idle machines read 0-0.4%; one busy
@@ -114,6 +114,17 @@ def share(before: Reading | None, after: Reading | None) -> float | None:
     return taken / ((after.wall - before.wall) * len(os.sched_getaffinity(0)))
 
 
+def disturbed(contention: float | None) -> bool:
+    """Whether a timing with this :func:`share` was disturbed: above :data:`LIMIT` (unknown: no).
+
+    Examples
+    --------
+    >>> disturbed(0.3), disturbed(0.01), disturbed(None)
+    (True, False, False)
+    """
+    return contention is not None and contention > LIMIT
+
+
 def retakes() -> int:
     """The most retakes of one disturbed timing: :data:`RETRIES_ENV`, else one per pause.
 
@@ -161,8 +172,8 @@ def timed_alone(time_it: Callable[[], dict]) -> dict:
         result["contention"] = share(before, read())
         if best is None or (result["contention"] or 0.0) < (best["contention"] or 0.0):
             best = result
-        if result["contention"] is None or result["contention"] <= LIMIT:
+        if not disturbed(result["contention"]):
             break
     assert best is not None
-    _streak[0] = _streak[0] + 1 if (best["contention"] or 0.0) > LIMIT else 0
+    _streak[0] = _streak[0] + 1 if disturbed(best["contention"]) else 0
     return {**best, "retakes": attempt}

@@ -138,7 +138,7 @@ def measure(tasks: Iterable[Task], target: Any = None,
 
 
 def _disturbed(record: Record) -> bool:
-    return record.ok and record.contention is not None and record.contention > contention.LIMIT
+    return record.ok and contention.disturbed(record.contention)
 
 
 def _measure_disturbed_again(disturbed: list[Task], found: dict[Task, Record], records: Records,
@@ -165,5 +165,5 @@ def _measure_disturbed_again(disturbed: list[Task], found: dict[Task, Record], r
             f"{desc}: {len(still)} timing(s) ran while other work took up to {worst:.0%} of the CPUs "
             f"(more than {contention.LIMIT:.0%}, also when timed again), so they are slower than the "
             "kernels alone and may mislead the choice; measure on an otherwise idle machine "
-            "(their records say so in 'contention'; a new records file measures them again)",
+            "(their records say so in 'contention'; a rerun measures them again)",
             stacklevel=3)

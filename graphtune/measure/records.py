@@ -469,7 +469,7 @@ give the records file a tune wrote (tune(..., records=PATH), graphtune tune --re
         record = self.get(task, target, timing)
         if record is None or (not record.ok and retry_errors):
             return None
-        if record.contention is not None and record.contention > contention.LIMIT and contention.retakes():
+        if contention.disturbed(record.contention) and contention.retakes():
             return None
         return record
 
