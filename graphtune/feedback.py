@@ -341,8 +341,10 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         new = [(node_task(model_key, n, graph.candidates(n)[solution.assignment[n]]), ms)
                for n, ms in times.nodes.items() if n in solution.assignment]
         new += [(transform_task(model_key, pair), ms) for pair, ms in times.transforms.items()]
-        new.append((plain_task(model_key), [max(ms, 1e-6) for ms in times.other]))  # none: ~0
+        # the drift from the calls both profiles ran: not the unowned ones, which depend on the
+        # solution (a bfloat16 node's input conversion) and may have been none (~0) before
         ratio = host_drift([(record(task), ms) for task, ms in new])
+        new.append((plain_task(model_key), [max(ms, 1e-6) for ms in times.other]))  # none: ~0
         drifts.append(ratio)
         taken_now = {task.key for task, _ in new}
         if ratio != 1.0:  # the older profiles, at this profile's host speed
@@ -366,6 +368,9 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
 def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:
     """How much slower this profile ran than the recorded one: the median, over the tasks both
     timed, of the new median time over the recorded one (1 when none was timed before).
+
+    ``pairs`` are the same calls in both profiles: a node's candidate or a transform, never the
+    calls no node owns (:func:`plain_task`), which change with the solution.
 
     The host's speed drifts between rounds by more than candidates differ (a model profiled
     7.5 ms, then 9.0 ms with one node changed); the same calls timed in both profiles measure

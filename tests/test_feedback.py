@@ -227,3 +227,27 @@ def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(loo
     for node in only_first:
         assert result.graph.candidates(node)[ran[0][node]].cost == pytest.approx(3.0)
     assert "host drift x1.00, x1.50" in result.summary()
+
+
+def test_the_unowned_calls_do_not_read_as_host_drift(looped, tmp_path, monkeypatch):
+    """The calls no node owns change with the solution (a bfloat16 node's input conversion) and
+    were recorded as ~0 where there were none: round 1 had none, round 2 runs 5 ms of them and
+    no candidate of round 1. Nothing both rounds ran: no drift, and the older records keep their
+    times (they were multiplied by 5 / 1e-6, a 600 ms prediction for a 21 ms model)."""
+    _, records = looped
+    ran: list[dict] = []
+
+    def profile(graph, solution, *args):
+        layout = sorted(n for n in solution.assignment if graph.op(n) in LAYOUT_OPS)
+        timed = layout[:-1] if not ran else layout[-1:]
+        ran.append({n: solution.assignment[n] for n in timed})
+        other = [0.0, 0.0] if len(ran) == 1 else [5.0, 5.0]
+        return CallTimes({n: [2.0, 2.0] for n in timed}, {}, other, 1.0), "shared", 1
+
+    monkeypatch.setattr(feedback, "_profile", profile)
+    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-unowned")
+    result = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
+    assert len(ran) == 2 and result.feedback.drifts == [1.0, 1.0]
+    for node, index in ran[0].items():
+        assert result.graph.candidates(node)[index].cost == pytest.approx(2.0)
+    assert result.predicted_ms < 20
