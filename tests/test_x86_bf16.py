@@ -3,6 +3,7 @@ bfloat16-rounded operands, knob rules, candidates where the target has the instr
 and a compiled model whose conv2d nodes run in bfloat16 against the float32 one."""
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -84,7 +85,7 @@ CASES = {  # name: (data, kernel, strides, padding, knobs without isa and unroll
 }
 
 
-@pytest.mark.parametrize("isa", ["avx512bf16", "amxbf16"])
+@pytest.mark.parametrize("isa", ["avx512bf16", "avx512bf16_256", "amxbf16"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_kernel_matches_the_float64_conv_of_its_rounded_operands(case, isa):
     """float32 sums of exact bfloat16 products: within float32 rounding of the float64 sum."""
@@ -114,10 +115,25 @@ def test_kernel_matches_the_float64_conv_of_its_rounded_operands(case, isa):
 def test_kernels_compile_to_their_instructions_on_any_host():
     spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
     wl = _bf16_workload([1, 32, 14, 14], [32, 32, 3, 3], padding=[1, 1, 1, 1])
-    for isa, ops in (("avx512bf16", ["vdpbf16ps"]), ("amxbf16", ["ldtilecfg", "tdpbf16ps", "tilestored"])):
+    for isa, ops in (("avx512bf16", [r"vdpbf16ps\t.*%zmm"]), ("avx512bf16_256", [r"vdpbf16ps\t.*%ymm"]),
+                     ("amxbf16", ["ldtilecfg", "tdpbf16ps", "tilestored"])):
         knobs = {"ic_bn": 16, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": isa}
         asm = tvm.compile(x86.kernel_func(wl, knobs, spr), target=spr).mod.inspect_source("asm")
-        assert all(op in asm for op in ops), isa
+        assert all(re.search(op, asm) for op in ops), isa
+
+
+def test_blocks_of_8_lane_vectors_run_ymm_vdpbf16ps():
+    """A 1000-class head (8 x 125 channels) and 40-channel blocks: whole ymm vectors, no whole zmm
+    one, so the candidates run vdpbf16ps on ymm (``avx512bf16_256``), not plain float32 vectors."""
+    op, wl, _ = runs_as(Op.DENSE, {"data": [1, 64], "weight": [1000, 64], "dtype": "float32"},
+                        {PRECISION: "bfloat16"})
+    found = x86.candidates(wl, ZNVER4, max_candidates=4)
+    assert found and {k["isa"] for k in found if k["oc_bn"] % 16} == {"avx512bf16_256"}
+    conv = _bf16_workload([1, 32, 8, 8], [40, 32, 1, 1])
+    knobs = next(k for k in x86.candidates(conv, ZNVER4, max_candidates=4) if k["oc_bn"] == 40)
+    assert knobs["isa"] == "avx512bf16_256"
+    asm = tvm.compile(x86.kernel_func(conv, knobs, ZNVER4), target=ZNVER4).mod.inspect_source("asm")
+    assert re.search(r"vdpbf16ps\t.*%ymm", asm) and not re.search(r"vdpbf16ps\t.*%zmm", asm)
 
 
 def test_workloads_and_precision_knob():

@@ -35,17 +35,25 @@ STORAGE = "uint16"
 
 _FUNCTION = "graphtune_dpbf16ps"
 
-LLVM_IR = f"""
-define internal <16 x float> @{_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <16 x i32> %b) alwaysinline {{
-  %x = bitcast <16 x i32> %a to <32 x bfloat>
-  %y = bitcast <16 x i32> %b to <32 x bfloat>
-  %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc,
-                                                          <32 x bfloat> %x, <32 x bfloat> %y)
-  ret <16 x float> %r
+
+def _llvm_function(lanes: int) -> str:
+    """The IR of ``vdpbf16ps`` on ``lanes`` float32 lanes (16: zmm; 8: ymm, AVX512-VL)."""
+    name, bits = f"{_FUNCTION}_{lanes}", lanes * 32
+    acc, words, pairs = f"<{lanes} x float>", f"<{lanes} x i32>", f"<{2 * lanes} x bfloat>"
+    intrinsic = f"llvm.x86.avx512bf16.dpbf16ps.{bits}"
+    return f"""
+define internal {acc} @{name}({acc} %acc, {words} %a, {words} %b) alwaysinline {{
+  %x = bitcast {words} %a to {pairs}
+  %y = bitcast {words} %b to {pairs}
+  %r = call {acc} @{intrinsic}({acc} %acc, {pairs} %x, {pairs} %y)
+  ret {acc} %r
 }}
-declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
+declare {acc} @{intrinsic}({acc}, {pairs}, {pairs})
 """
-"""LLVM IR of the function :func:`dpbf16ps` calls (LLVM 22 types its operands ``<32 x bfloat>``)."""
+
+
+LLVM_IR = _llvm_function(16) + _llvm_function(8)
+"""LLVM IR of the functions :func:`dpbf16ps` calls (LLVM 22 types their operands ``<N x bfloat>``)."""
 
 
 def to_float32(bits: tirx.Expr) -> tirx.Expr:
@@ -112,11 +120,21 @@ def np_from_float32(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), quiet, rounded)
 
 
-def dpbf16ps(acc: tirx.Expr, pairs: tirx.Expr, weights: tirx.Expr) -> tirx.Expr:
-    """``vdpbf16ps``: ``acc`` (float32x16) plus, per lane, the two products of the lane's bfloat16
-    pair of ``pairs`` and of ``weights`` (both int32x16: two bfloat16 per int32). The PrimFunc
-    using it needs :func:`with_llvm_ir`."""
-    return tirx.call_extern("float32x16", _FUNCTION, acc, pairs, weights)
+def dpbf16ps(acc: tirx.Expr, pairs: tirx.Expr, weights: tirx.Expr, lanes: int = 16) -> tirx.Expr:
+    """``vdpbf16ps``: ``acc`` (``lanes`` float32: 16 on zmm, 8 on ymm) plus, per lane, the two
+    products of the lane's bfloat16 pair of ``pairs`` and of ``weights`` (``lanes`` int32: two
+    bfloat16 per int32). The PrimFunc using it needs :func:`with_llvm_ir`.
+
+    Examples
+    --------
+    >>> acc, words = tirx.Var("acc", "float32x8"), tirx.Var("w", "int32x8")
+    >>> call = dpbf16ps(acc, words, words, lanes=8)
+    >>> call.args[0].value, str(call.ty)
+    ('graphtune_dpbf16ps_8', 'float32x8')
+    """
+    if lanes not in (8, 16):
+        raise ValueError(f"vdpbf16ps runs 8 or 16 float32 lanes, not {lanes}")
+    return tirx.call_extern(f"float32x{lanes}", f"{_FUNCTION}_{lanes}", acc, pairs, weights)
 
 
 def with_llvm_ir(func: tirx.PrimFunc) -> tirx.PrimFunc:

@@ -30,11 +30,13 @@ is one instruction (sequence) doing that step exactly — never saturating:
   (float32 sums), never offered for an int8 node nor an int8 one for a bfloat16 node.
 - ``avx512vnni256``: ``vpdpbusd`` on ymm registers (AVX512-VL; 32 MACs), the same layout: it runs
   output blocks that are whole 8-lane vectors but not 16-lane ones (24, 40 channels; a 1000-class
-  head, 8 x 125), which ``avx512vnni`` could only compute on plain int32 vectors.
+  head, 8 x 125), which ``avx512vnni`` could only compute on plain int32 vectors;
+  ``avx512bf16_256`` is ``vdpbf16ps`` on ymm for the same blocks of a bfloat16 node.
 
 An output block runs on the best instruction whose ``lanes`` divide it among those of the same
 layout (``dot`` and weight type) as the best one (:func:`isa_for`): ``avx512vnni256`` beside
-``avx512vnni``, ``avx2ubs`` beside ``avx512ubs``, ``avx2`` beside ``avx512bw``.
+``avx512vnni``, ``avx512bf16_256`` beside ``avx512bf16``, ``avx2ubs`` beside ``avx512ubs``, ``avx2``
+beside ``avx512bw``.
 
 :func:`isa_of` detects the best one a target has (features are read from the target, never
 assumed: a Zen 4 guest may hide AVX-512) for a workload.
@@ -164,6 +166,8 @@ ISAS = {
     "avx512vnni": Isa("avx512vnni", 4, 16, "int8", ("avx512vnni", "avx512bw"),
                       "llvm.x86.avx512.vpdpbusd.512"),
     "amx": Isa("amx", 4, 16, "int8", (*AMX_FEATURES, "avx512bw"), "llvm.x86.tdpbusd", general=False),
+    "avx512bf16_256": Isa("avx512bf16_256", 2, 8, bf16.STORAGE, ("avx512bf16", "avx512vl"),
+                          "llvm.x86.avx512bf16.dpbf16ps.256", element="bfloat16"),
     "avx512bf16": Isa("avx512bf16", 2, 16, bf16.STORAGE, ("avx512bf16", "avx512bw"),
                       "llvm.x86.avx512bf16.dpbf16ps.512", element="bfloat16"),
     "amxbf16": Isa("amxbf16", 2, 16, bf16.STORAGE, (*AMX_BF16_FEATURES, "avx512bw"), "llvm.x86.tdpbf16ps",
@@ -193,7 +197,7 @@ def _accumulated(isa: Isa, A: tirx.Buffer, B: tirx.Buffer, C: tirx.Buffer) -> ti
     if isa.element == "bfloat16":
         pair = T.reinterpret(A.vload([0], f"{bf16.STORAGE}x2"), dtype="int32")
         weights = T.reinterpret(B.vload([0, 0], f"{bf16.STORAGE}x{words}"), dtype=f"int32x{isa.lanes}")
-        return bf16.dpbf16ps(old, T.broadcast(pair, isa.lanes), weights)
+        return bf16.dpbf16ps(old, T.broadcast(pair, isa.lanes), weights, isa.lanes)
     groups = T.broadcast(_group(A, isa), isa.lanes)
     if isa.dot == 2:
         return old + _call(isa.llvm, acc, T.reinterpret(groups, dtype=f"int16x{words}"),
@@ -261,7 +265,7 @@ def isas_of(target: TargetLike = None, element: str = "int8") -> list[Isa]:
     >>> [i.name for i in isas_of({"kind": "llvm", "mcpu": "skylake-avx512"})]
     ['avx512ubs', 'avx512bw', 'avx2ubs', 'avx2']
     >>> [i.name for i in isas_of({"kind": "llvm", "mcpu": "znver4"}, "bfloat16")]
-    ['avx512bf16']
+    ['avx512bf16', 'avx512bf16_256']
     """
     features = _features(host_target(target))
     return [isa for isa in reversed(ISAS.values())
