@@ -201,9 +201,10 @@ def test_a_profile_lasts_its_window_and_takes_every_run_in_it(looped):
 
 def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(looped, tmp_path,
                                                                                 monkeypatch):
-    """Round 1 times nodes a, b at 2 ms; round 2 (host 1.5x slower) times b, c at 3 ms: b, run in
-    both, shows the drift, so a's round-1 time is rescaled to 3 ms -- a's and c's costs are then
-    compared at one host speed, not a's fast round against c's slow one."""
+    """Round 1 times nodes a, b at their costs; round 2 (host 1.5x slower) times b, c at 1.5x
+    theirs: b, run in both, shows the drift, so a's round-1 time is rescaled by 1.5 -- a's and c's
+    costs are then compared at one host speed, not a's fast round against c's slow one. Round 1
+    changes no cost, so round 2 runs round 1's solution (the test does not hang on a re-solve)."""
     _, records = looped
     ran: list[dict] = []
 
@@ -211,21 +212,21 @@ def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(loo
         layout = sorted(n for n in solution.assignment if graph.op(n) in LAYOUT_OPS)
         first = not ran
         timed = layout[:-1] if first else layout[1:]
-        ran.append({n: solution.assignment[n] for n in timed})
-        ms = 2.0 if first else 3.0
-        return CallTimes({n: [ms, ms] for n in timed}, {}, [ms, ms], 1.0), "shared", 1
+        costs = {n: graph.candidates(n)[solution.assignment[n]].cost for n in timed}
+        ran.append({n: (solution.assignment[n], cost) for n, cost in costs.items()})
+        slower = 1.0 if first else 1.5
+        return CallTimes({n: [cost * slower] * 2 for n, cost in costs.items()}, {}, [slower] * 2,
+                         1.0), "shared", 1
 
     monkeypatch.setattr(feedback, "_profile", profile)
     monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-drift")
     result = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
-    assert len(ran) == 2 and result.feedback.drifts[0] == 1.0
-    common = [n for n in ran[1] if ran[0].get(n) == ran[1][n]]
-    assert common, "round 2 ran none of round 1's candidates: nothing to read the drift from"
-    assert result.feedback.drifts[1] == pytest.approx(1.5)
+    assert len(ran) == 2 and result.feedback.drifts == [1.0, pytest.approx(1.5)]
     only_first = [n for n in ran[0] if n not in ran[1]]
-    assert only_first
+    assert only_first and any(ran[0].get(n) == ran[1][n] for n in ran[1])
     for node in only_first:
-        assert result.graph.candidates(node)[ran[0][node]].cost == pytest.approx(3.0)
+        index, cost = ran[0][node]
+        assert result.graph.candidates(node)[index].cost == pytest.approx(1.5 * cost)
     assert "host drift x1.00, x1.50" in result.summary()
 
 
