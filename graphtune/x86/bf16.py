@@ -120,7 +120,7 @@ def np_from_float32(values: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(values), quiet, rounded)
 
 
-def dpbf16ps(acc: tirx.Expr, pairs: tirx.Expr, weights: tirx.Expr, lanes: int = 16) -> tirx.Expr:
+def dpbf16ps(acc: tirx.Expr, pairs: tirx.Expr, weights: tirx.Expr, lanes: int) -> tirx.Expr:
     """``vdpbf16ps``: ``acc`` (``lanes`` float32: 16 on zmm, 8 on ymm) plus, per lane, the two
     products of the lane's bfloat16 pair of ``pairs`` and of ``weights`` (``lanes`` int32: two
     bfloat16 per int32). The PrimFunc using it needs :func:`with_llvm_ir`.
