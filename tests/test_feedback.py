@@ -203,7 +203,7 @@ def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(loo
     """Round 1 times nodes a, b at their costs; round 2 (host 1.5x slower) times b, c at 1.5x
     theirs: b, run in both, shows the drift, so a's round-1 time is rescaled by 1.5 -- a's and c's
     costs are then compared at one host speed, not a's fast round against c's slow one. Round 1
-    changes no cost, so round 2 runs round 1's solution (the test does not hang on a re-solve)."""
+    changes no cost, so the solution cannot move before round 2 (b keeps its candidate)."""
     _, records = looped
     ran: list[dict] = []
 

@@ -125,7 +125,7 @@ def test_kernels_compile_to_their_instructions_on_any_host():
 def test_blocks_of_8_lane_vectors_run_ymm_vdpbf16ps():
     """A 1000-class head (8 x 125 channels) and 40-channel blocks: whole ymm vectors, no whole zmm
     one, so the candidates run vdpbf16ps on ymm (``avx512bf16_256``), not plain float32 vectors."""
-    op, wl, _ = runs_as(Op.DENSE, {"data": [1, 64], "weight": [1000, 64], "dtype": "float32"},
+    _, wl, _ = runs_as(Op.DENSE, {"data": [1, 64], "weight": [1000, 64], "dtype": "float32"},
                         {PRECISION: "bfloat16"})
     found = x86.candidates(wl, ZNVER4, max_candidates=4)
     assert found and {k["isa"] for k in found if k["oc_bn"] % 16} == {"avx512bf16_256"}
