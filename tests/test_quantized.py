@@ -359,6 +359,68 @@ def test_concat_and_max_pool_run_on_the_integers():
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("pool,zero", [
+    ({"kernel_shape": [3, 3], "strides": [1, 1], "pads": [1] * 4, "count_include_pad": 1}, 0),
+    ({"kernel_shape": [2, 2], "strides": [2, 2]}, 100),
+    ({"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1] * 4}, 100),
+])
+def test_average_pool_runs_on_the_integers(pool, zero):
+    """DQ -> AveragePool -> Q sharing scale and zero point (what ONNX Runtime's quantizer writes)
+    reads and writes the stored uint8: the integer mean rounded half to even (ONNX has no
+    integer AveragePool: the rewritten graph is for TVM only). With a power-of-two scale the
+    QDQ graph's fp32 arithmetic is exact too, so ONNX Runtime running it agrees bit for bit
+    before the last conv."""
+    rng = np.random.default_rng(6)
+    inits = [_const(f"w{i}", (rng.standard_normal((8, 8, 3, 3)) * 0.2).astype(np.float32)) for i in range(2)]
+    inits += [_const("s", np.float32(2.0 ** -4)), _const("z", np.uint8(zero))]
+    nodes = [helper.make_node("Conv", ["input", "w0"], ["a"], pads=[1] * 4, name="conv_a"),
+             helper.make_node("QuantizeLinear", ["a", "s", "z"], ["aq"], name="qa"),
+             helper.make_node("DequantizeLinear", ["aq", "s", "z"], ["ad"], name="dqa"),
+             helper.make_node("AveragePool", ["ad"], ["pool"], name="pool", **pool),
+             helper.make_node("QuantizeLinear", ["pool", "s", "z"], ["poolq"], name="qpool"),
+             helper.make_node("DequantizeLinear", ["poolq", "s", "z"], ["poold"], name="dqpool"),
+             helper.make_node("Conv", ["poold", "w1"], ["output"], pads=[1] * 4, name="conv_b")]
+    size = 16 if pool["strides"] == [1, 1] else 8
+    model = _model(nodes, inits, [1, 8, 16, 16], [1, 8, size, size])
+    rewritten = rewrite_qdq(model)
+    average = next(n for n in rewritten.graph.node if n.op_type == "AveragePool")
+    assert list(average.input) == ["aq"] and list(average.output) == ["poolq"]
+    feeds = inputs_of(model, 4)
+    compiled = quiet_compile(model, graphtune.Config.uniform(model))
+    pools = [f for f in compiled.functions.values() if str(f.attrs["graphtune.op"]) == "avg_pool2d"]
+    assert len(pools) == 1 and arg_specs(pools[0])[0][1] == "uint8"  # (it writes conv_b's fp32 input)
+    for got, want in zip(gt_run(compiled, feeds), ort_run(model, feeds)):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_an_average_pool_the_integers_cannot_run_stays_fp32():
+    """A ceil-mode average pool, one whose Q has its own scale and one counting padding at a
+    nonzero zero point keep their DQ and Q: fp32."""
+    inits = [_const("s", np.float32(0.05)), _const("z", np.uint8(3)), _const("s2", np.float32(0.07))]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s", "z"], ["xq"], name="qx"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dqx"),
+             helper.make_node("AveragePool", ["xd"], ["p1"], kernel_shape=[3, 3], strides=[2, 2],
+                              ceil_mode=1, name="ceil"),
+             helper.make_node("QuantizeLinear", ["p1", "s", "z"], ["p1q"], name="q1"),
+             helper.make_node("DequantizeLinear", ["p1q", "s", "z"], ["p1d"], name="dq1"),
+             helper.make_node("AveragePool", ["p1d"], ["p2"], kernel_shape=[2, 2], name="rescaled"),
+             helper.make_node("QuantizeLinear", ["p2", "s2", "z"], ["p2q"], name="q2"),
+             helper.make_node("DequantizeLinear", ["p2q", "s2", "z"], ["p2d"], name="dq2"),
+             helper.make_node("AveragePool", ["p2d"], ["p3"], kernel_shape=[3, 3], pads=[1] * 4,
+                              count_include_pad=1, name="counted"),
+             helper.make_node("QuantizeLinear", ["p3", "s2", "z"], ["p3q"], name="q3"),
+             helper.make_node("DequantizeLinear", ["p3q", "s2", "z"], ["output"], name="dq3")]
+    model = _model(nodes, inits, [1, 4, 8, 8], [1, 4, 3, 3])
+    rewritten = rewrite_qdq(model)
+    pools = {n.name: n for n in rewritten.graph.node if n.op_type == "AveragePool"}
+    assert pools["ceil"].input[0] != "xq" and pools["rescaled"].input[0] != "p1q" \
+        and pools["counted"].input[0] != "p2q"
+    feeds = inputs_of(model, 4)
+    compiled = quiet_compile(model, graphtune.Config.uniform(model))
+    for got, want in zip(gt_run(compiled, feeds), ort_run(model, feeds)):  # fp32 sums in other orders:
+        np.testing.assert_allclose(got, want, rtol=0, atol=0.07 + 1e-6)  # a step where x / s2 ~ k + 0.5
+
+
 def test_weights_quantized_by_the_graph_and_per_channel_activations():
     """QAT exports: fp32 weights through Q -> DQ fold to a constant (a layout node); a
     per-channel activation pair becomes [C, 1, 1] constants; int8 with zero zero points."""

@@ -129,6 +129,7 @@ def pools_and_concat(size: int = 12):
     c = b.node("Relu", [b.conv("c2", p, CHANNELS, CHANNELS, k=(1, 1))], "r2")
     cat = b.node("Concat", [c, q], "cat", axis=1)
     a = b.node("AveragePool", [cat], "ap", kernel_shape=[2, 2], strides=[2, 2])
+    a = b.node("AveragePool", [a], "ap_same", kernel_shape=[3, 3], strides=[1, 1], pads=[1, 1, 1, 1])
     h = b.node("Relu", [b.conv("c3", a, 2 * CHANNELS, CHANNELS, k=(1, 1))], "r3")
     out = b.node("GlobalAveragePool", [h], "gap")
     return _fix_scales(b.model("pools", [1, CHANNELS, size, size], out))
@@ -186,6 +187,55 @@ def test_pools_and_concat(block):
     _check_scheduled(compiled)
     pools = [f.script() for f in compiled.functions.values() if str(f.attrs["graphtune.op"]) == "max_pool2d"]
     assert len(pools) == 3 and not any("if_then_else" in p or "pad_temp" in p for p in pools)
+
+
+def _average_reference(x: np.ndarray, window, stride, pads, count_include_pad: bool) -> np.ndarray:
+    """NCHW average pool of integers in float64 (sums exact, quotients correctly rounded),
+    rounded half to even."""
+    top, left, bottom, right = pads
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (top, bottom), (left, right)))
+    ones = np.pad(np.ones(x.shape[2:]), ((top, bottom), (left, right)))
+    out_h = (padded.shape[2] - window[0]) // stride[0] + 1
+    out_w = (padded.shape[3] - window[1]) // stride[1] + 1
+    out = np.zeros(x.shape[:2] + (out_h, out_w))
+    for i in range(out_h):
+        for j in range(out_w):
+            rows = slice(i * stride[0], i * stride[0] + window[0])
+            cols = slice(j * stride[1], j * stride[1] + window[1])
+            count = window[0] * window[1] if count_include_pad else ones[rows, cols].sum()
+            out[:, :, i, j] = padded[:, :, rows, cols].sum(axis=(2, 3)) / count
+    return np.round(out).astype(x.dtype)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("window,stride,pads,count_include_pad", [
+    ((3, 3), (1, 1), (1, 1, 1, 1), True),    # Inception's branch pools
+    ((2, 2), (2, 2), (0, 0, 0, 0), True),    # DenseNet's transitions: a quarter of the means end in .5
+    ((3, 3), (2, 2), (1, 1, 1, 1), False),   # windows of 4, 6 and 9 input elements
+    ((3, 2), (1, 2), (0, 1, 2, 1), False),
+    ((16, 16), (1, 1), (0, 0, 0, 0), True),  # too large a window for 16-bit sums
+])
+def test_avg_pool2d_is_the_mean_rounded_half_to_even(dtype, window, stride, pads, count_include_pad):
+    """x86.pools.avg_pool2d in NCHW8c, scheduled as compile schedules it, against a float64
+    reference: exact (16- or 32-bit sums, the quotient rounded half to even)."""
+    from graphtune.x86.pools import avg_pool2d
+    rng = np.random.default_rng(11)
+    info = np.iinfo(dtype)
+    size = max(9, max(window) + 1)
+    x = rng.integers(info.min, info.max + 1, (1, 16, size, size + 1)).astype(dtype)
+    x[0, 0] = info.max  # the largest sums
+    x[0, 1] = info.min
+    want = _average_reference(x, window, stride, pads, count_include_pad)
+    blocked = x.reshape(1, 2, 8, size, size + 1).transpose(0, 1, 3, 4, 2)
+    out_shape = (1, 2, want.shape[2], want.shape[3], 8)
+    data = te.placeholder(blocked.shape, name="x", dtype=dtype)
+    pool = avg_pool2d(data, "NCHW8c", window, stride, pads, count_include_pad, out_shape)
+    scheduled, _ = x86.generic.schedule_generic(te.create_prim_func([data, pool]), x86.host_target())
+    executable = tvm.compile(scheduled, target=x86.host_target())
+    out = tvm.runtime.tensor(np.zeros(out_shape, dtype))
+    executable(tvm.runtime.tensor(np.ascontiguousarray(blocked)), out)
+    got = out.numpy().transpose(0, 1, 4, 2, 3).reshape(want.shape)
+    np.testing.assert_array_equal(got, want)
 
 
 def test_pools_on_plain_nchw_input():

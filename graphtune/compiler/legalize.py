@@ -46,7 +46,7 @@ from ..layouts import block_of
 from ..ops import LAYOUT_TRANSFORM
 from ..x86.fastmath import COMPUTES
 from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
-from ..x86.pools import max_pool2d
+from ..x86.pools import avg_pool2d, max_pool2d
 from ..x86.resize import bilinear_resize2d, supported
 from ..x86.target import vector_lanes
 from .lut import ELEMENTWISE_ATTR
@@ -175,28 +175,48 @@ def _fast_math_map() -> dict:
 
 
 def _pool_map() -> dict:
-    """customize_legalize_map entry: max pools read their input in place (:mod:`graphtune.x86.pools`).
+    """customize_legalize_map entries: max pools read their input in place, integer average
+    pools (a quantized model's, see :mod:`graphtune.frontend.qdq`) sum in 16 or 32 bits
+    (:mod:`graphtune.x86.pools`; TVM's would sum in eight).
 
-    Falls back to TVM's pool (a padded copy) when a window lies wholly in the padding, the
-    output layout differs or a dimension is symbolic.
+    Max pools fall back to TVM's pool (a padded copy) when a window lies wholly in the
+    padding, the output layout differs or a dimension is symbolic; float average pools are
+    TVM's. An integer average pool graphtune cannot run is an error naming the fix.
     """
+    stock_max = tvm.ir.Op.get("relax.nn.max_pool2d").get_attr("FLegalize")
+    stock_avg = tvm.ir.Op.get("relax.nn.avg_pool2d").get_attr("FLegalize")
 
-    stock = tvm.ir.Op.get("relax.nn.max_pool2d").get_attr("FLegalize")
-
-    def legalize_op(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+    def legalize_max(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
         attrs = call.attrs
         layout = str(attrs.layout)
         out_shape = _static_dims(call.ty)
         if str(attrs.out_layout) != layout or out_shape is None:
-            return stock(bb, call)
+            return stock_max(bb, call)
         try:
             args = (layout, list(attrs.pool_size), list(attrs.strides), list(attrs.dilation),
                     list(attrs.padding), out_shape)
             return bb.call_te(max_pool2d, call.args[0], *args, primfunc_name_hint="max_pool2d")
         except (TypeError, ValueError):  # a symbolic input dimension, a window in the padding
-            return stock(bb, call)
+            return stock_max(bb, call)
 
-    return {"relax.nn.max_pool2d": legalize_op}
+    def legalize_avg(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        attrs = call.attrs
+        if str(call.args[0].ty.dtype) not in ("uint8", "int8"):
+            return stock_avg(bb, call)
+        out_shape = _static_dims(call.ty)
+        try:
+            if str(attrs.out_layout) != str(attrs.layout) or out_shape is None \
+                    or bool(attrs.ceil_mode) or any(int(d) != 1 for d in attrs.dilation):
+                raise ValueError("a symbolic shape, a layout change, ceil mode or dilation")
+            args = (str(attrs.layout), list(attrs.pool_size), list(attrs.strides),
+                    list(attrs.padding), bool(attrs.count_include_pad), out_shape)
+            return bb.call_te(avg_pool2d, call.args[0], *args, primfunc_name_hint="avg_pool2d")
+        except (TypeError, ValueError) as error:
+            raise LayoutError(f"integer average pool to {call.ty}: {error}; graphtune averages "
+                              "integers in floor mode without dilation: dequantize its input "
+                              "instead") from error
+
+    return {"relax.nn.max_pool2d": legalize_max, "relax.nn.avg_pool2d": legalize_avg}
 
 
 def _resize_map(target: tvm.target.Target) -> dict:

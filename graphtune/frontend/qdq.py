@@ -18,13 +18,17 @@ convs run on the int8 kernels. :func:`rewrite_qdq` applies, in order:
    ``(q - zero_point) * scale`` (per tensor, or per channel along ``axis``), a DQ of a Q
    of a constant (weights exported unquantized, as QAT exporters do) that value
    quantized and dequantized, so convs and matmuls see constant fp32 weights.
-3. **Ops that commute with quantization run on the integers**: ``DQ -> MaxPool -> Q`` and
-   ``DQ, DQ, ... -> Concat -> Q`` of uint8 activations (constant scalar scales and zero
-   points) read the DQs' uint8 inputs and write the Q's uint8 output, as ONNX Runtime's QDQ
-   transformer does; an input whose parameters differ from the Q's is requantized (``Q(DQ(.))``
-   before a Concat, fused into its producer's epilogue; after a MaxPool, whose DQ is
-   increasing). Each output value is the one the model computes, and no fp32 tensor is
-   stored between the convs and a pool or concat (GoogLeNet-int8, DenseNet-121-int8: 1.13x).
+3. **Ops that commute with quantization run on the integers**: ``DQ -> MaxPool -> Q``,
+   ``DQ -> AveragePool -> Q`` and ``DQ, DQ, ... -> Concat -> Q`` of uint8 activations
+   (constant scalar scales and zero points) read the DQs' uint8 inputs and write the Q's
+   uint8 output, as ONNX Runtime's QDQ transformer does; an input whose parameters differ
+   from the Q's is requantized (``Q(DQ(.))`` before a Concat, fused into its producer's
+   epilogue; after a MaxPool, whose DQ is increasing). An average pool runs on the integers
+   when its DQ and Q share scale and zero point (what ONNX Runtime's quantizer writes) and it
+   is 2-D, floor mode, undilated, and counts padding only at zero point 0 (post-ReLU
+   tensors): the integer mean rounded half to even (:func:`graphtune.x86.pools.avg_pool2d`).
+   Each output value is the one the model computes, and no fp32 tensor is stored
+   between the convs and a pool or concat (GoogLeNet-int8, DenseNet-121-int8: 1.13x).
 4. **Activation quantization becomes elementwise fp32 ops** (fake quantization). A uint8 Q or
    DQ with constant scalar parameters (what ``graphtune.quantize`` writes for activations)
    becomes its storage form (but see the pair below)::
@@ -484,7 +488,7 @@ class _Rewriter:
             if id(node) in absorbed:
                 continue
             site = None
-            if node.op_type in ("MaxPool", "Concat") and node.output[0] not in outputs \
+            if node.op_type in ("MaxPool", "AveragePool", "Concat") and node.output[0] not in outputs \
                     and not any(node.output[1:]) and len(readers[node.output[0]]) == 1:
                 site = self._integer_site(node, readers[node.output[0]][0],
                                           [producer.get(name) for name in node.input])
@@ -512,6 +516,10 @@ class _Rewriter:
             found.append((dq, params))
         if node.op_type == "MaxPool" and found[0][1][0] <= 0:
             return None
+        if node.op_type == "AveragePool":
+            params = self._stored_params(quantize)
+            if found[0][1] != params or not _integer_average(node, self.rank(node.input[0]), params[1]):
+                return None
         return quantize, [dq for dq, _ in found]
 
     def _on_integers(self, node: onnx.NodeProto, quantize: onnx.NodeProto,
@@ -730,6 +738,22 @@ def _output_axis(node: onnx.NodeProto, weight: np.ndarray) -> int | None:
     if node.op_type == "Gemm" and not _attr(node, "transA", 0) and _attr(node, "alpha", 1) == 1:
         return 0 if _attr(node, "transB", 0) else 1
     return 1 if node.op_type == "MatMul" and weight.ndim == 2 else None
+
+
+def _ints(node: onnx.NodeProto, name: str) -> list[int]:
+    """The ints attribute ``name`` of ``node`` (empty if absent)."""
+    return next((list(a.ints) for a in node.attribute if a.name == name), [])
+
+
+def _integer_average(pool: onnx.NodeProto, rank: int | None, zero: int) -> bool:
+    """True if the ``AveragePool`` ``pool`` of a rank-``rank`` input of zero point ``zero`` runs
+    on the integers (:func:`graphtune.x86.pools.avg_pool2d`): 2-D, explicit (or no) pads, floor
+    mode, no dilation, and padding it counts only if the zero point is 0 (the integer pool pads
+    with 0; the model averages the zero point there)."""
+    auto_pad = next((a.s for a in pool.attribute if a.name == "auto_pad"), b"NOTSET")
+    counted_padding = _attr(pool, "count_include_pad", 0) and any(_ints(pool, "pads"))
+    return rank == 4 and auto_pad in (b"NOTSET", b"VALID") and not _attr(pool, "ceil_mode", 0) \
+        and all(d == 1 for d in _ints(pool, "dilations")) and not (counted_padding and zero)
 
 
 def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
