@@ -69,10 +69,30 @@ def test_results_md_has_the_newest_run_per_cpu_its_command_and_a_generated_heade
     assert subprocess.run(check, capture_output=True).returncode == 1
 
 
-def test_newest_per_cpu_keeps_the_later_of_two_equal_times():
+def test_runs_per_cpu_puts_the_later_of_two_equal_times_first():
     first = report("X", "2026-01-01T00:00:00Z", [ROW], "first")
     second = report("X", "2026-01-01T00:00:00Z", [ROW], "second")
-    assert [r["command"] for r in results.newest_per_cpu([first, second])] == ["second"]
+    assert [[r["command"] for r in group] for group in results.runs_per_cpu([first, second])] == \
+        [["second", "first"]]
+
+
+def test_a_suite_measured_over_several_runs_is_one_table_of_each_models_newest_row():
+    cpu = "AMD EPYC (family 25 model 17)"
+    old = report(cpu, "2026-11-25T10:00:00Z",
+                 [{**ROW, "latency_ms": {"ort": 99.0, "gt-graph": 98.0}, "speedup_vs_ort": 99 / 98},
+                  {**ROW, "model": "vgg16", "speedup_vs_ort": 2.0,
+                   "latency_ms": {"ort": 40.0, "openvino": 30.0, "gt-graph": 20.0}}],
+                 "benchmarks/e2e.py --models resnet18,vgg16")
+    new = report(cpu, "2026-11-26T12:58:00Z", [ROW], "benchmarks/e2e.py --models resnet18")
+    section = results.render([old, new]).split("\n## ")[1]
+    lines = section.splitlines()
+    models = [line.split(" | ")[0][2:] for line in lines if line.startswith("| ") and "---" not in line]
+    assert models == ["model", "resnet18", "vgg16"] and "99.00" not in section
+    assert "resnet18: run 2026-11-26 12:58:00 UTC" in section
+    assert "vgg16: run 2026-11-25 10:00:00 UTC" in section
+    assert section.index("--models resnet18\n") < section.index("--models resnet18,vgg16")
+    ratio = (17.3 / 10.15 * 2.0) ** 0.5
+    assert f"Geomean ORT/gt-graph over 2 models {ratio:.3f}, minimum {17.3 / 10.15:.3f} (resnet18)" in section
 
 
 def test_int8_runs_get_their_own_table_with_failed_peers_and_relative_diffs(tmp_path):
@@ -84,9 +104,10 @@ def test_int8_runs_get_their_own_table_with_failed_peers_and_relative_diffs(tmp_
                 "reference": "ort-int8", "max_abs_diff": {"gt-graph": 0.05},
                 "max_rel_diff": {"gt-graph": 0.01}}
     fp32 = report(cpu, "2026-11-26T12:00:00Z", [ROW], "benchmarks/e2e.py --models resnet18")
-    int8 = {**report(cpu, "2026-11-27T12:00:00Z", [int8_row], "benchmarks/e2e.py --int8"),
-            "precision": "int8", "summary": {"models": 2, "geomean_ort_over_gt": 1.2,
-                                             "min_ort_over_gt": 1.1, "min_model": "densenet121-int8"}}
+    second = {**int8_row, "model": "resnet18-int8", "speedup_vs_ort": 1.1,
+              "latency_ms": {"ort-int8": 11.0, "gt-graph": 10.0}}
+    int8 = {**report(cpu, "2026-11-27T12:00:00Z", [int8_row, second], "benchmarks/e2e.py --int8"),
+            "precision": "int8"}
     text = results.render([fp32, int8])  # the newer int8 run does not hide the fp32 one
     sections = text.split("\n## ")[1:]
     assert [s.splitlines()[0] for s in sections] == [f"{cpu}, LLVM `znver4`",
@@ -97,4 +118,4 @@ def test_int8_runs_get_their_own_table_with_failed_peers_and_relative_diffs(tmp_
                        "| ORT-int8/gt-graph | prediction error | max abs diff | max rel diff | tuning s |")
     assert lines[head + 2] == ("| densenet121-int8 | 20.00 | error | 18.00 | 16.00 | 15.00 | **1.25** "
                                "| +6.2% | 5.0e-02 | 1.0e-02 | 80 |")
-    assert "Geomean ORT-int8/gt-graph over 2 models 1.200" in sections[1]
+    assert f"Geomean ORT-int8/gt-graph over 2 models {(1.25 * 1.1) ** 0.5:.3f}" in sections[1]
