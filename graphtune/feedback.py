@@ -6,7 +6,9 @@ producers, caches hold other data, threads hand over between calls.
 :func:`close_loop` compiles the solver's config, times every call of it in the
 model (:func:`graphtune.profiling.call_times`), replaces the cost of each chosen
 (node, layout pair) candidate by the in-model time of the calls that node owns
-(kernel, fused epilogue, the op groups placed on it), each layout transform
+(kernel, fused epilogue, the op groups placed on it; the node's other candidates scale by its
+in-model / isolated ratio, or by the model's typical ratio where the node's is an outlier:
+:func:`in_model_costs`), each layout transform
 the model runs by its in-model time, and the model's constant (the plain-layout op groups
 priced alone) by the time of the calls no config node owns, solves again (new transforms measured
 lazily), and repeats until the solution runs only candidates whose costs came
@@ -62,8 +64,8 @@ from .ops import LAYOUT_OPS, NODE_OPS, Op
 from .solve import Solution
 
 __all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "ROUNDS_ENV", "REPEAT", "PROFILE_SECONDS", "PROFILES",
-           "close_loop", "default_rounds", "node_task", "transform_task", "plain_task", "model_hash",
-           "in_model_costs", "host_drift", "profile_in_shared_state"]
+           "OUTLIER", "close_loop", "default_rounds", "node_task", "transform_task", "plain_task",
+           "model_hash", "in_model_costs", "in_model_ratios", "host_drift", "profile_in_shared_state"]
 
 IN_MODEL_PROTOCOL = "vm-instrument"
 """How in-model times are taken (part of their records' key): every PrimFunc call of the
@@ -78,6 +80,11 @@ PROFILE_SECONDS = 3.0
 """Shortest wall time of one profile: a shared host's speed drifts over seconds, so a median of
 runs spread over a few seconds is one of its typical speed, where ten back-to-back runs of a
 small model (a second) are a snapshot (``docs/timing.md``, "Closed loop")."""
+
+OUTLIER = 1.25
+"""A node whose profiled candidates ran more than this times slower in the model, relative to
+their isolated costs, than the model's nodes typically did has its other candidates priced at
+the typical ratio (:func:`in_model_costs`)."""
 
 PROFILES = 3
 """Most profiles of one compiled model per round (:func:`profile_in_shared_state`): another is
@@ -293,9 +300,10 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
     def refresh(solution: Solution) -> Solution:
         """Candidates' and transforms' costs from the in-model records, the others' scaled by
         their node's in-model / isolated ratio; solve again if any changed."""
-        costs = {node: in_model_costs([record(node_task(model_key, node, c))
-                                             for c in graph.candidates(node)], row)
-                 for node, row in isolated.items()}
+        found = {node: [record(node_task(model_key, node, c)) for c in graph.candidates(node)]
+                 for node in isolated}
+        typical = _median(in_model_ratios(found, isolated))
+        costs = {node: in_model_costs(found[node], row, typical) for node, row in isolated.items()}
         changed = any(ms != c.cost for node, row in costs.items()
                       for ms, c in zip(row, graph.candidates(node)))
         for pair in transforms:
@@ -389,23 +397,52 @@ def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:
     return _median(ratios)
 
 
-def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float]) -> list[float]:
+def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float],
+                   typical: float | None = None) -> list[float]:
     """A node's candidates' costs: each in-model record's time, and the isolated cost of a
     candidate the model has not run times the median in-model / isolated ratio of those it has
-    (so that a candidate is not chosen for never having been profiled: the loop converges).
+    (so that a candidate is not chosen for never having been profiled: the loop converges) --
+    unless that ratio is more than :data:`OUTLIER` times ``typical`` (the model's median ratio,
+    :func:`in_model_ratios`), then times ``typical``: a penalty only the profiled candidate pays
+    (a register tile of one pixel re-reading its weights from a cache the model fills with
+    other data) must not price the node's other candidates out of the next solve, which
+    profiles the one it takes instead (``docs/timing.md``, "Closed loop").
 
     Examples
     --------
     >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c", "float32"))
     >>> ran = Record.success(task, {"kind": "llvm"}, [1.5], threads=1)
-    >>> in_model_costs([ran, None], [1.0, 2.0])
-    [1.5, 3.0]
+    >>> in_model_costs([ran, None], [1.0, 2.0]), in_model_costs([ran, None], [1.0, 2.0], typical=1.1)
+    ([1.5, 3.0], [1.5, 2.2])
     """
     ratios = [r.median_ms / ms for r, ms in zip(found, isolated)
               if r is not None and r.median_ms is not None and ms > 0]
     ratio = _median(ratios)
+    if typical is not None and ratios and ratio > OUTLIER * typical:
+        ratio = typical
     return [ms * ratio if r is None or r.median_ms is None else float(r.median_ms)
             for r, ms in zip(found, isolated)]
+
+
+def in_model_ratios(found: Mapping[str, Sequence[Record | None]],
+                    isolated: Mapping[str, Sequence[float]]) -> list[float]:
+    """Each node's median in-model / isolated ratio over its candidates with a record (nodes
+    without one left out): their median is the model's typical ratio (:func:`in_model_costs`).
+
+    Examples
+    --------
+    >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c", "float32"))
+    >>> ran = Record.success(task, {"kind": "llvm"}, [1.5], threads=1)
+    >>> in_model_ratios({"a": [ran, None], "b": [None]}, {"a": [1.0, 2.0], "b": [1.0]})
+    [1.5]
+    """
+    ratios = []
+    for node, records in found.items():
+        ran = [r.median_ms / ms for r, ms in zip(records, isolated[node])
+               if r is not None and r.median_ms is not None and ms > 0]
+        if ran:
+            ratios.append(_median(ran))
+    return ratios
 
 
 def _median(values: Sequence[float]) -> float:
