@@ -299,11 +299,12 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
 
     def refresh(solution: Solution) -> Solution:
         """Candidates' and transforms' costs from the in-model records, the others' scaled by
-        their node's in-model / isolated ratio; solve again if any changed."""
-        found = {node: [record(node_task(model_key, node, c)) for c in graph.candidates(node)]
-                 for node in isolated}
-        typical = _median(in_model_ratios(found, isolated))
-        costs = {node: in_model_costs(found[node], row, typical) for node, row in isolated.items()}
+        their node's in-model / isolated ratio (:func:`in_model_costs`); solve again if any
+        changed."""
+        ran = {node: [record(node_task(model_key, node, c)) for c in graph.candidates(node)]
+               for node in isolated}
+        typical = _median(in_model_ratios(ran, isolated))
+        costs = {node: in_model_costs(ran[node], row, typical) for node, row in isolated.items()}
         changed = any(ms != c.cost for node, row in costs.items()
                       for ms, c in zip(row, graph.candidates(node)))
         for pair in transforms:
