@@ -123,10 +123,9 @@ def avg_pool2d(x: te.Tensor, layout: str, pool_size: Sequence[int], strides: Seq
     ONNX's ``DequantizeLinear -> AveragePool -> QuantizeLinear`` computes on a quantized
     tensor when the ``QuantizeLinear`` shares the scale and zero point and the padding is
     the zero point (up to the float rounding it does). The sums accumulate in 16 bits
-    where the window cannot overflow them (one vector holds twice the lanes of 32 bits:
-    1.7x faster than 32-bit sums read through clamped indices, ``docs/int8.md``), and
-    read the input through a zero-padding stage the schedule inlines (TVM's float pool
-    stays for floats).
+    where the window cannot overflow them (twice the lanes per vector of 32-bit sums), and
+    read the input through a zero-padding stage the schedule inlines; ``docs/int8.md`` has
+    the timings (TVM's float pool stays for floats).
 
     Parameters
     ----------
