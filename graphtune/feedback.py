@@ -416,8 +416,7 @@ def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float],
     >>> in_model_costs([ran, None], [1.0, 2.0]), in_model_costs([ran, None], [1.0, 2.0], typical=1.1)
     ([1.5, 3.0], [1.5, 2.2])
     """
-    ratios = [r.median_ms / ms for r, ms in zip(found, isolated)
-              if r is not None and r.median_ms is not None and ms > 0]
+    ratios = _ratios(found, isolated)
     ratio = _median(ratios)
     if typical is not None and ratios and ratio > OUTLIER * typical:
         ratio = typical
@@ -437,13 +436,13 @@ def in_model_ratios(found: Mapping[str, Sequence[Record | None]],
     >>> in_model_ratios({"a": [ran, None], "b": [None]}, {"a": [1.0, 2.0], "b": [1.0]})
     [1.5]
     """
-    ratios = []
-    for node, records in found.items():
-        ran = [r.median_ms / ms for r, ms in zip(records, isolated[node])
-               if r is not None and r.median_ms is not None and ms > 0]
-        if ran:
-            ratios.append(_median(ran))
-    return ratios
+    return [_median(ran) for node, records in found.items() if (ran := _ratios(records, isolated[node]))]
+
+
+def _ratios(found: Sequence[Record | None], isolated: Sequence[float]) -> list[float]:
+    """In-model / isolated time of each candidate with a record."""
+    return [r.median_ms / ms for r, ms in zip(found, isolated)
+            if r is not None and r.median_ms is not None and ms > 0]
 
 
 def _median(values: Sequence[float]) -> float:

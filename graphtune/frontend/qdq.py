@@ -98,6 +98,7 @@ import json
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping
+from typing import TypeVar
 
 import numpy as np
 import onnx
@@ -105,6 +106,8 @@ from onnx import TensorProto, helper, numpy_helper, shape_inference
 
 from ..errors import ModelError
 from .fold import drop_dead
+
+_T = TypeVar("_T")
 
 __all__ = ["rewrite_qdq", "QDQ_OPS", "INT8_NODES", "INT8_CHANNELS", "int8_nodes", "weight_pair_max"]
 
@@ -506,7 +509,8 @@ class _Rewriter:
                       dqs: list[onnx.NodeProto | None]) -> tuple[onnx.NodeProto, list[onnx.NodeProto]] | None:
         """``(quantize, dqs)`` when rule 3 applies to ``node``: its only reader ``quantize`` is a Q
         of the storage form and each input a DQ of it (of a positive scale before a MaxPool)."""
-        if quantize.op_type != "QuantizeLinear" or self._stored_params(quantize) is None:
+        target = self._stored_params(quantize) if quantize.op_type == "QuantizeLinear" else None
+        if target is None:
             return None
         found = []
         for dq in dqs:
@@ -516,10 +520,9 @@ class _Rewriter:
             found.append((dq, params))
         if node.op_type == "MaxPool" and found[0][1][0] <= 0:
             return None
-        if node.op_type == "AveragePool":
-            params = self._stored_params(quantize)
-            if found[0][1] != params or not _integer_average(node, self.rank(node.input[0]), params[1]):
-                return None
+        if node.op_type == "AveragePool" and (
+                found[0][1] != target or not _integer_average(node, self.rank(node.input[0]), target[1])):
+            return None
         return quantize, [dq for dq, _ in found]
 
     def _on_integers(self, node: onnx.NodeProto, quantize: onnx.NodeProto,
@@ -740,23 +743,18 @@ def _output_axis(node: onnx.NodeProto, weight: np.ndarray) -> int | None:
     return 1 if node.op_type == "MatMul" and weight.ndim == 2 else None
 
 
-def _ints(node: onnx.NodeProto, name: str) -> list[int]:
-    """The ints attribute ``name`` of ``node`` (empty if absent)."""
-    return next((list(a.ints) for a in node.attribute if a.name == name), [])
-
-
 def _integer_average(pool: onnx.NodeProto, rank: int | None, zero: int) -> bool:
     """True if the ``AveragePool`` ``pool`` of a rank-``rank`` input of zero point ``zero`` runs
     on the integers (:func:`graphtune.x86.pools.avg_pool2d`): 2-D, explicit (or no) pads, floor
     mode, no dilation, and padding it counts only if the zero point is 0 (the integer pool pads
     with 0; the model averages the zero point there)."""
-    auto_pad = next((a.s for a in pool.attribute if a.name == "auto_pad"), b"NOTSET")
-    counted_padding = _attr(pool, "count_include_pad", 0) and any(_ints(pool, "pads"))
-    return rank == 4 and auto_pad in (b"NOTSET", b"VALID") and not _attr(pool, "ceil_mode", 0) \
-        and all(d == 1 for d in _ints(pool, "dilations")) and not (counted_padding and zero)
+    counted_padding = _attr(pool, "count_include_pad", 0) and any(_attr(pool, "pads", [0, 0, 0, 0]))
+    return rank == 4 and _attr(pool, "auto_pad", b"NOTSET") in (b"NOTSET", b"VALID") \
+        and not _attr(pool, "ceil_mode", 0) and all(d == 1 for d in _attr(pool, "dilations", [1, 1])) \
+        and not (counted_padding and zero)
 
 
-def _attr(node: onnx.NodeProto, name: str, default: int) -> int:
+def _attr(node: onnx.NodeProto, name: str, default: _T) -> _T:
     return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name), default)
 
 
