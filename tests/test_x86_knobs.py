@@ -200,6 +200,25 @@ def test_candidate_tiles_respect_register_budget():
             assert k["reg_n"] * k.get("oh_bn", 1) * vectors <= max(budget, vectors)
 
 
+@pytest.mark.parametrize("workload", [
+    CONV1, CONV3, x86.conv2d_workload([1, 64, 28, 28], [256, 64, 1, 1]),
+    x86.conv2d_int8_workload([1, 64, 56, 56], [256, 64, 1, 1]),
+    x86.conv2d_int8_workload([1, 128, 28, 28], [128, 128, 3, 3], padding=[1, 1, 1, 1])])
+def test_register_tiles_of_several_pixels_leave_registers_for_their_kernel_vectors(workload):
+    """A tile whose pixels reuse ``v`` kernel vectors holds them and one broadcast input beside its
+    accumulators: more than the register file holds makes LLVM spill in the reduction loop."""
+    for target, registers in ((ZEN, 32), (HASWELL, 16)):
+        lanes = x86.vector_lanes(target)
+        tiles = [k for k in x86.candidates(workload, target)
+                 if "oc_bn" in k and "oc_tile" not in k and k.get("isa") not in ("amx", "amxbf16")]
+        assert any(-(-k["oc_bn"] // lanes) == 4 for k in tiles)  # the case the rule is about
+        for k in tiles:
+            vectors = -(-k["oc_bn"] // lanes)
+            pixels = k["reg_n"] * k.get("oh_bn", 1)
+            if pixels > 1:
+                assert pixels * vectors + vectors + 1 <= registers, (target["mcpu"], k)
+
+
 def test_stem_candidates_block_the_three_input_channels():
     assert {k["ic_bn"] for k in x86.candidates(STEM, ZEN)} == {1, 3}
     assert x86.default_knobs(STEM, 16, ZEN)["ic_bn"] == 3

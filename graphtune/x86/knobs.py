@@ -97,7 +97,7 @@ from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "INT8_KNOBS",
            "BF16_KNOBS", "DENSE_BF16_KNOBS", "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors",
-           "register_budget"]
+           "register_budget", "accumulator_budget"]
 
 
 def divisors(n: int, cap: int | None = None) -> list:
@@ -122,7 +122,31 @@ def register_budget(target: TargetLike = None) -> int:
     >>> register_budget({"kind": "llvm", "mcpu": "haswell"})
     12
     """
-    return (32 if vector_lanes(target) >= 16 else 16) - 4
+    return _registers(target) - 4
+
+
+def accumulator_budget(target: TargetLike, vectors: int) -> int:
+    """Accumulator registers a register tile of ``vectors`` output vectors per pixel may use on
+    ``target``: :func:`register_budget`, and no more than leave one register for each of the
+    tile's kernel vectors (every pixel of the tile reuses them) and one for the broadcast input.
+    A tile over that makes LLVM spill accumulators inside the reduction loop (blocks of four
+    vectors on AVX-512: 4 x 7 pixels ran 8-20% slower than 4 x 4 in fp32, up to 1.8x in int8;
+    ``docs/candidates.md``, "Registers of a tile").
+
+    Examples
+    --------
+    >>> avx512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
+    >>> accumulator_budget(avx512, 2), accumulator_budget(avx512, 4)
+    (28, 27)
+    >>> accumulator_budget({"kind": "llvm", "mcpu": "haswell"}, 4)
+    11
+    """
+    return min(register_budget(target), _registers(target) - vectors - 1)
+
+
+def _registers(target: TargetLike) -> int:
+    """Architectural vector registers: 32 with AVX-512, 16 otherwise."""
+    return 32 if vector_lanes(target) >= 16 else 16
 
 
 def _fail(op: str, knob: str, value, rule: str, valid) -> None:

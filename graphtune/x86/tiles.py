@@ -23,7 +23,7 @@ import math
 from ..ops import Op, output_shape
 from .conv2d_transpose import taps
 from .groups import group_sizes, oc_blocks, span
-from .knobs import divisors, register_budget
+from .knobs import accumulator_budget, divisors, register_budget
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
@@ -100,9 +100,10 @@ def _register_tiles(workload: dict, op: Op, oc_bn: int, target: TargetLike, kh: 
     ``in_flight``: fewest accumulators of a tile of several output vectors reducing over taps
     (the int8 kernels, whose instruction mix differs, pass 0).
     """
-    lanes, budget = vector_lanes(target), register_budget(target)
+    lanes = vector_lanes(target)
     _, _, oh, ow = output_shape(workload, op)
     vecs = math.ceil(oc_bn / lanes)
+    budget = accumulator_budget(target, vecs)
     pointwise = kh == kw == 1
     row_tiles = [t for t in (1, 2, 4) if t <= oh] if pointwise else [1]
     # 1x1 convs reload the whole kernel per tile: they like full tiles; others half the budget
@@ -129,9 +130,10 @@ def _register_tiles(workload: dict, op: Op, oc_bn: int, target: TargetLike, kh: 
 
 
 def _depthwise_register_tiles(workload: dict, bn: int, target: TargetLike) -> list:
-    lanes, budget = vector_lanes(target), register_budget(target)
+    lanes = vector_lanes(target)
     ow = output_shape(workload, Op.DEPTHWISE_CONV2D)[3]
     vecs = math.ceil(bn / lanes)
+    budget = accumulator_budget(target, vecs)
     ranked = [
         (_tile_key(ow, reg_n, reg_n * vecs, budget // 2), {"reg_n": reg_n})
         for reg_n in _widths(ow, max(budget // vecs, 1))
@@ -145,8 +147,8 @@ def _dense_register_tiles(workload: dict, oc_bn: int, target: TargetLike) -> lis
     k_tiles = sorted(divisors(k, cap=16), key=lambda k_bn: abs(k_bn - 8))
     if rows == 1:
         return [{"k_bn": k_bn} for k_bn in k_tiles]
-    lanes, budget = vector_lanes(target), register_budget(target)
-    vecs = math.ceil(oc_bn / lanes)
+    vecs = math.ceil(oc_bn / vector_lanes(target))
+    budget = accumulator_budget(target, vecs)
     row_tiles = sorted(
         _widths(rows, max(budget // vecs, 1)),
         key=lambda n_bn: _tile_key(rows, n_bn, n_bn * vecs, budget),
@@ -333,8 +335,8 @@ def _pixel_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
     _, _, oh, ow = output_shape(workload, Op.CONV2D)
     if oh == 1 or oc_bn == 1 or not _pixel_for_pixel(workload):
         return []
-    lanes, budget = vector_lanes(target), register_budget(target)
-    vecs = math.ceil(oc_bn / lanes)
+    vecs = math.ceil(oc_bn / vector_lanes(target))
+    budget = accumulator_budget(target, vecs)
     pixels = oh * ow
     sizes = [n for n in _widths(pixels, max(budget // vecs, 1)) if n % ow and ow % n]
     ranked = sorted(sizes, key=lambda reg_n: _tile_key(pixels, reg_n, reg_n * vecs, budget))
@@ -397,10 +399,11 @@ def _winograd_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
     wins depends on the map size, so all are measured."""
     if not winograd_fits(workload):
         return []
-    lanes, budget = vector_lanes(target), register_budget(target)
+    lanes = vector_lanes(target)
     if 2 * oc_bn < lanes or workload["data"][1] < lanes:
         return []
     vecs = math.ceil(oc_bn / lanes)
+    budget = accumulator_budget(target, vecs)
     found = []
     for m in sorted(WINOGRAD_TILES, reverse=True):
         tiles = winograd_tiles(workload, m)
