@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from . import frontend, x86
 from .errors import ConfigError
+from .frontend.cut import PARTITION_KEY, import_or_cut
 from .ops import LAYOUT_OPS, ModelNode, Op
 
 __all__ = ["model_nodes", "x86_knobs", "uniform_nodes", "random_nodes"]
@@ -42,8 +43,18 @@ def model_nodes(model: Any) -> list[ModelNode]:
     if isinstance(model, Iterable) and not isinstance(model, (str, bytes, os.PathLike)) \
             and not hasattr(model, "graph") and not hasattr(model, "functions"):
         return [(op.name, op.op, op.workload) for op in model]
-    return [(op.name, op.op, op.workload)
-            for op in frontend.layout_ops(frontend.import_model(model))]
+    return [(op.name, op.op, op.workload) for op in _layout_ops(model)[0]]
+
+
+def _layout_ops(model: Any) -> tuple[list, dict | None]:
+    """The frontend's layout ops of ``model`` and None; for a model TVM imports only in part
+    (``docs/partition.md``), those of its TVM part and the partition's record: the nodes
+    :func:`graphtune.tune` tunes and :func:`graphtune.compile` compiles."""
+    mod, part = import_or_cut(model)
+    if part is None:
+        return frontend.layout_ops(mod), None
+    tvm_part = frontend.import_model(part.tvm_model, shape_dict=part.tvm_shapes)
+    return frontend.layout_ops(tvm_part), part.record()
 
 
 def x86_knobs(op: Op, workload: dict, knobs: dict) -> tuple:
@@ -94,18 +105,23 @@ def random_nodes(model: Any, seed: int = 0, target: Any = None) -> dict:
 
 def _per_node(model: Any, target: Any, choose: Callable[[Op, dict, Any], dict]) -> dict:
     """Config document parts with ``choose(op, workload, target)`` knobs for every layout node
-    x86 can run."""
+    x86 can run; for a model TVM imports only in part, the nodes of its TVM part, and the
+    partition recorded in the ``model`` part (as :func:`graphtune.tune` records it, without the
+    ONNX Runtime part's time: nothing is measured)."""
     tgt = x86.host_target(target)
     nodes = {}
-    for op in frontend.layout_ops(frontend.import_model(model)):
+    ops, partition = _layout_ops(model)
+    for op in ops:
         if op.op not in LAYOUT_OPS:
             continue
         knobs = choose(Op(op.op), op.workload, tgt)
         in_layout, out_layout = x86.layouts_of(op.workload, knobs, op=op.op)
         nodes[op.name] = {"op": op.op, "workload": op.workload, "in_layout": in_layout,
                           "out_layout": out_layout, "knobs": knobs}
-    return {"target": x86.target_key(tgt),
-            "model": {"name": _model_name(model), "fingerprint": None}, "nodes": nodes}
+    about: dict[str, Any] = {"name": _model_name(model), "fingerprint": None}
+    if partition is not None:
+        about[PARTITION_KEY] = partition
+    return {"target": x86.target_key(tgt), "model": about, "nodes": nodes}
 
 
 def _model_name(model: Any) -> str | None:

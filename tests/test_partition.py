@@ -270,6 +270,19 @@ def test_tuned_config_records_the_partition_and_compile_refuses_another(tuned_lo
         graphtune.compile(loop_model(head_first=True), Config.load(path))
 
 
+@pytest.mark.parametrize("make", [loop_model, shape_model, nms_gather_model],
+                         ids=["loop", "shape", "nms"])
+def test_uniform_and_random_configs_of_a_partitioned_model_are_its_tvm_parts(make):
+    model = make()
+    part = plan(model)
+    for config in (Config.uniform(model), Config.random(model, seed=3)):
+        assert config.model["partition"] == part.record()
+        assert config.check(model) == []  # every layout node of the TVM part, none missing
+        compiled = graphtune.compile(model, config)
+        assert isinstance(compiled, PartitionedModel)
+        _assert_matches_whole_ort(model, compiled)
+
+
 def test_a_config_with_a_partition_is_refused_for_a_whole_model():
     config = Config({}, model={"partition": {"tvm_nodes": ["box_conv"], "onnxruntime_nodes": []}})
     with pytest.raises(ConfigMismatchError, match=r"ONNX node 'box_mean' runs in tvm for this "
