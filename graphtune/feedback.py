@@ -22,15 +22,16 @@ anything, and profiles only candidates no record covers. A candidate profiled
 again (it stays in the next round's solution, which runs something new) gets the
 newer time (records: the last one wins), so a round profiled while the host ran
 slow does not set the costs of the whole loop; and the calls a profile shares with the
-records measure how much faster or slower the host runs now (:func:`host_drift`), by which
-every older record of the model is rescaled, so the costs the solver compares are at one host
-speed. Each profile runs for at least :data:`PROFILE_SECONDS`. Each round's profile is bracketed by the
-host-state gauge (:mod:`graphtune.hoststate`): one taken while the threads did not share a cache
-runs everything slower than the isolated costs it replaces, and so does one during which other
-work took the CPUs (:mod:`graphtune.measure.contention`), so the model is profiled again, up
-to :data:`PROFILES` times, and the first profile in the shared state (else the fastest) is
-used. Records are never
-measured by :func:`graphtune.measure.measure` (they have no builder).
+records measure how much faster or slower the host runs now (:func:`host_drift`): a faster
+profile rescales every older record of the model by it, a slower one is itself rescaled to the
+older records' speed, so the costs the solver compares are at one host speed, the fastest the
+loop has seen. Each profile runs for at least :data:`PROFILE_SECONDS`. Each round's profile is
+bracketed by the host-state gauge (:mod:`graphtune.hoststate`): one taken while the threads did
+not share a cache runs everything slower than the isolated costs it replaces, and so does one
+during which other work took the CPUs (:mod:`graphtune.measure.contention`), so the model is
+profiled again, up to :data:`PROFILES` times, and the first profile in the shared state (else
+the fastest) is used. Records are never measured by :func:`graphtune.measure.measure` (they have
+no builder).
 
 Examples
 --------
@@ -148,7 +149,8 @@ class Feedback:
         Profiles taken (more than ``rounds`` when a round profiled again).
     drifts : list of float
         Per round, :func:`host_drift`: its profile's times over the recorded ones of the same
-        calls (1: nothing timed before), by which the older records were rescaled.
+        calls (1: nothing timed before); under 1 the older records were rescaled by it, over 1
+        the round's own times by its inverse.
 
     Examples
     --------
@@ -356,7 +358,9 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         new.append((plain_task(model_key), [max(ms, 1e-6) for ms in times.other]))  # none: ~0
         drifts.append(ratio)
         taken_now = {task.key for task, _ in new}
-        if ratio != 1.0:  # the older profiles, at this profile's host speed
+        if ratio > 1.0:  # a slower spell: this profile at the older profiles' host speed
+            new = [(task, [ms / ratio for ms in times_ms]) for task, times_ms in new]
+        elif ratio < 1.0:  # the older profiles at this faster one's
             new += [(task, [ms * ratio for ms in found.ms]) for task, found in recorded_tasks()
                     if task.key not in taken_now]
         for task, ms in new:  # the newest profile of a candidate replaces an older one
@@ -365,7 +369,7 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         if progress:
             print(f"feedback round {len(measured)}: measured {times.vm_ms:.3f} ms in the model "
                   f"({time.perf_counter() - began:.1f} s, {taken} profile(s), host {state}, "
-                  f"calls timed before x{ratio:.2f}); predicted now "
+                  f"host drift x{ratio:.2f}); predicted now "
                   f"{_predicted(graph, solution):.3f} ms", file=sys.stderr, flush=True)
     used = sum(record(node_task(model_key, n, c)) is not None
                for n in graph.nodes if graph.op(n) in NODE_OPS for c in graph.candidates(n))
@@ -383,8 +387,11 @@ def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:
 
     The host's speed drifts between rounds by more than candidates differ (a model profiled
     7.5 ms, then 9.0 ms with one node changed); the same calls timed in both profiles measure
-    that drift, so the older records are rescaled by it and every in-model cost the solver
-    compares is at one host speed, the latest profile's.
+    that drift, and whichever side ran slower is rescaled to the other's speed, so every
+    in-model cost the solver compares is at one host speed, the fastest the loop has seen: a
+    slow spell is what passes (a quantized DenseNet-121 profiled 10.4 then 11.7 ms, drift 1.13,
+    measured 10.0 ms in the benchmark's rounds; at the latest profile's speed it was predicted
+    11.5 ms, ``docs/timing.md``).
 
     Examples
     --------

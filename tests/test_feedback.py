@@ -203,12 +203,14 @@ def test_a_profile_lasts_its_window_and_takes_every_run_in_it(looped):
         profiling.call_times(compiled, config, MODEL, 2, seconds=-1)
 
 
-def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(looped, tmp_path,
-                                                                                monkeypatch):
-    """Round 1 times nodes a, b at their costs; round 2 (host 1.5x slower) times b, c at 1.5x
-    theirs: b, run in both, shows the drift, so a's round-1 time is rescaled by 1.5 -- a's and c's
-    costs are then compared at one host speed, not a's fast round against c's slow one. Round 1
-    changes no cost, so the solution cannot move before round 2 (b keeps its candidate)."""
+@pytest.mark.parametrize("speed", [1.5, 0.5], ids=["slower", "faster"])
+def test_the_rounds_are_put_at_the_fastest_host_speed_the_shared_calls_show(looped, tmp_path,
+                                                                           monkeypatch, speed):
+    """Round 1 times nodes a, b at their costs; round 2 (host ``speed`` x as slow) times b, c at
+    ``speed`` x theirs: b, run in both, shows the drift. The slower side is rescaled to the
+    faster's: a round 2 1.5x slower is recorded at round 1's speed (c at its cost, a kept), a round
+    2 twice as fast rescales round 1 (a at half its cost, c at half). Round 1 changes no cost, so
+    the solution cannot move before round 2 (b keeps its candidate)."""
     _, records = looped
     ran: list[dict] = []
 
@@ -218,20 +220,22 @@ def test_older_profiles_are_rescaled_by_the_host_drift_the_shared_calls_show(loo
         timed = layout[:-1] if first else layout[1:]
         costs = {n: graph.candidates(n)[solution.assignment[n]].cost for n in timed}
         ran.append({n: (solution.assignment[n], cost) for n, cost in costs.items()})
-        slower = 1.0 if first else 1.5
+        slower = 1.0 if first else speed
         return CallTimes({n: [cost * slower] * 2 for n, cost in costs.items()}, {}, [slower] * 2,
                          1.0), "shared", 1
 
     monkeypatch.setattr(feedback, "_profile", profile)
-    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-drift")
+    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", f"test-drift-{speed}")
     result = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
-    assert len(ran) == 2 and result.feedback.drifts == [1.0, pytest.approx(1.5)]
+    assert len(ran) == 2 and result.feedback.drifts == [1.0, pytest.approx(speed)]
+    fastest = min(1.0, speed)
     only_first = [n for n in ran[0] if n not in ran[1]]
     assert only_first and any(ran[0].get(n) == ran[1][n] for n in ran[1])
-    for node in only_first:
-        index, cost = ran[0][node]
-        assert result.graph.candidates(node)[index].cost == pytest.approx(1.5 * cost)
-    assert "host drift x1.00, x1.50" in result.summary()
+    for node, (index, cost) in [(n, ran[0][n]) for n in only_first] + list(ran[1].items()):
+        assert result.graph.candidates(node)[index].cost == pytest.approx(fastest * cost)
+    sink = fixed_cost_node(result.graph)  # round 2's unowned calls, at the same speed
+    assert result.graph.candidates(sink)[0].cost == pytest.approx(fastest)
+    assert f"host drift x1.00, x{speed:.2f}" in result.summary()
 
 
 def test_the_unowned_calls_do_not_read_as_host_drift(looped, tmp_path, monkeypatch):
