@@ -389,9 +389,7 @@ def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:
     7.5 ms, then 9.0 ms with one node changed); the same calls timed in both profiles measure
     that drift, and whichever side ran slower is rescaled to the other's speed, so every
     in-model cost the solver compares is at one host speed, the fastest the loop has seen: a
-    slow spell is what passes (a quantized DenseNet-121 profiled 10.4 then 11.7 ms, drift 1.13,
-    measured 10.0 ms in the benchmark's rounds; at the latest profile's speed it was predicted
-    11.5 ms, ``docs/timing.md``).
+    slow spell is what passes (``docs/timing.md``, "Closed loop").
 
     Examples
     --------

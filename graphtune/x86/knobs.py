@@ -130,8 +130,7 @@ def accumulator_budget(target: TargetLike, vectors: int) -> int:
     ``target``: :func:`register_budget`, and no more than leave one register for each of the
     tile's kernel vectors (every pixel of the tile reuses them) and one for the broadcast input.
     A tile over that makes LLVM spill accumulators inside the reduction loop (blocks of four
-    vectors on AVX-512: 4 x 7 pixels ran 8-20% slower than 4 x 4 in fp32, up to 1.8x in int8;
-    ``docs/candidates.md``, "Registers of a tile").
+    vectors x 7 pixels on AVX-512; ``docs/candidates.md``, "Registers of a tile").
 
     Examples
     --------
