@@ -411,6 +411,18 @@ def test_first_candidates_try_distinct_register_tiles(target):
     assert all(k["ic_bn"] == k["oc_bn"] for k in found[:distinct])
 
 
+def test_a_tile_made_to_divide_the_map_never_collapses_to_one_pixel():
+    """On a 7x7 map a tile of 2 vectors x 4 rows x 3 pixels fits neither axis; made to divide both
+    it would be one pixel (re-reading its kernel vectors per instruction) beside the same
+    vectors' whole-row tile: it is dropped, and the next shape takes its turn among the first."""
+    wl = x86.conv2d_int8_workload([1, 2048, 7, 7], [512, 2048, 1, 1])
+    found = x86.candidates(wl, ZNVER4)
+    tiles = {(k["oc_bn"] // 16, k["reg_n"] * k.get("oh_bn", 1)) for k in found if k["isa"] == "avx512vnni"}
+    assert (2, 7) in tiles and (2, 1) not in tiles
+    assert (4, 1) in tiles  # four vectors fit one pixel only (x86.knobs.accumulator_budget): kept
+    assert all(k["reg_n"] * k.get("oh_bn", 1) > 1 for k in found[:4] if k["oc_bn"] // 16 < 4)
+
+
 def test_threads_share_rows_of_a_1x1_conv_whose_input_is_largest():
     """As the fp32 conv's (x86.tiles._rows_outer): each thread then reads a band of the input."""
     wide_input = x86.conv2d_int8_workload([1, 256, 56, 56], [64, 256, 1, 1], weight_pair_max=128)

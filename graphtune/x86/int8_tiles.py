@@ -93,8 +93,10 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     height come first, then the others: a ``reg_n`` whose whole tiles cover at most an eighth
     more columns than the output has (:func:`padded_rows_fit`) as it is (the kernel computes the
     padded width, :func:`graphtune.x86.conv2d_int8.computed_width`), else made the largest
-    divisor below it, as is ``oh_bn``; duplicates dropped. An output 37 wide (Inception-v3's stem
-    at 75 px) gets tiles of 2 to 5 pixels over 38 to 40 columns instead of ``reg_n`` 1.
+    divisor below it, as is ``oh_bn``; duplicates dropped, and so is a tile made one pixel that
+    way (it re-reads its kernel vectors per instruction, beside the same vectors' tiles that
+    divide). An output 37 wide (Inception-v3's stem at 75 px) gets tiles of 2 to 5 pixels over
+    38 to 40 columns instead of ``reg_n`` 1.
 
     Examples
     --------
@@ -115,7 +117,7 @@ def int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
             tile = {**tile, "reg_n": divisors(ow, cap=tile["reg_n"])[-1]}
         if "oh_bn" in tile:
             tile["oh_bn"] = divisors(oh, cap=tile["oh_bn"])[-1]
-        if tile not in tiles:
+        if tile["reg_n"] * tile.get("oh_bn", 1) > 1 and tile not in tiles:
             tiles.append(tile)
     rows = {"rows_outer": True} if kh == kw == 1 and _rows_outer(workload) else {}
     return [{**blocks, **tile, **rows, "isa": isa.name, **({"widen": True} if wide else {})}
