@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from . import frontend, x86
 from .errors import ConfigError
-from .frontend.cut import PARTITION_KEY, import_or_cut
+from .frontend.cut import PARTITION_KEY, import_tvm_part
 from .ops import LAYOUT_OPS, ModelNode, Op
 
 __all__ = ["model_nodes", "x86_knobs", "uniform_nodes", "random_nodes"]
@@ -50,11 +50,8 @@ def _layout_ops(model: Any) -> tuple[list, dict | None]:
     """The frontend's layout ops of ``model`` and None; for a model TVM imports only in part
     (``docs/partition.md``), those of its TVM part and the partition's record: the nodes
     :func:`graphtune.tune` tunes and :func:`graphtune.compile` compiles."""
-    mod, part = import_or_cut(model)
-    if part is None:
-        return frontend.layout_ops(mod), None
-    tvm_part = frontend.import_model(part.tvm_model, shape_dict=part.tvm_shapes)
-    return frontend.layout_ops(tvm_part), part.record()
+    mod, part = import_tvm_part(model)
+    return frontend.layout_ops(mod), None if part is None else part.record()
 
 
 def x86_knobs(op: Op, workload: dict, knobs: dict) -> tuple:

@@ -1091,12 +1091,9 @@ def profile(model: Any, config: Any = None, *, repeat: int = 10, ort: bool = Tru
 def _uniform(proto: Any, shape_dict: Mapping[str, list[int]] | None) -> Config:
     """:meth:`Config.uniform` of ``proto``, or of its TVM part when TVM imports it only in part."""
     from .config import Config
-    from .frontend import import_model
-    from .frontend.cut import import_or_cut
+    from .frontend.cut import import_tvm_part
 
-    mod, part = import_or_cut(proto, shape_dict)
-    return Config.uniform(mod if part is None else import_model(part.tvm_model,
-                                                                shape_dict=part.tvm_shapes))
+    return Config.uniform(import_tvm_part(proto, shape_dict)[0])
 
 
 def _onnxruntime_part_row(whole: PartitionedModel, config: Config, repeat: int) -> ProfileRow:

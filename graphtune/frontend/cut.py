@@ -53,8 +53,8 @@ from .walk import bindings
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["Partition", "plan", "import_or_cut", "tvm_part", "record_partition", "recorded_partition",
-           "recorded_summary", "onnxruntime_session", "random_inputs", "DATA_DEPENDENT",
+__all__ = ["Partition", "plan", "import_or_cut", "import_tvm_part", "tvm_part", "record_partition",
+           "recorded_partition", "recorded_summary", "onnxruntime_session", "random_inputs", "DATA_DEPENDENT",
            "PARTITION_KEY", "ORT_MS_KEY", "ORT_REPEAT"]
 
 DATA_DEPENDENT = frozenset({"NonMaxSuppression"})
@@ -393,6 +393,24 @@ def import_or_cut(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = N
     if part.whole and not recorded:  # the strict import takes it all: import it as usual
         return import_model(proto, shape_dict=shape_dict), None
     return None, part
+
+
+def import_tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None
+                    ) -> tuple[tvm.IRModule, Partition | None]:
+    """The module of the nodes graphtune tunes and compiles: ``(model imported, None)`` when TVM
+    imports it whole, else ``(its TVM part imported, the partition)``.
+
+    Examples
+    --------
+    >>> from graphtune import models
+    >>> mod, part = import_tvm_part(models.get("resnet18", image_size=32))
+    >>> mod["main"].params[0].name, part
+    ('input', None)
+    """
+    mod, part = import_or_cut(model, shape_dict)
+    if part is None:
+        return mod, None
+    return import_model(part.tvm_model, shape_dict=part.tvm_shapes), part
 
 
 def tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None
