@@ -886,7 +886,8 @@ OP_CLASSES: dict[str, OpClass] = {
     "resize2d": OpClass("resize"),
     **dict.fromkeys(("add", "subtract", "multiply", "divide", "sigmoid", "relu", "clip",
                      "maximum", "minimum", "tanh", "erf", "gelu", "exp", "sqrt", "power",
-                     "tir_sigmoid", "int8_quantize", "bfloat16_rounding", "lookup"), _ELEMENTWISE),
+                     "tir_sigmoid", "int8_quantize", "bfloat16_rounding",
+                     "bfloat16_widening", "lookup"), _ELEMENTWISE),
 }
 """The class of every op kind graphtune tells apart: its own ops (kernels, tasks) and the op
 kinds of a compiled model's functions (TVM's op names, :data:`LAYOUT_TRANSFORM`)."""

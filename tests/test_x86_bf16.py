@@ -279,3 +279,56 @@ def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):
     x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]
     assert 0 < np.abs(compiled(x) - want).max() <= 0.05 * np.abs(want).max()
+
+
+def _residual_block() -> onnx.ModelProto:
+    """input [1, 32, 8, 8] -> 3x3 conv -> ReLU = x; output = 1x1 conv(x) + x."""
+    rng = np.random.default_rng(7)
+    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
+             for name, shape in (("a.w", [32, 32, 3, 3]), ("a.b", [32]), ("b.w", [32, 32, 1, 1]))]
+    nodes = [helper.make_node("Conv", ["input", "a.w", "a.b"], ["a"], name="a", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["a"], ["x"], name="relu"),
+             helper.make_node("Conv", ["x", "b.w"], ["y"], name="b", kernel_shape=[1, 1]),
+             helper.make_node("Add", ["y", "x"], ["output"], name="add")]
+    return onnx_model(nodes, inits, "residual", [1, 32, 8, 8], output_shape=[1, 32, 8, 8])
+
+
+def _conv64(data: np.ndarray, weight: np.ndarray, pad: int) -> np.ndarray:
+    """float64 NCHW conv, stride 1."""
+    data = np.pad(data.astype(np.float64), [(0, 0), (0, 0), (pad, pad), (pad, pad)])
+    kh, kw = weight.shape[2:]
+    h, w = data.shape[2] - kh + 1, data.shape[3] - kw + 1
+    return sum(np.einsum("nchw,oc->nohw", data[:, :, y:y + h, x:x + w], weight[:, :, y, x].astype(np.float64))
+               for y in range(kh) for x in range(kw))
+
+
+def test_a_tensor_a_bfloat16_node_reads_is_stored_in_bfloat16_for_its_elementwise_readers():
+    """x feeds a bfloat16 conv and the residual add: its producer writes it once, rounded, and the
+    add reads those bits widened (no rounding call of its own); the output is the add of the
+    rounded x, as a float64 reference computes it."""
+    if not x86.isas_of(HOST, "bfloat16"):
+        pytest.skip("the host has no AVX512-BF16")
+    model = _residual_block()
+    config = Config.uniform(model)
+    offer = x86_candidates(HOST, 8, "bfloat16")
+    for name in ("a", "b"):
+        node = config.nodes[name]
+        knobs = next(c.knobs for c in offer(node.workload, node.op)
+                     if c.knobs.get(PRECISION) == "bfloat16" and c.knobs["ic_bn"] == c.knobs["oc_bn"] == 16)
+        config.nodes[name] = NodeConfig(node.op, node.workload, "NCHW16c", "NCHW16c", knobs)
+    compiled = graphtune.compile(model, config)
+    assert [f for f in compiled.functions if "widening" in f and "add" in f]
+    standalone = [f for f in compiled.functions if f.startswith("bfloat16_rounding")]
+    assert len(standalone) <= 1  # the model input's, read by conv a only
+
+    weights = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    rounded = {k: bf16.np_to_float32(bf16.np_from_float32(v)) for k, v in weights.items() if k.endswith(".w")}
+    data = np.random.default_rng(3).standard_normal((1, 32, 8, 8)).astype(np.float32)
+    x = np.maximum(_conv64(bf16.np_to_float32(bf16.np_from_float32(data)), rounded["a.w"], 1)
+                   + weights["a.b"].reshape(1, -1, 1, 1), 0).astype(np.float32)
+    x_bits = bf16.np_to_float32(bf16.np_from_float32(x))
+    y = _conv64(x_bits, rounded["b.w"], 0)
+    stored, exact = y + x_bits, y + x
+    got = compiled(data)
+    assert np.abs(got - stored).mean() < 0.05 * np.abs(stored - exact).mean()

@@ -14,7 +14,9 @@ A conv2d (or batch-1 dense) node tuned with bfloat16 allowed may run in it (knob
    reads them.
 
 What follows the conv in the model (bias, ReLU, residual add) stays float32 and fuses into the
-kernel's epilogue as for a float32 node.
+kernel's epilogue as for a float32 node. A tensor a bfloat16 node has rounded is read by its
+elementwise readers as those bits widened (:func:`graphtune.x86.bf16.widen`; the rewrite's rule),
+so its producer writes it once, in bfloat16.
 
 Examples
 --------

@@ -12,7 +12,9 @@ clip, bias add and other elementwise ops with per-channel constants, pools,
 spatial means, resize) run in the blocked layout they receive; joins (add of
 two activations, channel concat) bring their inputs to one common layout;
 every other op (reshape, flatten, transpose, softmax,
-matmul...) and the function's outputs get plain ``NCHW``.
+matmul...) and the function's outputs get plain ``NCHW``. A tensor a bfloat16 node
+has rounded is read by elementwise ops as those bits widened, so its producer writes
+it once, in bfloat16 (``docs/bf16.md``).
 
 Every binding is re-emitted as its :func:`graphtune.frontend.walk` step
 says: the role and form decided there (the op tables live in
@@ -189,7 +191,18 @@ class _Rewriter:
             axis = int(value.attrs.axis) % 4
             self.bind(step.var, relax.op.concat(self.get(value.args[0], blk), axis=axis), blk)
         else:
-            self.bind(step.var, self.with_args(value, [self.get(a, blk) for a in value.args]), blk)
+            self.bind(step.var, self.with_args(value, [self.stored(a, blk) for a in value.args]), blk)
+
+    def stored(self, expr: relax.Expr, block: int) -> relax.Expr:
+        """``expr`` in ``block`` as an elementwise op (a join, a unary or per-channel op) reads it:
+        widened from its bfloat16 bits where a bfloat16 node has rounded it in that block already,
+        so that the tensor is stored once, in bfloat16 (its producer writes the bits), else
+        :meth:`get`. Each reader gets a widening of its own, which FuseOps fuses into it."""
+        bits = self.rounded.get((expr, block, ()))
+        if bits is None:
+            return self.get(expr, block)
+        return self.bb.emit(self.bb.call_te(x86.bf16.widen, bits, primfunc_name_hint="bfloat16_widening"),
+                            name_hint=f"{expr.name}_widened")
 
     # ---------------------------------------------------------------- forms
     def alias(self, step: Step, blk: int) -> None:
@@ -199,7 +212,7 @@ class _Rewriter:
     def unary(self, step: Step, blk: int) -> None:
         """Elementwise op of the data input; other arguments (clip's bounds) kept."""
         x = step.inputs[0]
-        args = [self.get(a, blk) if a.same_as(x) else a for a in step.value.args]
+        args = [self.stored(a, blk) if a.same_as(x) else a for a in step.value.args]
         self.bind(step.var, self.with_args(step.value, args), blk)
 
     def plain_args(self, value: relax.Expr) -> relax.Expr:
@@ -344,7 +357,7 @@ class _Rewriter:
         if moved is None:  # a constant the rewrite could not evaluate: run it plain
             self.fixed(step)
             return
-        args = [self.get(a, blk) if a.same_as(x) else moved for a in call.args]
+        args = [self.stored(a, blk) if a.same_as(x) else moved for a in call.args]
         self.bind(step.var, self.with_args(call, args), blk)
 
     def channel_const(self, const: relax.Expr, blk: int, channels: int) -> relax.Expr | None:

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 from tvm import ir, te, tirx
 
-__all__ = ["STORAGE", "to_float32", "from_float32", "convert", "np_to_float32", "np_from_float32", "dpbf16ps",
-           "LLVM_IR", "with_llvm_ir"]
+__all__ = ["STORAGE", "to_float32", "from_float32", "convert", "widen", "np_to_float32", "np_from_float32",
+           "dpbf16ps", "LLVM_IR", "with_llvm_ir"]
 
 STORAGE = "uint16"
 """The dtype of a tensor holding bfloat16 values (their bits)."""
@@ -105,6 +105,19 @@ def convert(data: te.Tensor, blocked: list | None = None) -> te.Tensor:
         return tirx.if_then_else(c < channels, value, tirx.const(0, STORAGE))
 
     return te.compute(blocked, padded, name="bfloat16_rounding")
+
+
+def widen(bits: te.Tensor) -> te.Tensor:
+    """``bits`` (bfloat16 as ``uint16``, any layout) as float32 (:func:`to_float32`, exact): how a
+    float32 op reads a tensor stored in bfloat16.
+
+    Examples
+    --------
+    >>> out = widen(te.placeholder((1, 2, 4, 4, 8), STORAGE))
+    >>> str(out.dtype), out.op.name
+    ('float32', 'bfloat16_widening')
+    """
+    return te.compute(bits.shape, lambda *index: to_float32(bits(*index)), name="bfloat16_widening")
 
 
 def np_to_float32(bits: np.ndarray) -> np.ndarray:
