@@ -245,16 +245,21 @@ def test_zoo_model_in_bfloat16_stays_within_the_bound_of_float32(name):
     assert result.top1_agree in (None, result.inputs)
 
 
-def _conv_chain() -> onnx.ModelProto:
-    """input [1, 32, 14, 14] -> 3x3 conv (64) -> ReLU -> 1x1 conv (32)."""
-    rng = np.random.default_rng(5)
+def _two_convs(size: int, mid: int, residual: bool, seed: int) -> onnx.ModelProto:
+    """input [1, 32, size, size] -> 3x3 conv (``mid`` channels, bias) -> ReLU = r1 -> 1x1 conv (32);
+    with ``residual``, the output is that conv's plus r1 (``mid`` 32)."""
+    rng = np.random.default_rng(seed)
     inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
-             for name, shape in (("c1.w", [64, 32, 3, 3]), ("c1.b", [64]), ("c2.w", [32, 64, 1, 1]))]
+             for name, shape in (("c1.w", [mid, 32, 3, 3]), ("c1.b", [mid]), ("c2.w", [32, mid, 1, 1]))]
     nodes = [helper.make_node("Conv", ["input", "c1.w", "c1.b"], ["x1"], name="c1", pads=[1, 1, 1, 1],
                               kernel_shape=[3, 3]),
              helper.make_node("Relu", ["x1"], ["r1"], name="relu"),
-             helper.make_node("Conv", ["r1", "c2.w"], ["output"], name="c2", kernel_shape=[1, 1])]
-    return onnx_model(nodes, inits, "chain", [1, 32, 14, 14], output_shape=[1, 32, 14, 14])
+             helper.make_node("Conv", ["r1", "c2.w"], ["y" if residual else "output"], name="c2",
+                              kernel_shape=[1, 1])]
+    if residual:
+        nodes.append(helper.make_node("Add", ["y", "r1"], ["output"], name="add"))
+    shape = [1, 32, size, size]
+    return onnx_model(nodes, inits, "residual" if residual else "chain", shape, output_shape=shape)
 
 
 def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):
@@ -262,7 +267,7 @@ def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):
     runs bfloat16, the result reports its outputs against ONNX Runtime float32."""
     if not x86.isas_of(HOST, "bfloat16"):
         pytest.skip("the host has no AVX512-BF16")
-    model, records = _conv_chain(), tmp_path / "chain.records.jsonl"
+    model, records = _two_convs(14, 64, False, 5), tmp_path / "chain.records.jsonl"
     result = graphtune.tune(model, records=records, max_candidates=2, min_repeat_ms=1, repeat=1,
                             progress=False, final_check=False, feedback_rounds=0, precision="bf16")
     kinds = {json.loads(line)["kind"] for line in records.read_text().splitlines()}
@@ -281,19 +286,6 @@ def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):
     assert 0 < np.abs(compiled(x) - want).max() <= 0.05 * np.abs(want).max()
 
 
-def _residual_block() -> onnx.ModelProto:
-    """input [1, 32, 8, 8] -> 3x3 conv -> ReLU = x; output = 1x1 conv(x) + x."""
-    rng = np.random.default_rng(7)
-    inits = [numpy_helper.from_array(rng.uniform(-0.2, 0.2, shape).astype(np.float32), name)
-             for name, shape in (("a.w", [32, 32, 3, 3]), ("a.b", [32]), ("b.w", [32, 32, 1, 1]))]
-    nodes = [helper.make_node("Conv", ["input", "a.w", "a.b"], ["a"], name="a", pads=[1, 1, 1, 1],
-                              kernel_shape=[3, 3]),
-             helper.make_node("Relu", ["a"], ["x"], name="relu"),
-             helper.make_node("Conv", ["x", "b.w"], ["y"], name="b", kernel_shape=[1, 1]),
-             helper.make_node("Add", ["y", "x"], ["output"], name="add")]
-    return onnx_model(nodes, inits, "residual", [1, 32, 8, 8], output_shape=[1, 32, 8, 8])
-
-
 def _conv64(data: np.ndarray, weight: np.ndarray, pad: int) -> np.ndarray:
     """float64 NCHW conv, stride 1."""
     data = np.pad(data.astype(np.float64), [(0, 0), (0, 0), (pad, pad), (pad, pad)])
@@ -304,15 +296,15 @@ def _conv64(data: np.ndarray, weight: np.ndarray, pad: int) -> np.ndarray:
 
 
 def test_a_tensor_a_bfloat16_node_reads_is_stored_in_bfloat16_for_its_elementwise_readers():
-    """x feeds a bfloat16 conv and the residual add: its producer writes it once, rounded, and the
+    """x (r1) feeds a bfloat16 conv and the residual add: its producer writes it once, rounded, and the
     add reads those bits widened (no rounding call of its own); the output is the add of the
     rounded x, as a float64 reference computes it."""
     if not x86.isas_of(HOST, "bfloat16"):
         pytest.skip("the host has no AVX512-BF16")
-    model = _residual_block()
+    model = _two_convs(8, 32, True, 7)
     config = Config.uniform(model)
     offer = x86_candidates(HOST, 8, "bfloat16")
-    for name in ("a", "b"):
+    for name in ("c1", "c2"):
         node = config.nodes[name]
         knobs = next(c.knobs for c in offer(node.workload, node.op)
                      if c.knobs.get(PRECISION) == "bfloat16" and c.knobs["ic_bn"] == c.knobs["oc_bn"] == 16)
@@ -325,10 +317,10 @@ def test_a_tensor_a_bfloat16_node_reads_is_stored_in_bfloat16_for_its_elementwis
     weights = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
     rounded = {k: bf16.np_to_float32(bf16.np_from_float32(v)) for k, v in weights.items() if k.endswith(".w")}
     data = np.random.default_rng(3).standard_normal((1, 32, 8, 8)).astype(np.float32)
-    x = np.maximum(_conv64(bf16.np_to_float32(bf16.np_from_float32(data)), rounded["a.w"], 1)
-                   + weights["a.b"].reshape(1, -1, 1, 1), 0).astype(np.float32)
+    x = np.maximum(_conv64(bf16.np_to_float32(bf16.np_from_float32(data)), rounded["c1.w"], 1)
+                   + weights["c1.b"].reshape(1, -1, 1, 1), 0).astype(np.float32)
     x_bits = bf16.np_to_float32(bf16.np_from_float32(x))
-    y = _conv64(x_bits, rounded["b.w"], 0)
+    y = _conv64(x_bits, rounded["c2.w"], 0)
     stored, exact = y + x_bits, y + x
     got = compiled(data)
     assert np.abs(got - stored).mean() < 0.05 * np.abs(stored - exact).mean()
