@@ -16,6 +16,8 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
   weights; float32 sums and output): the kernel a conv2d node's bfloat16 candidate runs
   (:func:`runs_as`), so records key it apart from the node's float32 one;
 - dense_bf16: dense's fields with ``"dtype": "bfloat16"``, data ``[1, K]`` only (as dense_int8);
+- depthwise_conv2d_bf16: depthwise_conv2d's fields with ``"dtype": "bfloat16"`` (activations and
+  weights; float32 products, sums and output): a depthwise node's bfloat16 candidate;
 - conv2d_transpose: the same plus ``"output_padding"`` (kernel ``[C, O, KH,
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
@@ -107,6 +109,10 @@ class Op(str, enum.Enum):
     DENSE_BF16 = "dense_bf16"
     """Batch-1 dense of bfloat16 activations and weights (as :attr:`CONV2D_BF16`): the kernel a
     dense node's bfloat16 candidate runs."""
+    DEPTHWISE_CONV2D_BF16 = "depthwise_conv2d_bf16"
+    """depthwise_conv2d of bfloat16 activations and weights, float32 products, sums and output:
+    the kernel a depthwise node's bfloat16 candidate runs (it halves the bytes the conv reads, and
+    lets the tensor it reads be stored in bfloat16)."""
     JOIN = "join"
     """The common layout of an add / concat / gating mul's inputs (no kernel)."""
     BOUNDARY = "boundary"
@@ -137,8 +143,9 @@ NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
 GRAPH_OPS = NODE_OPS + (Op.BOUNDARY,)
 """Ops a layout-graph node may have."""
 
-BF16_OPS = (Op.CONV2D_BF16, Op.DENSE_BF16)
-"""The bfloat16 kernels: what a conv2d or batch-1 dense node's bfloat16 candidate runs."""
+BF16_OPS = (Op.CONV2D_BF16, Op.DENSE_BF16, Op.DEPTHWISE_CONV2D_BF16)
+"""The bfloat16 kernels: what a conv2d, depthwise_conv2d or batch-1 dense node's bfloat16
+candidate runs."""
 
 KERNEL_OPS = LAYOUT_OPS + BF16_OPS
 """Ops graphtune.x86 builds a kernel for: the layout ops, and the kernels their candidates may
@@ -151,7 +158,7 @@ DTYPES = ("float32",)
 """Data types graphtune's float kernels support."""
 
 BF16_DTYPES = ("bfloat16",)
-"""Activation and weight data types of the bfloat16 conv2d (``dtype`` of a conv2d_bf16 workload)."""
+"""Activation and weight data types of the bfloat16 kernels (``dtype`` of their workloads)."""
 
 PRECISIONS = ("float32", "bfloat16")
 """Values of the knob :data:`PRECISION`."""
@@ -292,6 +299,10 @@ def _check_bf16(workload: Workload, op: Op, where: str) -> None:
         raise ModelError(f"{where}.{MODEL_CHANNELS} = {channels!r}: expected the data's channels less "
                          f"one ({workload['data'][1] - 1}, a zero channel padding an odd count), or no such "
                          "field")
+
+
+def _check_depthwise_bf16(workload: Workload, op: Op, where: str) -> None:
+    _check_conv(workload, Op.DEPTHWISE_CONV2D, where)
 
 
 def _check_dense_bf16(workload: Workload, op: Op, where: str) -> None:
@@ -442,6 +453,8 @@ _SCHEMAS = {
     Op.CONV2D_BF16: _Schema(_CONV_FIELDS, _check_bf16, _conv_shape, _conv_flops, BF16_DTYPES,
                             (MODEL_CHANNELS,)),
     Op.DENSE_BF16: _Schema(_DENSE_FIELDS, _check_dense_bf16, _dense_shape, _dense_flops, BF16_DTYPES),
+    Op.DEPTHWISE_CONV2D_BF16: _Schema(_CONV_FIELDS, _check_depthwise_bf16, _conv_shape, _conv_flops,
+                                      BF16_DTYPES),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
@@ -481,9 +494,9 @@ def op_of(workload: Workload) -> Op:
     """The op of a valid kernel workload, inferred from its fields (the only place that does).
 
     ``dense`` has a ``weight`` (``dense_int8`` a ``weight`` and an ``out_dtype``),
-    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``, ``conv2d_bf16`` the
-    ``dtype`` bfloat16; other convs are ``depthwise_conv2d`` (``groups == C == O``),
-    ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
+    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``, ``conv2d_bf16`` and
+    ``depthwise_conv2d_bf16`` the ``dtype`` bfloat16; other convs are ``depthwise_conv2d``
+    (``groups == C == O``), ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
 
     Raises
     ------
@@ -509,7 +522,8 @@ def op_of(workload: Workload) -> Op:
         _check_conv(workload, None, "workload")
         op = _int8_kind(workload)
     elif workload.get("dtype") in BF16_DTYPES:
-        op = Op.CONV2D_BF16
+        _check_fields(workload, Op.CONV2D_BF16, "workload")
+        op = Op.DEPTHWISE_CONV2D_BF16 if _conv_kind(workload) is Op.DEPTHWISE_CONV2D else Op.CONV2D_BF16
     else:
         _check_fields(workload, Op.CONV2D, "workload")
         _check_conv(workload, None, "workload")
@@ -675,12 +689,13 @@ def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
     return "uint8" if as_op(op) in INT8_OPS and knobs.get(PRECISION) is None else "float32"
 
 
-_BF16_OF = {Op.CONV2D: Op.CONV2D_BF16, Op.DENSE: Op.DENSE_BF16}
+_BF16_OF = {Op.CONV2D: Op.CONV2D_BF16, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_BF16, Op.DENSE: Op.DENSE_BF16}
 
 
 def _bf16_workload(op: Op, workload: Workload) -> Workload:
-    """The bfloat16 kernel's workload of a conv2d / dense node: ``dtype`` bfloat16; a conv2d with
-    an odd number of input channels (the RGB stem) gets a zero one (:data:`MODEL_CHANNELS`)."""
+    """The bfloat16 kernel's workload of a conv2d, depthwise or dense node: ``dtype`` bfloat16; a
+    conv2d with an odd number of input channels (the RGB stem) gets a zero one
+    (:data:`MODEL_CHANNELS`)."""
     low = {**workload, "dtype": "bfloat16"}
     if op is Op.CONV2D and workload["data"][1] % 2:
         (n, c, h, w), (o, _, kh, kw) = workload["data"], workload["kernel"]
@@ -695,9 +710,9 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     candidate's knobs then hold ``"precision": "float32"`` beside the fp32 op's knobs, and it
     runs the fp32 op of the same shapes (the workload without ``out_dtype``, ``dtype``
     float32: ``conv2d``, ``depthwise_conv2d`` or ``dense``) on the model's dequantized operands
-    (what ONNX Runtime's QDQ reference computes). A conv2d or batch-1 dense node tuned with
-    bfloat16 allowed (``graphtune.tune(..., precision="bfloat16")``) may run in bfloat16:
-    ``"precision": "bfloat16"`` beside the knobs of ``conv2d_bf16`` / ``dense_bf16``
+    (what ONNX Runtime's QDQ reference computes). A conv2d, depthwise_conv2d or batch-1 dense
+    node tuned with bfloat16 allowed (``graphtune.tune(..., precision="bfloat16")``) may run in
+    bfloat16: ``"precision": "bfloat16"`` beside the knobs of its bfloat16 kernel
     (:data:`BF16_OPS`), whose workload is the node's with ``dtype`` bfloat16 (a conv2d with an
     odd number of input channels, the RGB stem, gets a zero one: :data:`MODEL_CHANNELS`; its
     candidate reads the data in plain ``NCHW``). Every other candidate runs its node's own op.
@@ -717,6 +732,9 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     ('dense', {'data': [1, 64], 'weight': [10, 64], 'dtype': 'float32'})
     >>> str(runs_as(Op.CONV2D, fp32, {"precision": "bfloat16", "ic_bn": 16})[0])
     'conv2d_bf16'
+    >>> dw = conv2d_workload([1, 32, 8, 8], [32, 1, 3, 3], groups=32)
+    >>> str(runs_as(Op.DEPTHWISE_CONV2D, dw, {"precision": "bfloat16", "bn": 16, "reg_n": 6})[0])
+    'depthwise_conv2d_bf16'
     >>> stem = runs_as(Op.CONV2D, conv2d_workload([1, 3, 8, 8], [8, 3, 3, 3]), {"precision": "bfloat16"})[1]
     >>> stem["data"], stem["model_channels"]
     ([1, 4, 8, 8], 3)
@@ -738,7 +756,8 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
         return _BF16_OF[op], _bf16_workload(op, workload), rest
     if op not in INT8_OPS:
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized ops "
-                        f"({', '.join(INT8_OPS)}), conv2d and dense choose a precision; remove the knob")
+                        f"({', '.join(INT8_OPS)}), conv2d, depthwise_conv2d and dense choose a precision; "
+                        "remove the knob")
     if precision != "float32":
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
                         "op on the dequantized operands), or no such knob (int8)")
@@ -876,6 +895,7 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.DENSE_INT8: OpClass("dense", compute_bound=True),
     Op.CONV2D_BF16: OpClass("conv2d", compute_bound=True),
     Op.DENSE_BF16: OpClass("dense", compute_bound=True),
+    Op.DEPTHWISE_CONV2D_BF16: OpClass("depthwise"),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),

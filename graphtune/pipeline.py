@@ -96,7 +96,7 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None,
     max_candidates : int, optional
         Keep at most this many candidates per node, best guesses first.
     precision : {"float32", "bfloat16"}
-        ``"bfloat16"``: a conv2d node also gets as many bfloat16 candidates
+        ``"bfloat16"``: a conv2d, depthwise or one-row dense node also gets as many bfloat16 candidates
         (``"precision": "bfloat16"``, :func:`graphtune.ops.runs_as`) where the target has a
         bfloat16 instruction (:func:`graphtune.x86.isas_of`; none is ever assumed).
 
@@ -129,8 +129,10 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None,
 
 
 def _may_run_bf16(workload: dict[str, Any], op: Op) -> bool:
-    """Whether a node has a bfloat16 kernel: a conv2d, or a dense of one row ``[1, K]``."""
-    return op is Op.CONV2D or (op is Op.DENSE and len(workload["data"]) == 2 and workload["data"][0] == 1)
+    """Whether a node has a bfloat16 kernel: a conv2d, a depthwise conv2d, or a dense of one row
+    ``[1, K]``."""
+    return op in (Op.CONV2D, Op.DEPTHWISE_CONV2D) or (op is Op.DENSE and len(workload["data"]) == 2
+                                                       and workload["data"][0] == 1)
 
 
 def extract(

@@ -145,8 +145,32 @@ def test_workloads_and_precision_knob():
     with pytest.raises(KnobError, match="a conv2d runs in float32 without the knob"):
         runs_as(Op.CONV2D, fp32, {PRECISION: "float32"})
     depthwise = conv2d_workload([1, 16, 8, 8], [16, 1, 3, 3], groups=16)
-    with pytest.raises(KnobError, match="only quantized ops .*, conv2d and dense choose a precision"):
-        runs_as(Op.DEPTHWISE_CONV2D, depthwise, {PRECISION: "bfloat16"})
+    op, low, _ = runs_as(Op.DEPTHWISE_CONV2D, depthwise, {PRECISION: "bfloat16"})
+    assert op is Op.DEPTHWISE_CONV2D_BF16 and op_of(low) is Op.DEPTHWISE_CONV2D_BF16
+    grouped = conv2d_workload([1, 16, 8, 8], [16, 4, 3, 3], groups=4)
+    with pytest.raises(KnobError, match="only quantized ops .*, conv2d, depthwise_conv2d and dense choose"):
+        runs_as(Op.GROUP_CONV2D, grouped, {PRECISION: "bfloat16"})
+
+
+@pytest.mark.parametrize("strides, padding", [((1, 1), (1, 1, 1, 1)), ((2, 2), (0, 0, 1, 1))])
+def test_depthwise_matches_the_float64_conv_of_its_rounded_operands(strides, padding):
+    """The bfloat16 depthwise conv widens its bits exactly and sums in float32: the float64 conv
+    of the rounded data and weights, within float32 summation (padded, strided)."""
+    wl = conv2d_workload([1, 32, 9, 9], [32, 1, 3, 3], strides, padding, groups=32)
+    op, low, knobs = runs_as(Op.DEPTHWISE_CONV2D, wl, {PRECISION: "bfloat16", "bn": 16, "reg_n": 2})
+    rng = np.random.default_rng(4)
+    x, w = (rng.standard_normal(wl[key]).astype("float32") for key in ("data", "kernel"))
+    xr, wr = (bf16.np_to_float32(bf16.np_from_float32(v)).astype(np.float64) for v in (x, w))
+    top, left, bottom, right = padding
+    xp = np.pad(xr, [(0, 0), (0, 0), (top, bottom), (left, right)])
+    oh, ow = x86.spec_of(op).shapes(low, knobs)[2][2:4]
+    want = sum(xp[:, :, i:i + strides[0] * oh:strides[0], j:j + strides[1] * ow:strides[1]]
+               * wr[None, :, 0, i, j, None, None] for i in range(3) for j in range(3))
+    lib = tvm.compile(x86.kernel_func(low, knobs, HOST, op=op), target=HOST)
+    out = tvm.runtime.tensor(np.zeros(x86.spec_of(op).shapes(low, knobs)[2], "float32"))
+    data = bf16.np_from_float32(x86.pack_data(x, 16))
+    lib["main"](tvm.runtime.tensor(data), tvm.runtime.tensor(x86.pack_weight(w, low, knobs, op)), out)
+    np.testing.assert_allclose(x86.unpack_data(out.numpy()), want, rtol=1e-5, atol=1e-5)
 
 
 def test_dense_matches_the_float64_product_of_its_rounded_operands():
@@ -196,6 +220,11 @@ def test_candidates_only_where_the_target_multiplies_bfloat16():
         assert bool(low) == has and len(found) - len(low) == 4
         assert all(c.knobs["isa"] == "avx512bf16" for c in low)  # Zen 4 has no AMX
     assert not any(PRECISION in c.knobs for c in x86_candidates(ZNVER4, 4)(wl, Op.CONV2D))  # off by default
+    depthwise = conv2d_workload([1, 64, 28, 28], [64, 1, 3, 3], padding=[1, 1, 1, 1], groups=64)
+    for target, has in ((SKYLAKE, False), (ZNVER4, True)):
+        low = [c for c in x86_candidates(target, 4, "bfloat16")(depthwise, Op.DEPTHWISE_CONV2D)
+               if c.knobs.get(PRECISION) == "bfloat16"]
+        assert bool(low) == has and all(c.in_layout == c.out_layout != "NCHW" for c in low)
     # 3 channels: a zero fourth pairs them, the candidate reads plain NCHW and pads it itself
     stem = conv2d_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])
     low = [c for c in x86_candidates(ZNVER4, 4, "bfloat16")(stem, Op.CONV2D) if PRECISION in c.knobs]
@@ -260,6 +289,63 @@ def _two_convs(size: int, mid: int, residual: bool, seed: int) -> onnx.ModelProt
         nodes.append(helper.make_node("Add", ["y", "r1"], ["output"], name="add"))
     shape = [1, 32, size, size]
     return onnx_model(nodes, inits, "residual" if residual else "chain", shape, output_shape=shape)
+
+
+def _inverted_residual(size: int, seed: int) -> onnx.ModelProto:
+    """input [1, 32, size, size] -> 1x1 conv (64, bias) -> ReLU = r1 -> depthwise 3x3 (bias) -> ReLU
+    = r2 -> 1x1 conv (32): MobileNetV2's block without its residual add."""
+    rng = np.random.default_rng(seed)
+    inits = [numpy_helper.from_array(rng.uniform(-0.3, 0.3, shape).astype(np.float32), name)
+             for name, shape in (("c1.w", [64, 32, 1, 1]), ("c1.b", [64]), ("dw.w", [64, 1, 3, 3]),
+                                 ("dw.b", [64]), ("c2.w", [32, 64, 1, 1]))]
+    nodes = [helper.make_node("Conv", ["input", "c1.w", "c1.b"], ["x1"], name="c1", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["x1"], ["r1"], name="relu1"),
+             helper.make_node("Conv", ["r1", "dw.w", "dw.b"], ["x2"], name="dw", kernel_shape=[3, 3],
+                              pads=[1, 1, 1, 1], group=64),
+             helper.make_node("Relu", ["x2"], ["r2"], name="relu2"),
+             helper.make_node("Conv", ["r2", "c2.w"], ["output"], name="c2", kernel_shape=[1, 1])]
+    shape = [1, 32, size, size]
+    return onnx_model(nodes, inits, "inverted_residual", shape, output_shape=shape)
+
+
+def test_a_bfloat16_depthwise_conv_lets_its_block_keep_every_tensor_in_bfloat16():
+    """An inverted residual block with every node in bfloat16: the expansion's and the depthwise
+    conv's outputs are rounded in the functions writing them (no rounding call of their own), and
+    the output is the float64 reference's on the rounded tensors."""
+    if not x86.isas_of(HOST, "bfloat16"):
+        pytest.skip("the host has no AVX512-BF16")
+    model = _inverted_residual(8, 11)
+    config = Config.uniform(model)
+    offer = x86_candidates(HOST, 8, "bfloat16")
+    for name in ("c1", "dw", "c2"):
+        node = config.nodes[name]
+        knobs = next(c.knobs for c in offer(node.workload, node.op) if c.knobs.get(PRECISION) == "bfloat16"
+                     and c.in_layout == c.out_layout == "NCHW16c")
+        config.nodes[name] = NodeConfig(node.op, node.workload, "NCHW16c", "NCHW16c", knobs)
+    assert config.nodes["dw"].op == "depthwise_conv2d"
+    compiled = graphtune.compile(model, config)
+    standalone = [f for f in compiled.functions if f.startswith("bfloat16_rounding")]
+    assert len(standalone) <= 1  # the model input's, read by c1 only
+
+    weights = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    rounded = {k: bf16.np_to_float32(bf16.np_from_float32(v)) for k, v in weights.items() if k.endswith(".w")}
+
+    def to_bits(v: np.ndarray) -> np.ndarray:
+        return bf16.np_to_float32(bf16.np_from_float32(v.astype(np.float32)))
+
+    def block(data: np.ndarray, rounding) -> np.ndarray:
+        r1 = np.maximum(_conv64(rounding(data), rounded["c1.w"], 0) + weights["c1.b"].reshape(1, -1, 1, 1), 0)
+        padded = np.pad(rounding(r1).astype(np.float64), [(0, 0), (0, 0), (1, 1), (1, 1)])
+        dw = rounded["dw.w"].astype(np.float64)
+        x2 = sum(padded[:, :, i:i + 8, j:j + 8] * dw[None, :, 0, i, j, None, None]
+                 for i in range(3) for j in range(3))
+        r2 = np.maximum(x2 + weights["dw.b"].reshape(1, -1, 1, 1), 0)
+        return _conv64(rounding(r2), rounded["c2.w"], 0)
+
+    data = np.random.default_rng(3).standard_normal((1, 32, 8, 8)).astype(np.float32)
+    stored, unrounded = block(data, to_bits), block(data, lambda v: v)
+    got = compiled(data)
+    assert np.abs(got - stored).mean() < 0.05 * np.abs(stored - unrounded).mean()
 
 
 def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):

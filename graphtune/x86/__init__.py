@@ -42,7 +42,7 @@ from .conv2d_transpose import (
 )
 from .dense import dense_packed, dense_packed_shapes
 from .dense_int8 import as_conv2d_int8, dense_int8_nc, dense_int8_shapes
-from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .depthwise import depthwise_conv2d_bf16, depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .fused import anchor_domain, schedule_fused
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel
@@ -88,6 +88,7 @@ __all__ = [
     "dense_packed",
     "dense_packed_shapes",
     "dense_workload",
+    "depthwise_conv2d_bf16",
     "depthwise_conv2d_int8_nchwc",
     "depthwise_conv2d_nchwc",
     "depthwise_int8_shapes",

@@ -28,7 +28,7 @@ from ..errors import KnobError
 from ..ops import Op
 from .conv2d import check_tensor_shape
 from .depthwise import depthwise_nchwc_shapes
-from .knobs import DEPTHWISE_INT8_KNOBS
+from .knobs import BLOCKED_DEPTHWISE_KNOBS
 
 __all__ = ["depthwise_int8_shapes", "depthwise_conv2d_int8_nchwc"]
 
@@ -43,7 +43,7 @@ def depthwise_int8_shapes(workload: dict, knobs: dict) -> tuple:
     >>> depthwise_int8_shapes(wl, {"bn": 8, "reg_n": 2})[1]
     [1, 1, 3, 3, 1, 8]
     """
-    DEPTHWISE_INT8_KNOBS.check(Op.DEPTHWISE_CONV2D_INT8, workload, knobs)
+    BLOCKED_DEPTHWISE_KNOBS.check(Op.DEPTHWISE_CONV2D_INT8, workload, knobs)
     fp32 = {**workload, "dtype": "float32"}
     del fp32["out_dtype"]
     return depthwise_nchwc_shapes(fp32, knobs)

@@ -32,7 +32,6 @@ from .target import TargetLike
 from .tiles import (
     MAX_BLOCK,
     _block_penalty,
-    _depthwise_register_tiles,
     _group_pairs,
     _ordered_blocks,
     _register_tiles,
@@ -40,7 +39,7 @@ from .tiles import (
 )
 
 __all__ = ["int8_blocks", "group_int8_blocks", "group_int8_default",
-           "int8_tiles", "padded_rows_fit", "int8_order", "int8_default", "depthwise_int8_tiles",
+           "int8_tiles", "padded_rows_fit", "int8_order", "int8_default",
            "dense_int8_blocks", "dense_int8_tiles", "dense_int8_default"]
 
 
@@ -223,20 +222,6 @@ def int8_default(workload: dict, block: int, target: TargetLike) -> dict:
     ics = [d for d in divisors(workload["data"][1]) if d % isa.dot == 0]
     return {"ic_bn": near(ics or [workload["data"][1]]),
             "oc_bn": near(divisors(output_shape(workload, op_of(workload))[1]))}
-
-
-def depthwise_int8_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
-    """Knobs of an int8 depthwise conv with ``blocks`` ``{"bn"}``: the fp32 depthwise conv's
-    register tiles (without its plain-NCHW width tiles).
-
-    Examples
-    --------
-    >>> from graphtune.ops import conv2d_int8_workload
-    >>> wl = conv2d_int8_workload([1, 32, 28, 28], [32, 1, 3, 3], padding=[1, 1, 1, 1], groups=32)
-    >>> depthwise_int8_tiles(wl, {"bn": 8}, {"kind": "llvm", "mcpu": "haswell"})[0]
-    {'bn': 8, 'reg_n': 7}
-    """
-    return [{**blocks, **tile} for tile in _depthwise_register_tiles(workload, blocks["bn"], target)]
 
 
 def dense_int8_blocks(workload: dict, max_block: int, target: TargetLike) -> list:

@@ -96,7 +96,7 @@ from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = ["KnobSpace", "CONV_KNOBS", "GROUP_KNOBS", "DEPTHWISE_KNOBS", "DENSE_KNOBS", "INT8_KNOBS",
-           "BF16_KNOBS", "DENSE_BF16_KNOBS", "DEPTHWISE_INT8_KNOBS", "DENSE_INT8_KNOBS", "divisors",
+           "BF16_KNOBS", "DENSE_BF16_KNOBS", "BLOCKED_DEPTHWISE_KNOBS", "DENSE_INT8_KNOBS", "divisors",
            "register_budget", "accumulator_budget"]
 
 
@@ -437,7 +437,8 @@ BF16_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer"), _int8
 """conv2d_bf16 knobs (conv2d_int8's, with a bfloat16 instruction ``isa``)."""
 DENSE_BF16_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), (), _dense_int8_rules)
 """dense_bf16 knobs (dense_int8's, with a bfloat16 instruction ``isa``)."""
-DEPTHWISE_INT8_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
-"""depthwise_conv2d_int8 knobs (depthwise_conv2d's, without the plain-NCHW width tiles)."""
+BLOCKED_DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)
+"""depthwise_conv2d_int8 and depthwise_conv2d_bf16 knobs (depthwise_conv2d's, without the plain-NCHW
+width tiles)."""
 DENSE_INT8_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), ("widen",), _dense_int8_rules)
 """dense_int8 knobs (conv2d_int8's blocks and instruction; its 1x1 map has one register tile)."""

@@ -24,7 +24,7 @@ Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
     known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8,
-    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, dense_bf16, dense_int8
+    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, dense_bf16, depthwise_conv2d_bf16, dense_int8
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 
 from ..layouts import DENSE, PLAIN, data_layout, kernel_layout
 from ..ops import MODEL_CHANNELS, Op, as_op, check_workload, op_of, output_shape, runs_as
-from . import tiles
+from . import bf16, tiles
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .conv2d_int8 import computed_width, conv2d_bf16, conv2d_int8_nchwc, conv2d_int8_shapes
 from .conv2d_transpose import (
@@ -48,7 +48,7 @@ from .conv2d_transpose import (
 )
 from .dense import dense_packed, dense_packed_shapes
 from .dense_int8 import as_conv2d_int8, conv_knobs, dense_bf16, dense_int8_nc, dense_int8_shapes
-from .depthwise import depthwise_conv2d_nchwc, depthwise_nchwc_shapes
+from .depthwise import depthwise_conv2d_bf16, depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
 from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel, spanned_kernel
 from .groups import span
@@ -58,7 +58,6 @@ from .int8_tiles import (
     dense_int8_blocks,
     dense_int8_default,
     dense_int8_tiles,
-    depthwise_int8_tiles,
     group_int8_blocks,
     group_int8_default,
     int8_blocks,
@@ -68,11 +67,11 @@ from .int8_tiles import (
 )
 from .knobs import (
     BF16_KNOBS,
+    BLOCKED_DEPTHWISE_KNOBS,
     CONV_KNOBS,
     DENSE_BF16_KNOBS,
     DENSE_INT8_KNOBS,
     DENSE_KNOBS,
-    DEPTHWISE_INT8_KNOBS,
     DEPTHWISE_KNOBS,
     GROUP_KNOBS,
     INT8_KNOBS,
@@ -211,6 +210,10 @@ def _pack_dense_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple: 
     return _pack_int8(weight.reshape(conv["kernel"]), conv, conv_knobs)
 
 
+def _pack_depthwise_bf16(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    return bf16.np_from_float32(pack_depthwise_kernel(weight, knobs["bn"])), kernel_layout(1, knobs["bn"])
+
+
 def _pack_depthwise_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
     return pack_depthwise_kernel(weight.astype(np.int8), knobs["bn"]), kernel_layout(1, knobs["bn"])
 
@@ -299,9 +302,9 @@ SPECS = {
         ("data", "kernel"), _pack_int8, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
         int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.DEPTHWISE_CONV2D_INT8: OpSpec(
-        Op.DEPTHWISE_CONV2D_INT8, DEPTHWISE_INT8_KNOBS, _depthwise_layouts, depthwise_int8_shapes,
+        Op.DEPTHWISE_CONV2D_INT8, BLOCKED_DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_int8_shapes,
         depthwise_conv2d_int8_nchwc, ("data", "kernel"), _pack_depthwise_int8, _depthwise_anchor,
-        schedule_depthwise, tiles.depthwise_blocks, depthwise_int8_tiles, tiles.depthwise_default),
+        schedule_depthwise, tiles.depthwise_blocks, tiles.blocked_depthwise_tiles, tiles.depthwise_default),
     Op.GROUP_CONV2D_INT8: OpSpec(
         Op.GROUP_CONV2D_INT8, INT8_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_int8_nchwc,
         ("data", "kernel"), _pack_group_int8, _group_int8_anchor, schedule_conv2d_int8, group_int8_blocks,
@@ -315,6 +318,10 @@ SPECS = {
         _pack_dense_int8, _dense_int8_anchor,
         _schedule_dense_int8,
         dense_int8_blocks, dense_int8_tiles, dense_int8_default, fold=fold_nc),
+    Op.DEPTHWISE_CONV2D_BF16: OpSpec(  # the blocked depthwise conv on bfloat16 bits (a depthwise node's)
+        Op.DEPTHWISE_CONV2D_BF16, BLOCKED_DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_nchwc_shapes,
+        depthwise_conv2d_bf16, ("data", "kernel"), _pack_depthwise_bf16, _depthwise_anchor,
+        schedule_depthwise, tiles.depthwise_blocks, tiles.blocked_depthwise_tiles, tiles.depthwise_default),
     Op.DENSE_INT8: OpSpec(  # the conv2d_int8 kernel on a 1x1 map (NC data: its bytes)
         Op.DENSE_INT8, DENSE_INT8_KNOBS, _dense_layouts, dense_int8_shapes, dense_int8_nc, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,

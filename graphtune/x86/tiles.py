@@ -29,8 +29,8 @@ from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = [
     "MAX_BLOCK", "conv_blocks", "group_blocks", "depthwise_blocks", "dense_blocks", "conv_tiles",
-    "group_tiles", "transpose_tiles", "depthwise_tiles", "dense_tiles", "conv_default", "group_default",
-    "depthwise_default", "dense_default",
+    "group_tiles", "transpose_tiles", "depthwise_tiles", "blocked_depthwise_tiles", "dense_tiles",
+    "conv_default", "group_default", "depthwise_default", "dense_default",
 ]
 
 MAX_BLOCK = 64
@@ -450,6 +450,20 @@ def depthwise_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     if blocks["bn"] == 1 and _stride_one(workload):
         tiles = _depthwise_width_tiles(workload, target) + tiles
     return _with(blocks, tiles)
+
+
+def blocked_depthwise_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
+    """Knobs of an int8 or bfloat16 depthwise conv with ``blocks`` ``{"bn"}``: the float32
+    depthwise conv's register tiles (without its plain-NCHW width tiles).
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> wl = conv2d_int8_workload([1, 32, 28, 28], [32, 1, 3, 3], padding=[1, 1, 1, 1], groups=32)
+    >>> blocked_depthwise_tiles(wl, {"bn": 8}, {"kind": "llvm", "mcpu": "haswell"})[0]
+    {'bn': 8, 'reg_n': 7}
+    """
+    return _with(blocks, _depthwise_register_tiles(workload, blocks["bn"], target))
 
 
 def dense_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
