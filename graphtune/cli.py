@@ -220,9 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "models profiled (default 2, or $GRAPHTUNE_FEEDBACK_ROUNDS; 0: off; "
                         "docs/timing.md, 'Closed loop')")
     p.add_argument("--precision", choices=["float32", "bfloat16", "bf16"], default="float32",
-                   help="bfloat16 (bf16): conv2d and batch-1 dense nodes may also run with bfloat16 inputs "
-                        "and weights where measured faster (AVX512-BF16 / AMX; changes the numerics; "
-                        "docs/bf16.md)")
+                   help="bfloat16 (bf16): conv2d, depthwise and batch-1 dense nodes may also run with "
+                        "bfloat16 inputs and weights where measured faster (AVX512-BF16 / AMX; changes the "
+                        "numerics; docs/bf16.md)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     p.set_defaults(run=_tune)
 

@@ -322,8 +322,8 @@ class TuneResult:
             lines.append(self.feedback.summary())
         lowered = sum(node.knobs.get(PRECISION) == "bfloat16" for node in self.config.nodes.values())
         if lowered:
-            could = sum(node.op in (Op.CONV2D, Op.DENSE) for node in self.config.nodes.values())
-            lines.append(f"bfloat16: {lowered} of {could} conv2d / dense nodes"
+            could = sum(_may_run_bf16(node.workload or {}, node.op) for node in self.config.nodes.values())
+            lines.append(f"bfloat16: {lowered} of {could} conv2d / depthwise / dense nodes"
                          + ("" if self.accuracy is None else f"; {self.accuracy.summary()}"))
         if self.final is not None:
             lines.append(self.final.summary())

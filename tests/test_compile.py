@@ -188,6 +188,34 @@ def test_compiled_model_api(resnet18_compiled, tmp_path):
     np.testing.assert_allclose(reloaded, compiled(x), rtol=1e-6, atol=1e-6)
 
 
+def test_register_tiles_of_compiled_functions_live_on_the_stack():
+    """A 1x1 conv whose register tile is 28 pixels x 16 channels (1.8 KB of float32 accumulators,
+    a buffer inside the parallel loop): the tile is an alloca, not a workspace allocated and freed
+    through the runtime per tile; the output is ONNX Runtime's."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.uniform(-0.3, 0.3, (64, 16, 1, 1)).astype(np.float32), "w")
+    nodes = [helper.make_node("Conv", ["input", "w"], ["output"], name="c", kernel_shape=[1, 1])]
+    model = onnx_model(nodes, [weight], "tile", [1, 16, 28, 28], output_shape=[1, 64, 28, 28])
+    config = Config.uniform(model)
+    node = config.nodes["c"]
+    knobs = {"ic_bn": 16, "oc_bn": 16, "reg_n": 28, "unroll_kw": False}
+    config.nodes["c"] = dataclasses.replace(node, in_layout="NCHW16c", out_layout="NCHW16c", knobs=knobs)
+    compiled = compile(model, config)
+    modules = [compiled.executable.mod]
+    modules += [sub for mod in list(modules) for sub in mod.imports]
+    sources = []
+    for mod in modules:
+        try:
+            sources.append(mod.inspect_source("ll"))
+        except Exception:  # a module without LLVM IR (the VM's own)
+            continue
+    assert any("parallel" in source for source in sources)
+    # the runtime's functions are called through pointers loaded from globals of their names
+    assert not any("load" in line and "@__TVMBackendAllocWorkspace" in line
+                   for source in sources for line in source.splitlines())
+    assert_matches_ort(model, compiled)
+
+
 def test_relax_module_with_adaptive_and_avg_pools_matches_stock_tvm():
     rng = np.random.default_rng(3)
     bb = relax.BlockBuilder()

@@ -365,7 +365,7 @@ def test_tune_measures_both_precisions_and_reports_accuracy(tmp_path):
     accuracy = result.accuracy
     assert accuracy is not None and accuracy.inputs == 4 and accuracy.top1_agree is None  # no classifier
     assert 0 < accuracy.max_rel_diff <= 0.05
-    assert f"bfloat16: {len(lowered)} of 2 conv2d / dense nodes" in result.summary()
+    assert f"bfloat16: {len(lowered)} of 2 conv2d / depthwise / dense nodes" in result.summary()
     compiled = graphtune.compile(model, result.config)
     x = np.random.default_rng(1).standard_normal((1, 32, 14, 14)).astype("float32")
     want = ort.InferenceSession(model.SerializeToString()).run(None, {"input": x})[0]

@@ -263,7 +263,8 @@ def compile(model: Any, config: Config | str, target: Any = None, *,
     lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)
     _warn_generic(schedules)
-    executable = _tvm_stage("building", names, tvm.compile, lowered, target=tgt)
+    executable = _tvm_stage("building", names, tvm.compile, lowered, target=tgt,
+                            tir_pipeline=x86.lowering.PIPELINE)
     main = mod["main"]
     inputs = [(param.name, [int(d) for d in param.ty.shape.values], str(param.ty.dtype))
               for param in main.params]

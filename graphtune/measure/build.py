@@ -168,9 +168,11 @@ def build_task(func_of: Callable, task: Task, target, out_dir: str) -> dict:
     """
     import tvm
 
+    from ..x86.lowering import PIPELINE
+
     func = func_of(task, target).with_attr("global_symbol", "main")
     specs = arg_specs(func)
-    executable = tvm.compile(func, target=target)
+    executable = tvm.compile(func, target=target, tir_pipeline=PIPELINE)
     name = hashlib.sha1(task.key.encode()).hexdigest()[:20]
     path = os.path.join(out_dir, f"{name}-{os.getpid()}.so")
     executable.export_library(path)

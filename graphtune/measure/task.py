@@ -162,7 +162,9 @@ def protocol_tag(name: str | None) -> str | None:
 
 
 def tvm_version() -> str:
-    """The version of the installed TVM, part of every record key.
+    """The version of the installed TVM and the name of graphtune's TIR pipeline
+    (:data:`graphtune.x86.lowering.PIPELINE`, renamed when what it does changes), part of every
+    record key: a kernel built another way is measured again.
 
     Examples
     --------
@@ -171,7 +173,9 @@ def tvm_version() -> str:
     """
     import tvm
 
-    return str(tvm.__version__)
+    from ..x86.lowering import PIPELINE
+
+    return f"{tvm.__version__}+{PIPELINE}"
 
 
 @functools.cache

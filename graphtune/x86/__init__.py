@@ -31,7 +31,7 @@ from ..ops import (
     op_of,
     output_shape,
 )
-from . import amx, bf16
+from . import amx, bf16, lowering
 from .candidates import MAX_BLOCK, candidates, default_knobs, tile_variants
 from .conv2d import conv2d_nchwc, conv2d_nchwc_shapes
 from .conv2d_int8 import conv2d_bf16, conv2d_int8_nchwc, conv2d_int8_shapes, param_shape, quantize, requantize
@@ -60,6 +60,7 @@ __all__ = [
     "ISAS",
     "amx",
     "bf16",
+    "lowering",
     "conv2d_bf16",
     "KNOBS",
     "MAX_BLOCK",
