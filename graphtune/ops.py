@@ -669,15 +669,15 @@ def dense_workload(data: Sequence[int], weight: Sequence[int], dtype: str = "flo
 
 PRECISION = "precision"
 """Knob of a candidate that runs its node in another precision (:func:`runs_as`): a quantized
-node's ``"float32"``, a conv2d's ``"bfloat16"``."""
+node's ``"float32"``, a conv2d's, depthwise conv2d's or one-row dense's ``"bfloat16"``."""
 
 
 def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
     """The dtype a node's candidate reads its activation in, so what a layout transform before it
     moves: ``"uint8"`` for a quantized op's (:data:`INT8_OPS`) candidate running int8 (the
     model's stored uint8 tensor, one byte per value), ``"float32"`` for every other candidate
-    (a quantized op's fp32 one, :func:`runs_as`, reads the dequantized tensor; a conv2d's
-    bfloat16 one converts the float32 tensor where it reads it, in its own layout).
+    (a quantized op's fp32 one, :func:`runs_as`, reads the dequantized tensor; a bfloat16 one,
+    :data:`BF16_OPS`, converts the float32 tensor where it reads it, in its own layout).
 
     Examples
     --------
