@@ -161,6 +161,7 @@ def protocol_tag(name: str | None) -> str | None:
     return PROTOCOL_RENAMES.get(name, name) if name is not None else None
 
 
+@functools.cache
 def tvm_version() -> str:
     """The version of the installed TVM and the name of graphtune's TIR pipeline
     (:data:`graphtune.x86.lowering.PIPELINE`, renamed when what it does changes), part of every

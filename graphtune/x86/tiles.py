@@ -445,11 +445,9 @@ def transpose_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
 
 def depthwise_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     """Knobs of a depthwise conv with ``blocks`` ``{"bn"}`` (plain NCHW of stride 1: the
-    width-vectorised tiles first)."""
-    tiles = _depthwise_register_tiles(workload, blocks["bn"], target)
-    if blocks["bn"] == 1 and _stride_one(workload):
-        tiles = _depthwise_width_tiles(workload, target) + tiles
-    return _with(blocks, tiles)
+    width-vectorised tiles first, then :func:`blocked_depthwise_tiles`)."""
+    width = _depthwise_width_tiles(workload, target) if blocks["bn"] == 1 and _stride_one(workload) else []
+    return _with(blocks, width) + blocked_depthwise_tiles(workload, blocks, target)
 
 
 def blocked_depthwise_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
