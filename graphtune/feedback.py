@@ -184,21 +184,28 @@ class Feedback:
                 + (" (converged)" if self.converged else " (round limit)"))
 
 
-def model_hash(module: Any) -> str:
-    """The key of a model in in-model records: the structural hash of its imported module and
-    the graphtune code that compiles it (:func:`graphtune.measure.task.code_digest`: what a
-    candidate costs in the model changes with how graphtune fuses and lowers it).
+def model_hash(module: Any, precision: str = "float32") -> str:
+    """The key of a model in in-model records: the structural hash of its imported module, the
+    precision it is tuned in, and the graphtune code that compiles it
+    (:func:`graphtune.measure.task.code_digest`: what a candidate costs in the model changes with
+    how graphtune fuses and lowers it).
+
+    The precision is part of the key because a node's calls hold different work in a model tuned
+    in another precision (a float32 node next to bfloat16 ones rounds its output, a concat read
+    by bfloat16 convs fuses otherwise): a bfloat16 tune comparing its calls with a float32 tune's
+    records of the same model would take that difference for host drift (``docs/timing.md``).
 
     Examples
     --------
     >>> from graphtune import models
     >>> from graphtune.frontend import import_model
-    >>> model_hash(import_model(models.get("resnet18", image_size=32))).endswith(code_digest()[:12])
-    True
+    >>> mod = import_model(models.get("resnet18", image_size=32))
+    >>> model_hash(mod).endswith(code_digest()[:12]), model_hash(mod) == model_hash(mod, "bfloat16")
+    (True, False)
     """
     import tvm_ffi
 
-    return f"{tvm_ffi.structural_hash(module)}-{code_digest()[:12]}"
+    return f"{tvm_ffi.structural_hash(module)}-{precision}-{code_digest()[:12]}"
 
 
 def node_task(model: str, node: str, candidate: Candidate) -> Task:

@@ -538,7 +538,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
 
             solution, feedback = close_loop(
                 graph, solution, measured, rounds=feedback_rounds, resolve=solve_with,
-                model=onnx_model, model_key=model_hash(module), store=store, target=tgt, key=key,
+                model=onnx_model, model_key=model_hash(module, precision), store=store, target=tgt, key=key,
                 timing=runner.timing, shape_dict=shape_dict, name=name, progress=progress)
             lap("feedback")
     config = Config.from_solution(graph, solution, model_name=name)
