@@ -210,8 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="measure on the servers of a TVM RPC tracker (with --rpc-key)")
     p.add_argument("--rpc-key", metavar="KEY", help="device key the servers registered under")
     p.add_argument("--no-final-check", action="store_true",
-                   help="skip the final check: compiling the solver's, the uniform and the "
-                        "kernel-best configs and keeping the fastest measured (the solver's "
+                   help="skip the final check: compiling the solver's, the uniform, the "
+                        "kernel-best and the closed loop's fastest profiled configs and keeping "
+                        "the fastest measured (the solver's "
                         "unless another wins beyond the spread); GRAPHTUNE_FINAL_CHECK=0 makes "
                         "skipping the default")
     p.add_argument("--feedback-rounds", type=int, default=None, metavar="N",

@@ -151,6 +151,10 @@ class Feedback:
         Per round, :func:`host_drift`: its profile's times over the recorded ones of the same
         calls (1: nothing timed before); under 1 the older records were rescaled by it, over 1
         the round's own times by its inverse.
+    fastest : Solution or None
+        The solution of the profiled round that ran fastest end to end, when that is not the
+        last solution: the final check times it too (:func:`graphtune.tune`), so a loop whose
+        later rounds moved to a slower config (costs misread) does not lose the faster one.
 
     Examples
     --------
@@ -170,6 +174,7 @@ class Feedback:
     states: list[str] = field(default_factory=list)
     profiles: int = 0
     drifts: list[float] = field(default_factory=list)
+    fastest: Solution | None = None
 
     def summary(self) -> str:
         """One line: rounds, the predictions before and after, the measured latencies."""
@@ -349,11 +354,13 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
     measured: list[float] = []
     states: list[str] = []
     drifts: list[float] = []
+    profiled: list[Solution] = []
     profiles = 0
     while not recorded(solution.assignment) and len(measured) < rounds:
         began = time.perf_counter()
         times, state, taken = _profile(graph, solution, model, target, shape_dict, name, host_ratio)
         measured.append(times.vm_ms)
+        profiled.append(solution)
         states.append(state)
         profiles += taken
         new = [(node_task(model_key, n, graph.candidates(n)[solution.assignment[n]]), ms)
@@ -380,9 +387,12 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
                   f"{_predicted(graph, solution):.3f} ms", file=sys.stderr, flush=True)
     used = sum(record(node_task(model_key, n, c)) is not None
                for n in graph.nodes if graph.op(n) in NODE_OPS for c in graph.candidates(n))
+    fastest = min(zip(measured, profiled), key=lambda pair: pair[0])[1] if profiled else None
+    if fastest is not None and fastest.assignment == solution.assignment:
+        fastest = None
     return solution, Feedback(len(measured), before, _predicted(graph, solution), measured,
                               recorded(solution.assignment), used + len(in_model),
-                              time.perf_counter() - start, states, profiles, drifts)
+                              time.perf_counter() - start, states, profiles, drifts, fastest)
 
 
 def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:

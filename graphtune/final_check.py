@@ -42,10 +42,14 @@ from .latency import interleaved
 from .numerics import max_abs_diff
 
 __all__ = ["FinalCheck", "final_check", "choose", "program_key", "SOLVER", "UNIFORM",
-           "KERNEL_BEST", "ROUNDS"]
+           "KERNEL_BEST", "FASTEST_PROFILED", "ROUNDS"]
 
 SOLVER, UNIFORM, KERNEL_BEST = "solver", "uniform", "kernel-best"
 """Names :func:`graphtune.tune` gives the configs it checks: the solver's, and the two baselines."""
+
+FASTEST_PROFILED = "fastest-profiled"
+"""Name of the config of the closed loop's round that ran fastest, checked when it is not the
+solver's (:attr:`graphtune.feedback.Feedback.fastest`)."""
 
 ROUNDS = 10
 """Timed interleaved rounds (each times every distinct config once); medians and quartiles of these."""
@@ -68,7 +72,8 @@ class FinalCheck:
     Attributes
     ----------
     chosen : str
-        Name of the config kept (``"solver"``, ``"uniform"`` or ``"kernel-best"`` in :func:`graphtune.tune`).
+        Name of the config kept (``"solver"``, ``"uniform"``, ``"kernel-best"`` or
+        ``"fastest-profiled"`` in :func:`graphtune.tune`).
     reason : str
         Why, in one sentence with the figures.
     incumbent : str

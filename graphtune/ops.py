@@ -18,6 +18,8 @@ task is. A *workload* is the JSON-able description of one kernel op instance:
 - dense_bf16: dense's fields with ``"dtype": "bfloat16"``, data ``[1, K]`` only (as dense_int8);
 - depthwise_conv2d_bf16: depthwise_conv2d's fields with ``"dtype": "bfloat16"`` (activations and
   weights; float32 products, sums and output): a depthwise node's bfloat16 candidate;
+- group_conv2d_bf16: group_conv2d's fields with ``"dtype": "bfloat16"``: a group conv node's
+  bfloat16 candidate (conv2d_bf16's kernel with the group block rules);
 - conv2d_transpose: the same plus ``"output_padding"`` (kernel ``[C, O, KH,
   KW]``, IOHW as in ONNX; groups 1, dilation 1);
 - dense: ``{"data", "weight", "dtype"}`` (data ``[..., K]`` of rank 2 to 4:
@@ -113,6 +115,10 @@ class Op(str, enum.Enum):
     """depthwise_conv2d of bfloat16 activations and weights, float32 products, sums and output:
     the kernel a depthwise node's bfloat16 candidate runs (it halves the bytes the conv reads, and
     lets the tensor it reads be stored in bfloat16)."""
+    GROUP_CONV2D_BF16 = "group_conv2d_bf16"
+    """group_conv2d of bfloat16 activations and weights, float32 sums and output (as
+    :attr:`CONV2D_BF16`, with the block rules of :attr:`GROUP_CONV2D_INT8`): the kernel a group
+    conv node's bfloat16 candidate runs."""
     JOIN = "join"
     """The common layout of an add / concat / gating mul's inputs (no kernel)."""
     BOUNDARY = "boundary"
@@ -143,9 +149,9 @@ NODE_OPS = LAYOUT_OPS + (Op.JOIN,)
 GRAPH_OPS = NODE_OPS + (Op.BOUNDARY,)
 """Ops a layout-graph node may have."""
 
-BF16_OPS = (Op.CONV2D_BF16, Op.DENSE_BF16, Op.DEPTHWISE_CONV2D_BF16)
-"""The bfloat16 kernels: what a conv2d, depthwise_conv2d or batch-1 dense node's bfloat16
-candidate runs."""
+BF16_OPS = (Op.CONV2D_BF16, Op.DENSE_BF16, Op.DEPTHWISE_CONV2D_BF16, Op.GROUP_CONV2D_BF16)
+"""The bfloat16 kernels: what a conv2d, depthwise_conv2d, group_conv2d or batch-1 dense node's
+bfloat16 candidate runs."""
 
 KERNEL_OPS = LAYOUT_OPS + BF16_OPS
 """Ops graphtune.x86 builds a kernel for: the layout ops, and the kernels their candidates may
@@ -305,6 +311,10 @@ def _check_depthwise_bf16(workload: Workload, op: Op, where: str) -> None:
     _check_conv(workload, Op.DEPTHWISE_CONV2D, where)
 
 
+def _check_group_bf16(workload: Workload, op: Op, where: str) -> None:
+    _check_conv(workload, Op.GROUP_CONV2D, where)
+
+
 def _check_dense_bf16(workload: Workload, op: Op, where: str) -> None:
     _check_one_row(workload, op, where, "bf16")
 
@@ -455,6 +465,7 @@ _SCHEMAS = {
     Op.DENSE_BF16: _Schema(_DENSE_FIELDS, _check_dense_bf16, _dense_shape, _dense_flops, BF16_DTYPES),
     Op.DEPTHWISE_CONV2D_BF16: _Schema(_CONV_FIELDS, _check_depthwise_bf16, _conv_shape, _conv_flops,
                                       BF16_DTYPES),
+    Op.GROUP_CONV2D_BF16: _Schema(_CONV_FIELDS, _check_group_bf16, _conv_shape, _conv_flops, BF16_DTYPES),
     Op.TRANSFORM: _Schema(("shape", "src", "dst", "dtype"), _check_transform, dtypes=DTYPES + INT8_DTYPES),
     Op.OP_GROUP: _Schema(("ops", "args", "sha"), _check_op_group),
     Op.IN_MODEL: _Schema(("model", "node", "in_layout", "out_layout", "shape", "protocol"),
@@ -494,9 +505,9 @@ def op_of(workload: Workload) -> Op:
     """The op of a valid kernel workload, inferred from its fields (the only place that does).
 
     ``dense`` has a ``weight`` (``dense_int8`` a ``weight`` and an ``out_dtype``),
-    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``, ``conv2d_bf16`` and
-    ``depthwise_conv2d_bf16`` the ``dtype`` bfloat16; other convs are ``depthwise_conv2d``
-    (``groups == C == O``), ``group_conv2d`` (other ``groups > 1``) or ``conv2d``.
+    ``conv2d_transpose`` an ``output_padding``, int8 convs an ``out_dtype``, bfloat16 convs the
+    ``dtype`` bfloat16; convs are ``depthwise_conv2d`` (``groups == C == O``), ``group_conv2d``
+    (other ``groups > 1``) or ``conv2d``, in the precision their fields say.
 
     Raises
     ------
@@ -523,7 +534,7 @@ def op_of(workload: Workload) -> Op:
         op = _int8_kind(workload)
     elif workload.get("dtype") in BF16_DTYPES:
         _check_fields(workload, Op.CONV2D_BF16, "workload")
-        op = Op.DEPTHWISE_CONV2D_BF16 if _conv_kind(workload) is Op.DEPTHWISE_CONV2D else Op.CONV2D_BF16
+        op = _BF16_OF[_conv_kind(workload)]
     else:
         _check_fields(workload, Op.CONV2D, "workload")
         _check_conv(workload, None, "workload")
@@ -689,7 +700,8 @@ def input_dtype(op: Op | str, knobs: Mapping[str, Any]) -> str:
     return "uint8" if as_op(op) in INT8_OPS and knobs.get(PRECISION) is None else "float32"
 
 
-_BF16_OF = {Op.CONV2D: Op.CONV2D_BF16, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_BF16, Op.DENSE: Op.DENSE_BF16}
+_BF16_OF = {Op.CONV2D: Op.CONV2D_BF16, Op.DEPTHWISE_CONV2D: Op.DEPTHWISE_CONV2D_BF16,
+            Op.GROUP_CONV2D: Op.GROUP_CONV2D_BF16, Op.DENSE: Op.DENSE_BF16}
 
 
 def _bf16_workload(op: Op, workload: Workload) -> Workload:
@@ -710,7 +722,7 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
     candidate's knobs then hold ``"precision": "float32"`` beside the fp32 op's knobs, and it
     runs the fp32 op of the same shapes (the workload without ``out_dtype``, ``dtype``
     float32: ``conv2d``, ``depthwise_conv2d`` or ``dense``) on the model's dequantized operands
-    (what ONNX Runtime's QDQ reference computes). A conv2d, depthwise_conv2d or batch-1 dense
+    (what ONNX Runtime's QDQ reference computes). A conv2d, depthwise_conv2d, group_conv2d or batch-1 dense
     node tuned with bfloat16 allowed (``graphtune.tune(..., precision="bfloat16")``) may run in
     bfloat16: ``"precision": "bfloat16"`` beside the knobs of its bfloat16 kernel
     (:data:`BF16_OPS`), whose workload is the node's with ``dtype`` bfloat16 (a conv2d with an
@@ -756,7 +768,7 @@ def runs_as(op: Op | str, workload: Workload, knobs: dict[str, Any]) -> tuple[Op
         return _BF16_OF[op], _bf16_workload(op, workload), rest
     if op not in INT8_OPS:
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: only quantized ops "
-                        f"({', '.join(INT8_OPS)}), conv2d, depthwise_conv2d and dense choose a precision; "
+                        f"({', '.join(INT8_OPS)}), float convs and dense choose a precision; "
                         "remove the knob")
     if precision != "float32":
         raise KnobError(f"{op} knob {PRECISION!r} = {precision!r}: expected 'float32' (the fp32 "
@@ -896,6 +908,7 @@ OP_CLASSES: dict[str, OpClass] = {
     Op.CONV2D_BF16: OpClass("conv2d", compute_bound=True),
     Op.DENSE_BF16: OpClass("dense", compute_bound=True),
     Op.DEPTHWISE_CONV2D_BF16: OpClass("depthwise"),
+    Op.GROUP_CONV2D_BF16: OpClass("group_conv", compute_bound=True),
     Op.TRANSFORM: OpClass("transform"),
     LAYOUT_TRANSFORM: OpClass("transform"),
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),

@@ -10,8 +10,8 @@ pools, unfused joins, the head: :mod:`graphtune.opgroups.pricing`) and add
 it to the candidates, measure every layout transform the edges can need,
 solve, (``feedback_rounds``) replace the chosen costs by in-model times and solve
 again (:mod:`graphtune.feedback`), write the :class:`~graphtune.config.Config`, and (``final_check``)
-time it compiled against the uniform and kernel-best configs, keeping the
-fastest (:mod:`graphtune.final_check`).
+time it compiled against the uniform and kernel-best configs (and the closed loop's fastest
+profiled one), keeping the fastest (:mod:`graphtune.final_check`).
 
 Examples
 --------
@@ -22,7 +22,7 @@ Examples
 >>> result.config.save(os.path.join(tempfile.mkdtemp(), "resnet18.graphtune.json"))
 >>> result.solution.optimal, sorted(result.phase_seconds)
 (True, ['extract', 'final', 'kernels', 'ops', 'solve', 'transforms'])
->>> result.final.chosen in ("solver", "uniform", "kernel-best")
+>>> result.final.chosen in ("solver", "uniform", "kernel-best", "fastest-profiled")
 True
 """
 
@@ -49,7 +49,7 @@ from .compiler import compile as gt_compile
 from .config import Config
 from .errors import ArgumentError, MeasureError
 from .feedback import Feedback, close_loop, default_rounds, model_hash
-from .final_check import KERNEL_BEST, SOLVER, UNIFORM, FinalCheck
+from .final_check import FASTEST_PROFILED, KERNEL_BEST, SOLVER, UNIFORM, FinalCheck
 from .final_check import final_check as check_final
 from .frontend.cut import Partition, record_partition, tvm_part
 from .frontend.extract import CandidateFn
@@ -96,9 +96,9 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None,
     max_candidates : int, optional
         Keep at most this many candidates per node, best guesses first.
     precision : {"float32", "bfloat16"}
-        ``"bfloat16"``: a conv2d, depthwise or one-row dense node also gets as many bfloat16 candidates
-        (``"precision": "bfloat16"``, :func:`graphtune.ops.runs_as`) where the target has a
-        bfloat16 instruction (:func:`graphtune.x86.isas_of`; none is ever assumed).
+        ``"bfloat16"``: a conv2d (depthwise, group) or one-row dense node also gets as many
+        bfloat16 candidates (``"precision": "bfloat16"``, :func:`graphtune.ops.runs_as`) where
+        the target has a bfloat16 instruction (:func:`graphtune.x86.isas_of`; none is ever assumed).
 
     Examples
     --------
@@ -129,10 +129,10 @@ def x86_candidates(target: Any = None, max_candidates: int | None = None,
 
 
 def _may_run_bf16(workload: dict[str, Any], op: Op) -> bool:
-    """Whether a node has a bfloat16 kernel: a conv2d, a depthwise conv2d, or a dense of one row
-    ``[1, K]``."""
-    return op in (Op.CONV2D, Op.DEPTHWISE_CONV2D) or (op is Op.DENSE and len(workload["data"]) == 2
-                                                       and workload["data"][0] == 1)
+    """Whether a node has a bfloat16 kernel: a conv2d, a depthwise or group conv2d, or a dense of
+    one row ``[1, K]``."""
+    return op in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D) or (
+        op is Op.DENSE and len(workload["data"]) == 2 and workload["data"][0] == 1)
 
 
 def extract(
@@ -212,8 +212,9 @@ class TuneResult:
         The closed loop (``feedback_rounds``, :mod:`graphtune.feedback`): rounds, the
         predictions before and after, the measured latencies. None when not run.
     final : FinalCheck or None
-        The final check (:mod:`graphtune.final_check`): the solver's, the uniform and
-        the kernel-best configs compiled and timed end to end, interleaved; which one
+        The final check (:mod:`graphtune.final_check`): the solver's, the uniform,
+        the kernel-best and the loop's fastest profiled (when another) configs compiled and
+        timed end to end, interleaved; which one
         ``config`` is and why. None when not run (``final_check=False``, or measured
         on RPC servers). ``solution``, ``predicted_ms`` and the other figures stay
         the solver's when ``config`` is another one.
@@ -348,7 +349,7 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     head; :mod:`graphtune.opgroups.pricing`) and layout transforms. The result is
     never slower than not tuning as far as a final measurement can tell: the
     solver's config is compiled and timed against the uniform and kernel-best
-    ones (``final_check``).
+    ones, and the closed loop's fastest profiled one (``final_check``).
 
     Parameters
     ----------
@@ -620,12 +621,16 @@ def _final_check_default() -> bool:
 def _keep_fastest(result: TuneResult, model: onnx.ModelProto, module: tvm.IRModule, tgt: Any,
                   shape_dict: Mapping[str, Any] | None, name: str) -> None:
     """The final check of :func:`tune`: time ``result.config`` against the uniform and
-    kernel-best configs of ``model`` (``module``: it imported) and make ``result.config``
-    the one :func:`~graphtune.final_check.final_check` keeps."""
+    kernel-best configs of ``model`` (``module``: it imported), and the closed loop's fastest
+    profiled one when that is another, and make ``result.config`` the one
+    :func:`~graphtune.final_check.final_check` keeps."""
     configs = {SOLVER: result.config,
                UNIFORM: uniform(module, target=tgt),  # the imported module: shape_dict applied
                KERNEL_BEST: Config.from_solution(result.graph, kernel_best_solution(result.graph),
                                                  model_name=name)}
+    if result.feedback is not None and result.feedback.fastest is not None:
+        configs[FASTEST_PROFILED] = Config.from_solution(result.graph, result.feedback.fastest,
+                                                         model_name=name)
     for config in configs.values():
         config.target = result.target
         config.model = {**(config.model or {}), "name": name}

@@ -261,3 +261,42 @@ def test_the_unowned_calls_do_not_read_as_host_drift(looped, tmp_path, monkeypat
         assert result.graph.candidates(node)[index].cost == pytest.approx(2.0)
     sink = fixed_cost_node(result.graph)  # the unowned calls: round 2's time, not rescaled
     assert result.graph.candidates(sink)[0].cost == pytest.approx(5.0)
+
+
+def test_a_tune_in_another_precision_reuses_no_in_model_record(looped, tmp_path):
+    """In-model records are per precision: a bfloat16 tune's calls hold other work than a float32
+    tune's of the same candidates (DenseNet-121's concats ran 2x faster next to bfloat16 convs,
+    read as host drift x0.40), so it profiles its own models where a float32 rerun profiles none."""
+    result, records = looped
+    again = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=1,
+                           precision="bfloat16", **TUNE)
+    assert again.feedback.rounds == 1 and again.feedback.drifts == [1.0]
+
+
+def test_the_fastest_profiled_config_is_checked_when_the_loop_moved_away(looped, tmp_path, monkeypatch):
+    """Round 1 times one node's chosen kernel 100x its isolated cost (an outlier: its node's other
+    candidates keep their isolated costs) and the model at 1 ms; the solver moves; round 2 runs the
+    model at 5 ms. Round 1's solution is the loop's fastest: the final check times it too."""
+    _, records = looped
+    ran: list[dict] = []
+
+    def profile(graph, solution, *args):
+        layout = sorted(n for n in solution.assignment if graph.op(n) in LAYOUT_OPS)
+        ran.append(dict(solution.assignment))
+        costs = {n: graph.candidates(n)[solution.assignment[n]].cost for n in layout}
+        if len(ran) == 1:
+            costs[penalised] *= 100.0
+        return CallTimes({n: [ms, ms] for n, ms in costs.items()}, {}, [0.0, 0.0],
+                         1.0 if len(ran) == 1 else 5.0), "shared", 1
+
+    first = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=0, **TUNE)
+    penalised = next(n for n in sorted(first.solution.assignment) if first.graph.op(n) in LAYOUT_OPS
+                     and len(first.graph.candidates(n)) > 1)
+    monkeypatch.setattr(feedback, "_profile", profile)
+    monkeypatch.setattr(feedback, "IN_MODEL_PROTOCOL", "test-fastest")
+    result = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2,
+                            **{**TUNE, "final_check": True})
+    assert len(ran) == 2 and ran[0] != ran[1] == result.solution.assignment
+    assert result.feedback.fastest is not None and result.feedback.fastest.assignment == ran[0]
+    checked = {**result.final.median_ms, **result.final.same_as}
+    assert "fastest-profiled" in checked and result.final.chosen in checked

@@ -148,8 +148,37 @@ def test_workloads_and_precision_knob():
     op, low, _ = runs_as(Op.DEPTHWISE_CONV2D, depthwise, {PRECISION: "bfloat16"})
     assert op is Op.DEPTHWISE_CONV2D_BF16 and op_of(low) is Op.DEPTHWISE_CONV2D_BF16
     grouped = conv2d_workload([1, 16, 8, 8], [16, 4, 3, 3], groups=4)
-    with pytest.raises(KnobError, match="only quantized ops .*, conv2d, depthwise_conv2d and dense choose"):
-        runs_as(Op.GROUP_CONV2D, grouped, {PRECISION: "bfloat16"})
+    op, low, _ = runs_as(Op.GROUP_CONV2D, grouped, {PRECISION: "bfloat16"})
+    assert op is Op.GROUP_CONV2D_BF16 and op_of(low) is Op.GROUP_CONV2D_BF16
+    transposed = {**fp32, "output_padding": [0, 0], "kernel": [16, 16, 3, 3]}
+    with pytest.raises(KnobError, match="only quantized ops .*, float convs and dense choose"):
+        runs_as(Op.CONV2D_TRANSPOSE, transposed, {PRECISION: "bfloat16"})
+
+
+@pytest.mark.parametrize("groups, knobs", [(4, {"ic_bn": 8, "oc_bn": 16, "reg_n": 7}),
+                                           (16, {"ic_bn": 16, "oc_bn": 16, "reg_n": 7})],
+                         ids=["blocks inside a group", "a block spans four groups"])
+def test_group_conv_matches_the_float64_conv_of_its_rounded_operands(groups, knobs):
+    """The bfloat16 group conv reduces each output block over its groups' inputs only: the float64
+    conv of the rounded operands with block-diagonal weights (zeros between the groups)."""
+    if not _usable("avx512bf16"):
+        pytest.skip("the host has no AVX512-BF16")
+    data, kernel, padding = [1, 64, 14, 14], [64, 64 // groups, 3, 3], [1, 1, 1, 1]
+    op, low, _ = runs_as(Op.GROUP_CONV2D, conv2d_workload(data, kernel, padding=padding, groups=groups),
+                         {PRECISION: "bfloat16"})
+    knobs = {**knobs, "unroll_kw": True, "isa": "avx512bf16"}
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal(data).astype("float32"), rng.standard_normal(kernel).astype("float32")
+    full = np.zeros((64, 64, 3, 3), "float32")  # the group conv as a dense one: zeros between groups
+    width = 64 // groups
+    for g in range(groups):
+        full[g * width:(g + 1) * width, g * width:(g + 1) * width] = w[g * width:(g + 1) * width]
+    lib = tvm.compile(x86.kernel_func(low, knobs, HOST, op=op), target=HOST)
+    out = tvm.runtime.tensor(np.zeros(x86.spec_of(op).shapes(low, knobs)[2], "float32"))
+    packed = bf16.np_from_float32(x86.pack_data(x, knobs["ic_bn"]))
+    lib["main"](tvm.runtime.tensor(packed), tvm.runtime.tensor(x86.pack_weight(w, low, knobs, op)), out)
+    want = _reference(x, full, (1, 1), padding)
+    assert np.abs(x86.unpack_data(out.numpy()) - want).max() <= 1e-5 * np.abs(want).max()
 
 
 @pytest.mark.parametrize("strides, padding", [((1, 1), (1, 1, 1, 1)), ((2, 2), (0, 0, 1, 1))])
@@ -225,6 +254,11 @@ def test_candidates_only_where_the_target_multiplies_bfloat16():
         low = [c for c in x86_candidates(target, 4, "bfloat16")(depthwise, Op.DEPTHWISE_CONV2D)
                if c.knobs.get(PRECISION) == "bfloat16"]
         assert bool(low) == has and all(c.in_layout == c.out_layout != "NCHW" for c in low)
+    grouped = conv2d_workload([1, 64, 28, 28], [64, 8, 3, 3], padding=[1, 1, 1, 1], groups=8)
+    for target, has in ((SKYLAKE, False), (ZNVER4, True)):
+        low = [c for c in x86_candidates(target, 4, "bfloat16")(grouped, Op.GROUP_CONV2D)
+               if c.knobs.get(PRECISION) == "bfloat16"]
+        assert bool(low) == has and all(c.knobs["ic_bn"] % 2 == 0 for c in low)
     # 3 channels: a zero fourth pairs them, the candidate reads plain NCHW and pads it itself
     stem = conv2d_workload([1, 3, 32, 32], [16, 3, 7, 7], [2, 2], [3, 3, 3, 3])
     low = [c for c in x86_candidates(ZNVER4, 4, "bfloat16")(stem, Op.CONV2D) if PRECISION in c.knobs]
@@ -238,12 +272,12 @@ BOUND = 0.05
 
 
 def _bfloat16_config(model: onnx.ModelProto) -> tuple[Config, int]:
-    """The uniform config with every conv2d and dense that has a bfloat16 candidate on its first one
-    (the candidates ``x86_candidates(..., "bfloat16")`` gives)."""
+    """The uniform config with every conv2d (depthwise, group) and dense that has a bfloat16
+    candidate on its first one (the candidates ``x86_candidates(..., "bfloat16")`` gives)."""
     config, lowered = Config.uniform(model), 0
     offer = x86_candidates(HOST, 1, "bfloat16")
     for name, node in list(config.nodes.items()):
-        if node.op not in (Op.CONV2D, Op.DENSE):
+        if node.op not in (Op.CONV2D, Op.DEPTHWISE_CONV2D, Op.GROUP_CONV2D, Op.DENSE):
             continue
         found = [c.knobs for c in offer(node.workload, node.op) if c.knobs.get(PRECISION) == "bfloat16"]
         if not found:  # odd input channels: no bfloat16 pairs
@@ -258,8 +292,9 @@ def _bfloat16_config(model: onnx.ModelProto) -> tuple[Config, int]:
 @pytest.mark.parametrize("name", [pytest.param(n, marks=[] if n == "resnet18" else [pytest.mark.slow])
                                   for n in graphtune.models.names()])
 def test_zoo_model_in_bfloat16_stays_within_the_bound_of_float32(name):
-    """Every conv2d that has a bfloat16 candidate runs it: the outputs on seeded inputs within
-    :data:`BOUND` of ONNX Runtime float32's, the same top-1 for classifiers, never identical."""
+    """Every conv2d (depthwise, group) and dense that has a bfloat16 candidate runs it: the
+    outputs on seeded inputs within :data:`BOUND` of ONNX Runtime float32's, the same top-1 for
+    classifiers, never identical."""
     if not x86.isas_of(HOST, "bfloat16"):
         pytest.skip("the host has no AVX512-BF16")
     model = graphtune.models.get(name, image_size=32 if name == "resnet18" else None)

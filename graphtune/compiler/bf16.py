@@ -1,8 +1,8 @@
-"""Emit a conv2d, depthwise or dense whose candidate runs in bfloat16 as graphtune's bfloat16 kernel.
+"""Emit a conv2d (depthwise, group) or dense whose candidate runs in bfloat16 as graphtune's bfloat16 kernel.
 
-A conv2d, depthwise conv2d or batch-1 dense node tuned with bfloat16 allowed may run in it (knob
+A conv2d (depthwise, group) or batch-1 dense node tuned with bfloat16 allowed may run in it (knob
 ``"precision": "bfloat16"``, :func:`graphtune.ops.runs_as`): its plan's op is ``conv2d_bf16``
-(``depthwise_conv2d_bf16``, ``dense_bf16``). The node then runs as
+(``depthwise_conv2d_bf16``, ``group_conv2d_bf16``, ``dense_bf16``). The node then runs as
 
 1. ``bfloat16_rounding``: its float32 input, in the node's input layout, rounded to bfloat16
    (:func:`graphtune.x86.bf16.convert`; an elementwise function, which FuseOps may fuse into

@@ -245,7 +245,7 @@ class _Rewriter:
             self.bind(var, self.with_args(call, [self.get(call.args[0], 0), fresh]), 0)
             return
         in_blk, out_blk = block_of(plan.in_layout), block_of(plan.out_layout)
-        if plan.op in BF16_OPS:  # a conv2d, depthwise or dense candidate running in bfloat16
+        if plan.op in BF16_OPS:  # a conv2d (depthwise, group) or dense candidate running in bfloat16
             if op_name(call) == "relax.matmul":  # its weight [K, M]: the dense's [M, K]
                 weight = weight.T
             key = (call.args[0], in_blk, rounding_key(plan))

@@ -35,7 +35,7 @@ Examples
 from tvm import te, tirx
 
 from ..errors import KnobError
-from ..ops import Op, op_of, output_shape
+from ..ops import BF16_OPS, Op, op_of, output_shape
 from .conv2d import check_tensor_shape
 from .groups import group_sizes, span
 from .int8_isa import ISAS
@@ -62,9 +62,10 @@ def conv2d_int8_shapes(workload: dict, knobs: dict) -> tuple:
     [1, 1, 3, 3, 1, 16, 4]
     """
     op = op_of(workload)
-    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.CONV2D_BF16):
-        raise KnobError(f"conv2d_int8_shapes: a {op} workload is no (group) conv2d_int8 or conv2d_bf16")
-    (BF16_KNOBS if op is Op.CONV2D_BF16 else INT8_KNOBS).check(op, workload, knobs)
+    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.CONV2D_BF16, Op.GROUP_CONV2D_BF16):
+        raise KnobError(f"conv2d_int8_shapes: a {op} workload is no (group) conv2d_int8 or (group) "
+                        "conv2d_bf16")
+    (BF16_KNOBS if op in BF16_OPS else INT8_KNOBS).check(op, workload, knobs)
     ib, ob, dot = knobs["ic_bn"], knobs["oc_bn"], ISAS[knobs["isa"]].dot
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]

@@ -325,8 +325,8 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
     channels."""
     isa = ISAS[knobs["isa"]]
     general = [i for i in ISAS if ISAS[i].general and ISAS[i].element == isa.element]
-    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.CONV2D_BF16):
-        _fail(op, "isa", isa.name, "runs (group) conv2d_int8 and conv2d_bf16 only", general)
+    if op not in (Op.CONV2D_INT8, Op.GROUP_CONV2D_INT8, Op.CONV2D_BF16, Op.GROUP_CONV2D_BF16):
+        _fail(op, "isa", isa.name, "runs (group) conv2d_int8 and (group) conv2d_bf16 only", general)
     if workload["dilation"] != [1, 1]:
         _fail(op, "isa", isa.name, f"needs an undilated conv (a tile's rows are evenly spaced pixels); "
               f"this one's dilation is {workload['dilation']}", general)
@@ -352,8 +352,8 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
     _, o, oh, _ = output_shape(workload, op)
     reads = workload["data"][1]
-    if op is Op.GROUP_CONV2D_INT8:  # blocks map onto groups; an input block divides their span
-        check_group_blocks(op, workload, knobs)
+    if op in (Op.GROUP_CONV2D_INT8, Op.GROUP_CONV2D_BF16):
+        check_group_blocks(op, workload, knobs)  # blocks map onto groups; an input block divides their span
         reads = span(workload, knobs["oc_bn"])
     _int8_block_rules(op, reads, o, knobs)
     check_exact(op, ISAS[knobs["isa"]], workload)
@@ -434,7 +434,7 @@ DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
 INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen"), _int8_rules)
 """conv2d_int8 and group_conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
 BF16_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer"), _int8_rules)
-"""conv2d_bf16 knobs (conv2d_int8's, with a bfloat16 instruction ``isa``)."""
+"""conv2d_bf16 and group_conv2d_bf16 knobs (conv2d_int8's, with a bfloat16 instruction ``isa``)."""
 DENSE_BF16_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), (), _dense_int8_rules)
 """dense_bf16 knobs (dense_int8's, with a bfloat16 instruction ``isa``)."""
 BLOCKED_DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), (), _depthwise_rules)

@@ -24,7 +24,8 @@ Traceback (most recent call last):
 ...
 ValueError: unknown op 'pool' for graphtune.x86;
     known: conv2d, depthwise_conv2d, group_conv2d, conv2d_transpose, dense, conv2d_int8,
-    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, dense_bf16, depthwise_conv2d_bf16, dense_int8
+    depthwise_conv2d_int8, group_conv2d_int8, conv2d_bf16, group_conv2d_bf16, dense_bf16,
+    depthwise_conv2d_bf16, dense_int8
 """
 
 from __future__ import annotations
@@ -201,7 +202,7 @@ def _pack_bf16(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:  # a p
     return _pack_int8(np.pad(weight, ((0, 0), (0, missing), (0, 0), (0, 0))), workload, knobs)
 
 
-def _pack_group_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+def _pack_group_int8(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:  # bfloat16 too: isa's type
     return _pack_int8(spanned_kernel(weight, workload["groups"], knobs["oc_bn"]), workload, knobs)
 
 
@@ -313,6 +314,10 @@ SPECS = {
         Op.CONV2D_BF16, BF16_KNOBS, _bf16_layouts, conv2d_int8_shapes, conv2d_bf16,
         ("data", "kernel"), _pack_bf16, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
         int8_default, keeps_padding=lambda knobs: True, order=int8_order),
+    Op.GROUP_CONV2D_BF16: OpSpec(  # the group_conv2d_int8 kernel on bfloat16 (a group conv node's)
+        Op.GROUP_CONV2D_BF16, BF16_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_bf16,
+        ("data", "kernel"), _pack_group_int8, _group_int8_anchor, schedule_conv2d_int8, group_int8_blocks,
+        int8_tiles, group_int8_default, keeps_padding=lambda knobs: True, order=int8_order),
     Op.DENSE_BF16: OpSpec(  # the conv2d_bf16 kernel on a 1x1 map (a dense node's bfloat16 candidate)
         Op.DENSE_BF16, DENSE_BF16_KNOBS, _dense_layouts, dense_int8_shapes, dense_bf16, ("data", "kernel"),
         _pack_dense_int8, _dense_int8_anchor,
