@@ -7,8 +7,9 @@ producers, caches hold other data, threads hand over between calls.
 model (:func:`graphtune.profiling.call_times`), replaces the cost of each chosen
 (node, layout pair) candidate by the in-model time of the calls that node owns
 (kernel, fused epilogue, the op groups placed on it; the node's other candidates scale by its
-in-model / isolated ratio, or by the model's typical ratio where the node's is an outlier:
-:func:`in_model_costs`), each layout transform
+in-model / isolated ratio for their kernel's kind, or by the model's typical ratio of the kind where
+the node's is an outlier or the node ran no candidate of the kind: :func:`in_model_costs`), each
+layout transform
 the model runs by its in-model time, and the model's constant (the plain-layout op groups
 priced alone) by the time of the calls no config node owns, solves again (new transforms measured
 lazily), and repeats until the solution runs only candidates whose costs came
@@ -16,7 +17,7 @@ from the model, or ``rounds`` models were profiled.
 
 In-model times are records (task kind :attr:`graphtune.ops.Op.IN_MODEL`,
 :func:`node_task`, :func:`transform_task`, :func:`plain_task`), keyed by the model's structural
-hash and graphtune's code (:func:`model_hash`), the node, its layouts and knobs,
+hash, precision and graphtune's code (:func:`model_hash`), the node, its layouts and knobs,
 the target and the timing protocol: a re-tune applies them before profiling
 anything, and profiles only candidates no record covers. A candidate profiled
 again (it stays in the next round's solution, which runs something new) gets the
@@ -61,12 +62,13 @@ from .measure import Records, Task, contention
 from .measure.records import Record
 from .measure.task import code_digest
 from .opgroups.pricing import fixed_cost_node
-from .ops import LAYOUT_OPS, NODE_OPS, Op
+from .ops import LAYOUT_OPS, NODE_OPS, PRECISION, Op
 from .solve import Solution
 
 __all__ = ["Feedback", "IN_MODEL_PROTOCOL", "ROUNDS", "ROUNDS_ENV", "REPEAT", "PROFILE_SECONDS", "PROFILES",
            "OUTLIER", "close_loop", "default_rounds", "node_task", "transform_task", "plain_task",
-           "model_hash", "in_model_costs", "in_model_ratios", "host_drift", "profile_in_shared_state"]
+           "model_hash", "in_model_costs", "typical_ratios", "kind_of", "host_drift",
+           "profile_in_shared_state"]
 
 IN_MODEL_PROTOCOL = "vm-instrument"
 """How in-model times are taken (part of their records' key): every PrimFunc call of the
@@ -309,6 +311,7 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
 
     isolated = {node: [c.cost for c in graph.candidates(node)]
                 for node in graph.nodes if graph.op(node) in NODE_OPS}
+    kinds = {node: [kind_of(c) for c in graph.candidates(node)] for node in isolated}
     sink = fixed_cost_node(graph)
 
     def refresh(solution: Solution) -> Solution:
@@ -317,8 +320,8 @@ def close_loop(graph: LayoutGraph, solution: Solution, transforms: MutableMappin
         changed."""
         ran = {node: [record(node_task(model_key, node, c)) for c in graph.candidates(node)]
                for node in isolated}
-        typical = _median(in_model_ratios(ran, isolated))
-        costs = {node: in_model_costs(ran[node], row, typical) for node, row in isolated.items()}
+        typical = typical_ratios(ran, isolated, kinds)
+        costs = {node: in_model_costs(ran[node], row, typical, kinds[node]) for node, row in isolated.items()}
         changed = any(ms != c.cost for node, row in costs.items()
                       for ms, c in zip(row, graph.candidates(node)))
         for pair in transforms:
@@ -421,44 +424,90 @@ def host_drift(pairs: Sequence[tuple[Record | None, Sequence[float]]]) -> float:
 
 
 def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float],
-                   typical: float | None = None) -> list[float]:
+                   typical: Mapping[Any, float] | None = None,
+                   kinds: Sequence[Any] | None = None) -> list[float]:
     """A node's candidates' costs: each in-model record's time, and the isolated cost of a
-    candidate the model has not run times the median in-model / isolated ratio of those it has
-    (so that a candidate is not chosen for never having been profiled: the loop converges) --
-    unless that ratio is more than :data:`OUTLIER` times ``typical`` (the model's median ratio,
-    :func:`in_model_ratios`), then times ``typical``: a penalty only the profiled candidate pays
-    (a register tile of one pixel re-reading its weights from a cache the model fills with
-    other data) must not price the node's other candidates out of the next solve, which
-    profiles the one it takes instead (``docs/timing.md``, "Closed loop").
+    candidate the model has not run times the median in-model / isolated ratio of the node's
+    candidates of its kind that it has run (so that a candidate is not chosen for never having been
+    profiled: the loop converges) -- unless that ratio is more than :data:`OUTLIER` times the
+    model's typical ratio of the kind (``typical``, :func:`typical_ratios`), then times that: a
+    penalty only the profiled candidate pays (a register tile of one pixel re-reading its
+    weights from a cache the model fills with other data) must not price the node's other
+    candidates out of the next solve, which profiles the one it takes instead. A kind the node
+    has not run takes the model's typical ratio of that kind, else the node's ratio.
+
+    ``kinds`` tells the kernels apart (:func:`kind_of`: a node's float32 and bfloat16 candidates):
+    the isolated timing is off by different factors for them (a bfloat16 conv on a 14x14 map ran
+    in half its isolated time in the model, its float32 twin in its isolated time), so one kind's
+    ratio does not price the other (``docs/timing.md``, "Closed loop").
 
     Examples
     --------
     >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c", "float32"))
     >>> ran = Record.success(task, {"kind": "llvm"}, [1.5], threads=1)
-    >>> in_model_costs([ran, None], [1.0, 2.0]), in_model_costs([ran, None], [1.0, 2.0], typical=1.1)
+    >>> in_model_costs([ran, None], [1.0, 2.0]), in_model_costs([ran, None], [1.0, 2.0], {None: 1.1})
     ([1.5, 3.0], [1.5, 2.2])
+    >>> in_model_costs([ran, None, None], [1.0, 2.0, 2.0], {None: 1.5, "bfloat16": 0.5},
+    ...                kinds=[None, None, "bfloat16"])
+    [1.5, 3.0, 1.0]
     """
-    ratios = _ratios(found, isolated)
-    ratio = _median(ratios)
-    if typical is not None and ratios and ratio > OUTLIER * typical:
-        ratio = typical
-    return [ms * ratio if r is None or r.median_ms is None else float(r.median_ms)
-            for r, ms in zip(found, isolated)]
+    kinds = [None] * len(found) if kinds is None else list(kinds)
+    typical = typical or {}
+    fallback = _median(_ratios(found, isolated))
+    costs = []
+    for record, ms, kind in zip(found, isolated, kinds):
+        if record is not None and record.median_ms is not None:
+            costs.append(float(record.median_ms))
+            continue
+        own = _ratios([r for r, k in zip(found, kinds) if k == kind],
+                      [m for m, k in zip(isolated, kinds) if k == kind])
+        usual = typical.get(kind)
+        if not own:
+            ratio = fallback if usual is None else usual
+        else:
+            ratio = _median(own)
+            if usual is not None and ratio > OUTLIER * usual:
+                ratio = usual
+        costs.append(ms * ratio)
+    return costs
 
 
-def in_model_ratios(found: Mapping[str, Sequence[Record | None]],
-                    isolated: Mapping[str, Sequence[float]]) -> list[float]:
-    """Each node's median in-model / isolated ratio over its candidates with a record (nodes
-    without one left out): their median is the model's typical ratio (:func:`in_model_costs`).
+def typical_ratios(found: Mapping[str, Sequence[Record | None]], isolated: Mapping[str, Sequence[float]],
+                   kinds: Mapping[str, Sequence[Any]] | None = None) -> dict[Any, float]:
+    """The model's typical in-model / isolated ratio per candidate kind: the median over nodes of
+    each node's median ratio over its candidates of that kind with a record (nodes without one
+    left out; kinds no node ran left out). ``kinds`` as :func:`in_model_costs` (default: one).
 
     Examples
     --------
     >>> task = transform_task("1", ((1, 8, 4, 4), "NCHW", "NCHW8c", "float32"))
     >>> ran = Record.success(task, {"kind": "llvm"}, [1.5], threads=1)
-    >>> in_model_ratios({"a": [ran, None], "b": [None]}, {"a": [1.0, 2.0], "b": [1.0]})
-    [1.5]
+    >>> typical_ratios({"a": [ran, None], "b": [None]}, {"a": [1.0, 2.0], "b": [1.0]})
+    {None: 1.5}
+    >>> typical_ratios({"a": [ran, ran]}, {"a": [1.0, 3.0]}, {"a": [None, "bfloat16"]})
+    {None: 1.5, 'bfloat16': 0.5}
     """
-    return [_median(ran) for node, records in found.items() if (ran := _ratios(records, isolated[node]))]
+    per_kind: dict[Any, list[float]] = {}
+    for node, records in found.items():
+        labels = [None] * len(records) if kinds is None else list(kinds[node])
+        for kind in dict.fromkeys(labels):
+            ran = _ratios([r for r, k in zip(records, labels) if k == kind],
+                          [m for m, k in zip(isolated[node], labels) if k == kind])
+            if ran:
+                per_kind.setdefault(kind, []).append(_median(ran))
+    return {kind: _median(ratios) for kind, ratios in per_kind.items()}
+
+
+def kind_of(candidate: Candidate) -> Any:
+    """What sets a candidate's kernel apart from its node's others for :func:`in_model_costs`:
+    its ``precision`` knob (None: the node's own op).
+
+    Examples
+    --------
+    >>> kind_of(Candidate({"oc_bn": 16, "precision": "bfloat16"}, "NCHW16c", "NCHW16c", 1.0))
+    'bfloat16'
+    """
+    return candidate.knobs.get(PRECISION)
 
 
 def _ratios(found: Sequence[Record | None], isolated: Sequence[float]) -> list[float]:
