@@ -13,7 +13,8 @@ side in the same interleaved rounds with the same thread count:
 - ``gt-kernel-best`` (each node its fastest measured kernel, transforms
   ignored when choosing: the old "history best"),
 - ``gt-graph`` (the config ``tune`` returns: the solver's optimum, unless tune's final check
-  measured uniform or kernel-best faster beyond its spread, :mod:`graphtune.final_check`;
+  measured uniform, kernel-best or the closed loop's fastest profiled config faster beyond its
+  spread, :mod:`graphtune.final_check`;
   ``--no-final-check`` times the solver's always) and ``predicted`` (that config's
   prediction: none for uniform),
 - with ``--random``, ``gt-random`` (a random candidate per node: many transforms).
@@ -152,7 +153,8 @@ def with_final_check(row: dict, result: graphtune.TuneResult) -> dict:
 
     :func:`graphtune.report.evaluate` compares gt-graph with ``result.predicted_ms``, the
     solver's prediction; when the final check kept another config, gt-graph is that config:
-    its own prediction replaces the solver's (kernel-best's config has one, uniform's none),
+    its own prediction replaces the solver's (kernel-best's and the loop's fastest profiled
+    config have one, uniform's none),
     which stays in ``solver_predicted_ms``.
 
     Examples
