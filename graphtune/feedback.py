@@ -434,7 +434,8 @@ def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float],
     penalty only the profiled candidate pays (a register tile of one pixel re-reading its
     weights from a cache the model fills with other data) must not price the node's other
     candidates out of the next solve, which profiles the one it takes instead. A kind the node
-    has not run takes the model's typical ratio of that kind, else the node's ratio.
+    has not run takes the model's typical ratio of that kind, else the node's ratio of the kinds
+    it has run (the median, each as above).
 
     ``kinds`` tells the kernels apart (:func:`kind_of`: a node's float32 and bfloat16 candidates):
     the isolated timing is off by different factors for them (a bfloat16 conv on a 14x14 map ran
@@ -453,23 +454,21 @@ def in_model_costs(found: Sequence[Record | None], isolated: Sequence[float],
     """
     kinds = [None] * len(found) if kinds is None else list(kinds)
     typical = typical or {}
-    fallback = _median(_ratios(found, isolated))
-    costs = []
-    for record, ms, kind in zip(found, isolated, kinds):
-        if record is not None and record.median_ms is not None:
-            costs.append(float(record.median_ms))
-            continue
+
+    def ratio_of(kind: Any) -> float | None:
         own = _ratios([r for r, k in zip(found, kinds) if k == kind],
                       [m for m, k in zip(isolated, kinds) if k == kind])
         usual = typical.get(kind)
         if not own:
-            ratio = fallback if usual is None else usual
-        else:
-            ratio = _median(own)
-            if usual is not None and ratio > OUTLIER * usual:
-                ratio = usual
-        costs.append(ms * ratio)
-    return costs
+            return usual
+        ratio = _median(own)
+        return usual if usual is not None and ratio > OUTLIER * usual else ratio
+
+    known = {kind: ratio_of(kind) for kind in dict.fromkeys(kinds)}
+    fallback = _median([r for r in known.values() if r is not None])
+    ratios = {kind: fallback if ratio is None else ratio for kind, ratio in known.items()}
+    return [float(record.median_ms) if record is not None and record.median_ms is not None
+            else ms * ratios[kind] for record, ms, kind in zip(found, isolated, kinds)]
 
 
 def typical_ratios(found: Mapping[str, Sequence[Record | None]], isolated: Mapping[str, Sequence[float]],

@@ -77,7 +77,8 @@ def test_op_is_its_string():
     assert json.dumps({Op.JOIN: [Op.BOUNDARY]}) == '{"join": ["boundary"]}'
     assert f"{Op.TRANSFORM}" == str(Op.TRANSFORM) == repr(Op.TRANSFORM)[1:-1] == "transform"
     assert set(GRAPH_OPS) == set(NODE_OPS) | {Op.BOUNDARY} == set(LAYOUT_OPS) | {Op.JOIN, Op.BOUNDARY}
-    bf16_kernels = {Op.CONV2D_BF16, Op.DENSE_BF16, Op.DEPTHWISE_CONV2D_BF16}  # candidates may run them
+    # candidates may run them
+    bf16_kernels = {Op.CONV2D_BF16, Op.DENSE_BF16, Op.DEPTHWISE_CONV2D_BF16, Op.GROUP_CONV2D_BF16}
     assert set(KERNEL_OPS) == set(LAYOUT_OPS) | bf16_kernels
     assert set(TASK_KINDS) == set(KERNEL_OPS) | {Op.TRANSFORM, Op.OP_GROUP, Op.IN_MODEL}
 
