@@ -441,3 +441,11 @@ def test_group_convs_match_onnxruntime(block):
     config = Config.uniform(model, block=block)
     assert config.nodes["g1"].op == "group_conv2d" and config.nodes["g1"].out_layout == f"NCHW{block}c"
     assert_matches_ort(model, compile(model, config))
+
+
+@pytest.mark.parametrize("block", [8, 16])  # g1's output block spans 2 and 4 groups of 4
+def test_group_convs_with_shuffled_lanes_match_onnxruntime(block):
+    model = group_conv_model()
+    config = Config.uniform(model, block=block)
+    config.nodes["g1"].knobs.update(ic_bn=block, oc_bn=block, shuffle=True)
+    assert_matches_ort(model, compile(model, config))

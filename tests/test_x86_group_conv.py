@@ -4,9 +4,11 @@ import functools
 
 import numpy as np
 import pytest
+import tvm
 
 import graphtune.x86 as x86
 from graphtune.errors import KnobError
+from graphtune.x86.lowering import PIPELINE
 from x86_reference import conv2d_reference, random, run
 
 pytestmark = pytest.mark.unit
@@ -37,19 +39,33 @@ GROUP_CASES = {
 
 POINTWISE = x86.conv2d_workload([1, 16, 6, 6], [16, 4, 1, 1], groups=4)
 
+SHUFFLE_CASES = {
+    # name: (workload, blocks whose output block spans several groups); each with knob shuffle
+    "resnext_4_per_group": (GROUP_CASES["resnext_4_per_group"][0], [8, 16, 32]),
+    "batch2_dilated": (GROUP_CASES["batch2_dilated"][0], [16]),
+    "eight_per_group_stride2": (
+        x86.conv2d_workload([1, 32, 9, 9], [32, 8, 3, 3], [2, 2], [1, 1, 1, 1], groups=4), [16, 32]),
+}
+
 
 def _params() -> list:
-    return [
+    plain = [
         pytest.param(name, {"ic_bn": ib, "oc_bn": ob, "reg_n": r, "unroll_kw": u},
                      id=f"{name}-ic{ib}-oc{ob}-r{r}-{'u' if u else 'nu'}")
         for name, (_, blocks, regs) in GROUP_CASES.items()
         for ib, ob in blocks for r in regs for u in (True, False)
     ]
+    shuffled = [
+        pytest.param(name, {"ic_bn": b, "oc_bn": b, "reg_n": 3, "unroll_kw": u, "shuffle": True},
+                     id=f"{name}-shuffle{b}-{'u' if u else 'nu'}")
+        for name, (_, blocks) in SHUFFLE_CASES.items() for b in blocks for u in (True, False)
+    ]
+    return plain + shuffled
 
 
 @functools.lru_cache(maxsize=None)
 def _data(name: str) -> tuple:
-    workload = POINTWISE if name == "pointwise" else GROUP_CASES[name][0]
+    workload = POINTWISE if name == "pointwise" else {**GROUP_CASES, **SHUFFLE_CASES}[name][0]
     rng = np.random.default_rng(sum(map(ord, name)))
     x, w = random(workload["data"], rng), random(workload["kernel"], rng)
     ref = conv2d_reference(x, w, workload["strides"], workload["padding"], workload["dilation"],
@@ -60,7 +76,7 @@ def _data(name: str) -> tuple:
 def _check(name: str, knobs: dict) -> None:
     workload, x, w, ref = _data(name)
     func = x86.kernel_func(workload, knobs)
-    packed = x86.pack_group_kernel(w, workload["groups"], knobs["ic_bn"], knobs["oc_bn"])
+    packed = x86.pack_weight(w, workload, knobs)
     out = run(func, [x86.pack_data(x, knobs["ic_bn"]), packed], x86.kernel_shapes(workload, knobs)[2])
     np.testing.assert_allclose(x86.unpack_data(out), ref, rtol=1e-4, atol=1e-4)
 
@@ -93,11 +109,26 @@ def test_ops_and_layouts():
     assert x86.layouts_of(workload, knobs) == ("NCHW8c", "NCHW16c")
 
 
+def test_shuffle_reads_no_lane_by_lane_and_no_block_diagonal_zeros():
+    workload, knobs = SHUFFLE_CASES["resnext_4_per_group"][0], {"ic_bn": 16, "oc_bn": 16, "reg_n": 7,
+                                                                "unroll_kw": True}
+    target = {"kind": "llvm", "mcpu": "skylake-avx512"}
+    func = x86.kernel_func(workload, {**knobs, "shuffle": True}, target)
+    built = tvm.compile(tvm.IRModule({"main": func}), target=target, tir_pipeline=PIPELINE)
+    shuffled = built.mod.inspect_source("ll")
+    assert "shufflevector" in shuffled and "insertelement <16 x float>" not in shuffled
+    assert x86.kernel_shapes(workload, {**knobs, "shuffle": True})[1] == [2, 1, 3, 3, 4, 16]  # no zeros
+    assert x86.kernel_shapes(workload, knobs)[1] == [2, 1, 3, 3, 16, 16]  # 3 in 4 weights are zeros
+
+
 @pytest.mark.parametrize("knobs, message", [
     ({"ic_bn": 4, "oc_bn": 12, "reg_n": 7, "unroll_kw": True}, "'oc_bn' = 12 must divide the 32 output"),
     ({"ic_bn": 8, "oc_bn": 4, "reg_n": 7, "unroll_kw": True}, "'ic_bn' = 8 must divide the 4 input channels"),
     ({"ic_bn": 4, "oc_bn": 4, "reg_n": 8, "unroll_kw": True}, "'reg_n' = 8 must not exceed"),
     ({"ic_bn": 4, "oc_bn": 4, "reg_n": 7}, "missing ['unroll_kw']"),
+    ({"ic_bn": 8, "oc_bn": 16, "reg_n": 7, "unroll_kw": True, "shuffle": True}, "ic_bn == oc_bn"),
+    ({"ic_bn": 4, "oc_bn": 4, "reg_n": 7, "unroll_kw": True, "shuffle": True}, "spanning several groups"),
+    ({"ic_bn": 8, "oc_bn": 8, "reg_n": 7, "unroll_kw": True, "shuffle": 1}, "must be True or False"),
 ])
 def test_bad_knobs_name_the_knob(knobs, message):
     with pytest.raises(KnobError, match=message.replace("[", r"\[").replace("]", r"\]")):

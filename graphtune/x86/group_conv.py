@@ -6,6 +6,12 @@ an output block lies inside one group or spans whole groups, and reduces
 over the :func:`~graphtune.x86.groups.span` of its groups' input channels
 only. The kernel is ``[O/oc_bn, span/ic_bn, KH, KW, ic_bn, oc_bn]``,
 block-diagonal (zeros between groups) when a block spans several groups.
+With the knob ``shuffle`` (a block of several groups of ``cg`` input and output
+channels each, ``ic_bn == oc_bn``), output lane ``l`` reads only its own group's
+inputs, lanes ``(l // cg) * cg + j`` of the input block, and the kernel is
+``[O/oc_bn, 1, KH, KW, cg, oc_bn]`` (:func:`pack_shuffled_group_kernel`): ``cg``
+products per output instead of ``oc_bn``, the input vector permuted in registers
+(:mod:`graphtune.x86.shuffles`).
 The reduction block ``group_conv2d_NCHWc`` has the axes of ``conv2d_NCHWc``
 (``n, oc_chunk, oh, ow, oc_block`` x ``ic_chunk, kh, kw, ic_block``), so the
 conv2d schedule applies unchanged.
@@ -32,7 +38,8 @@ from .conv2d import check_tensor_shape, pad_nchwc
 from .groups import group_sizes, span
 from .knobs import GROUP_KNOBS
 
-__all__ = ["group_conv2d_nchwc", "group_conv_nchwc_shapes", "pack_group_kernel", "spanned_kernel"]
+__all__ = ["group_conv2d_nchwc", "group_conv_nchwc_shapes", "pack_group_kernel", "pack_shuffled_group_kernel",
+           "spanned_kernel"]
 
 
 def group_conv_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
@@ -50,6 +57,9 @@ def group_conv_nchwc_shapes(workload: dict, knobs: dict) -> tuple:
     n, c, h, w = workload["data"]
     o, _, kh, kw = workload["kernel"]
     _, _, oh, ow = output_shape(workload, Op.GROUP_CONV2D)
+    if knobs.get("shuffle"):  # one chunk: each output lane's own group's inputs
+        cg = group_sizes(workload)[0]
+        return [n, c // ib, h, w, ib], [o // ob, 1, kh, kw, cg, ob], [n, o // ob, oh, ow, ob]
     width = span(workload, ob)
     return [n, c // ib, h, w, ib], [o // ob, width // ib, kh, kw, ib, ob], [n, o // ob, oh, ow, ob]
 
@@ -92,11 +102,13 @@ def group_conv2d_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs
     ic_chunk = te.reduce_axis((0, kernel_shape[1]), name="ic_chunk")
     kh = te.reduce_axis((0, kernel_shape[2]), name="kh")
     kw = te.reduce_axis((0, kernel_shape[3]), name="kw")
-    ic_block = te.reduce_axis((0, ib), name="ic_block")
+    ic_block = te.reduce_axis((0, kernel_shape[4]), name="ic_block")
+    shuffle = bool(knobs.get("shuffle"))
 
     def body(n, oc_chunk, oh, ow, oc_block):
         first = (oc_chunk * ob // og) * cg // ib  # first input chunk of the block's groups
-        pixel = padded[n, first + ic_chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_block]
+        lane = (oc_block // cg) * cg + ic_block if shuffle else ic_block  # shuffle: the lane's group
+        pixel = padded[n, first + ic_chunk, oh * sh + kh * dh, ow * sw + kw * dw, lane]
         weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_block, oc_block]
         return te.sum(pixel * weight, axis=[ic_chunk, kh, kw, ic_block])
 
@@ -127,6 +139,24 @@ def spanned_kernel(w: np.ndarray, groups: int, oc_bn: int) -> np.ndarray:
     for j in range(cg):
         spanned[out, offset + j] = w[:, j]
     return spanned
+
+
+def pack_shuffled_group_kernel(w: np.ndarray, oc_bn: int) -> np.ndarray:
+    """Grouped ``[O, C/groups, KH, KW]`` -> ``[O/oc_bn, 1, KH, KW, C/groups, oc_bn]``: output
+    lane ``l`` of block ``b`` holds ``w[b * oc_bn + l, j]`` at input ``j`` of its group (the
+    kernel of the ``shuffle`` candidates: no zeros between groups).
+
+    Examples
+    --------
+    >>> w = np.arange(8, dtype="float32").reshape(4, 2, 1, 1)  # 2 groups of 2
+    >>> pack_shuffled_group_kernel(w, 4)[0, 0, 0, 0].tolist()
+    [[0.0, 2.0, 4.0, 6.0], [1.0, 3.0, 5.0, 7.0]]
+    """
+    o, cg, kh, kw = w.shape
+    if o % oc_bn:
+        raise LayoutError(f"group kernel {list(w.shape)}: oc_bn={oc_bn} must divide {o}")
+    blocked = w.reshape(o // oc_bn, oc_bn, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    return np.ascontiguousarray(blocked[:, None])
 
 
 def pack_group_kernel(w: np.ndarray, groups: int, ic_bn: int, oc_bn: int) -> np.ndarray:

@@ -90,7 +90,7 @@ from typing import Callable
 from ..errors import KnobError
 from ..ops import BF16_OPS, Op, check_workload, output_shape
 from .amx import MAX_K, MAX_ROWS, MAX_TILES
-from .groups import check_group_blocks, span
+from .groups import check_group_blocks, group_sizes, span
 from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
@@ -283,6 +283,22 @@ def _conv_rules(op: Op, workload: dict, knobs: dict) -> None:
 def _group_rules(op: Op, workload: dict, knobs: dict) -> None:
     check_group_blocks(op, workload, knobs)
     _tile_rules(op, workload, knobs)
+    if "shuffle" in knobs:
+        _shuffle_rules(op, workload, knobs)
+
+
+def _shuffle_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """``shuffle``: a bool; True needs an output block of several whole groups of as many input
+    as output channels, read from the input block of the same channels (``ic_bn == oc_bn``)."""
+    shuffle = knobs["shuffle"]
+    if not isinstance(shuffle, bool):
+        raise KnobError(f"{op} knob 'shuffle' = {shuffle!r} must be True or False")
+    cg, og = group_sizes(workload)
+    if shuffle and (cg != og or knobs["oc_bn"] <= og or knobs["ic_bn"] != knobs["oc_bn"]):
+        raise KnobError(
+            f"{op} knob 'shuffle' = True needs oc_bn spanning several groups of {og} outputs, each "
+            f"reading {og} inputs, and ic_bn == oc_bn (here {cg} inputs per group, ic_bn "
+            f"{knobs['ic_bn']}, oc_bn {knobs['oc_bn']}); set shuffle False or pick such blocks")
 
 
 def _depthwise_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -425,8 +441,9 @@ class KnobSpace:
 _CONV_NAMES = (("ic_bn", "oc_bn", "reg_n", "unroll_kw"), ("oh_bn", "rows_outer"))
 CONV_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("oc_tile", "flat", "winograd"), _conv_rules)
 """conv2d and conv2d_transpose knobs (``oc_tile``, ``flat``, ``winograd``: conv2d only)."""
-GROUP_KNOBS = KnobSpace(*_CONV_NAMES, _group_rules)
-"""group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`)."""
+GROUP_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("shuffle",), _group_rules)
+"""group_conv2d knobs (conv2d's names, the block rules of :mod:`graphtune.x86.groups`; ``shuffle``:
+each output lane reads its own group's inputs, :mod:`graphtune.x86.group_conv`)."""
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rules)
 """depthwise_conv2d knobs."""
 DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)

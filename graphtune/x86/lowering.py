@@ -1,4 +1,5 @@
-"""How graphtune builds TIR: TVM's ``s_tir`` pipeline, then small buffers put on the stack.
+"""How graphtune builds TIR: TVM's ``s_tir`` pipeline, then small buffers put on the stack and
+lane gathers turned into shuffles (:mod:`graphtune.x86.shuffles`).
 
 TVM lowers every buffer a PrimFunc allocates to a ``TVMBackendAllocWorkspace`` /
 ``TVMBackendFreeWorkspace`` pair unless it is in ``global`` scope and under 1 KB. A register
@@ -33,9 +34,11 @@ import tvm
 from tvm import tirx
 from tvm.s_tir.pipeline import default_s_tir_pipeline
 
+from .shuffles import lane_shuffles
+
 __all__ = ["PIPELINE", "STACK_LIMIT", "stack_buffers"]
 
-PIPELINE = "graphtune-stack-buffers"
+PIPELINE = "graphtune-stack-buffers-lane-shuffles"
 """The name of graphtune's TIR pipeline (``tvm.compile``'s ``tir_pipeline``): part of every record
 key (:func:`graphtune.measure.task.tvm_version`), so it names what the pipeline adds to TVM's, and a
 change to that renames it."""
@@ -99,7 +102,7 @@ def stack_buffers(func: tirx.PrimFunc, mod: tvm.IRModule, ctx: tvm.transform.Pas
 
 def _pipeline() -> tuple:
     lower, finalize_host, finalize_device = default_s_tir_pipeline()
-    return tvm.transform.Sequential([lower, stack_buffers]), finalize_host, finalize_device
+    return tvm.transform.Sequential([lower, stack_buffers, lane_shuffles]), finalize_host, finalize_device
 
 
 tirx.register_tir_pipeline(PIPELINE, _pipeline)

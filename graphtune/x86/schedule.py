@@ -252,6 +252,8 @@ def schedule_conv2d(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: i
     sch.parallel(sch.fuse(n, *parallel))
     vectorize_in_registers(sch, oc_block, lanes)
     _unroll_tile(sch, (ow_inner, oh_inner), kw, knobs)
+    if knobs.get("shuffle"):  # a constant lane pattern per input: one permute (x86.shuffles)
+        sch.unroll(ic_block)
     _vectorize_init(sch, anchor, ic_chunk, ow_outer)
 
 

@@ -51,8 +51,14 @@ from .dense import dense_packed, dense_packed_shapes
 from .dense_int8 import as_conv2d_int8, conv_knobs, dense_bf16, dense_int8_nc, dense_int8_shapes
 from .depthwise import depthwise_conv2d_bf16, depthwise_conv2d_nchwc, depthwise_nchwc_shapes
 from .depthwise_int8 import depthwise_conv2d_int8_nchwc, depthwise_int8_shapes
-from .group_conv import group_conv2d_nchwc, group_conv_nchwc_shapes, pack_group_kernel, spanned_kernel
-from .groups import span
+from .group_conv import (
+    group_conv2d_nchwc,
+    group_conv_nchwc_shapes,
+    pack_group_kernel,
+    pack_shuffled_group_kernel,
+    spanned_kernel,
+)
+from .groups import group_sizes, span
 from .int8_packing import pack_int8_kernel
 from .int8_schedule import fold_nc, schedule_conv2d_int8
 from .int8_tiles import (
@@ -177,6 +183,9 @@ def _pack_conv(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
 
 
 def _pack_group(weight: np.ndarray, workload: dict, knobs: dict) -> tuple:
+    if knobs.get("shuffle"):  # typed as a kernel of cg-input blocks (one per group)
+        cg = group_sizes(workload)[0]
+        return pack_shuffled_group_kernel(weight, knobs["oc_bn"]), kernel_layout(cg, knobs["oc_bn"])
     packed = pack_group_kernel(weight, workload["groups"], knobs["ic_bn"], knobs["oc_bn"])
     return packed, kernel_layout(knobs["ic_bn"], knobs["oc_bn"])
 
@@ -252,6 +261,10 @@ def _dense_int8_anchor(workload: dict, knobs: dict) -> tuple:
 
 
 def _group_anchor(workload: dict, knobs: dict) -> tuple:  # an output block reads its groups' inputs
+    if knobs.get("shuffle"):  # each lane its own group's inputs: one chunk of cg
+        spatial, (_, kh, kw, _) = _nchwc_anchor(Op.GROUP_CONV2D, workload, knobs, knobs["ic_bn"],
+                                                *workload["kernel"][2:])
+        return spatial, [1, kh, kw, workload["kernel"][1]]
     return _nchwc_anchor(Op.GROUP_CONV2D, workload, knobs, span(workload, knobs["oc_bn"]),
                          *workload["kernel"][2:])
 
