@@ -155,7 +155,10 @@ class _Rewriter:
             if dtype.startswith("int") and _lanes(stmt.var) > 1:
                 self.bound[stmt.var] = stmt.value
             elif dtype.startswith("int"):
-                self.analyzer.bind(stmt.var, stmt.value)
+                try:
+                    self.analyzer.bind(stmt.var, stmt.value)
+                except RuntimeError:  # bound already: leave it unknown (a rewrite lost, no more)
+                    pass
             return stmt
         if isinstance(stmt, tirx.BufferStore):
             value = self.expr(stmt.value)
