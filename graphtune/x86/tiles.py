@@ -434,20 +434,22 @@ def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CON
 def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     """Knobs of a group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``; where the output block
     spans several groups of as many inputs as outputs, read from the same block of input
-    channels, the ``shuffle`` variant of the best tile right after it.
+    channels, the ``shuffle`` variants of the best tile right after it (``kw`` rolled, then
+    unrolled: the unrolled body holds ``cg`` x ``reg_n`` products per tap).
 
     Examples
     --------
     >>> from graphtune.ops import conv2d_workload
     >>> wl = conv2d_workload([1, 128, 56, 56], [128, 4, 3, 3], padding=[1, 1, 1, 1], groups=32)
     >>> avx512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
-    >>> [t.get("shuffle", False) for t in group_tiles(wl, {"ic_bn": 16, "oc_bn": 16}, avx512)][:3]
-    [False, True, False]
+    >>> [t.get("shuffle", False) for t in group_tiles(wl, {"ic_bn": 16, "oc_bn": 16}, avx512)][:4]
+    [False, True, True, False]
     """
     tiles = conv_tiles(workload, blocks, target, Op.GROUP_CONV2D)
     cg, og = group_sizes(workload)
-    if cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og:
-        tiles = tiles[:1] + [{**tiles[0], "shuffle": True}] + tiles[1:]
+    if cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og:  # kw rolled first: cg x reg_n per tap
+        shuffled = [{**tiles[0], "unroll_kw": unroll, "shuffle": True} for unroll in (False, True)]
+        tiles = tiles[:1] + shuffled + tiles[1:]
     return tiles
 
 
