@@ -435,7 +435,9 @@ def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     """Knobs of a group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``; where the output block
     spans several groups of as many inputs as outputs, read from the same block of input
     channels, the ``shuffle`` variants of the best tile right after it (``kw`` rolled, then
-    unrolled: the unrolled body holds ``cg`` x ``reg_n`` products per tap).
+    unrolled: the unrolled body holds ``cg`` x ``reg_n`` products per tap). Only where a vector
+    divides, or is divided by, the ``cg`` channels of a group: a vector's lanes then read one
+    aligned vector of input (one permute, :mod:`graphtune.x86.shuffles`), never a gather.
 
     Examples
     --------
@@ -444,10 +446,15 @@ def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     >>> avx512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
     >>> [t.get("shuffle", False) for t in group_tiles(wl, {"ic_bn": 16, "oc_bn": 16}, avx512)][:4]
     [False, True, True, False]
+    >>> wl = conv2d_workload([1, 96, 14, 14], [96, 24, 3, 3], padding=[1, 1, 1, 1], groups=4)
+    >>> any(t.get("shuffle") for t in group_tiles(wl, {"ic_bn": 48, "oc_bn": 48}, avx512))
+    False
     """
     tiles = conv_tiles(workload, blocks, target, Op.GROUP_CONV2D)
     cg, og = group_sizes(workload)
-    if cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og:  # kw rolled first: cg x reg_n per tap
+    lanes = vector_lanes(target)
+    permutes = lanes % cg == 0 or cg % lanes == 0  # a vector's lanes read one aligned input block
+    if permutes and cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og:  # kw rolled, then unrolled
         shuffled = [{**tiles[0], "unroll_kw": unroll, "shuffle": True} for unroll in (False, True)]
         tiles = tiles[:1] + shuffled + tiles[1:]
     return tiles
