@@ -35,6 +35,7 @@ from tvm import tirx
 from tvm.s_tir.pipeline import default_s_tir_pipeline
 
 from .shuffles import lane_shuffles
+from .statements import with_children
 
 __all__ = ["PIPELINE", "STACK_LIMIT", "stack_buffers"]
 
@@ -62,34 +63,13 @@ def _constant_bytes(buffer: tirx.Buffer) -> int | None:
 
 
 def _on_stack(stmt: tirx.Stmt) -> tirx.Stmt:
-    """``stmt`` with every small constant-size allocation in it marked for the stack (the
-    statements that hold others rebuilt only where something under them changed)."""
+    """``stmt`` with every small constant-size allocation in it marked for the stack."""
     if isinstance(stmt, tirx.AllocBuffer):
         size = _constant_bytes(stmt.buffer)
         if size is None or size > STACK_LIMIT or _ON_STACK in stmt.annotations:
             return stmt
         return tirx.AllocBuffer(stmt.buffer, {**stmt.annotations, _ON_STACK: tirx.IntImm("int32", 1)})
-    if isinstance(stmt, tirx.SeqStmt):
-        seq = [_on_stack(s) for s in stmt.seq]
-        return stmt if all(a.same_as(b) for a, b in zip(seq, stmt.seq)) else tirx.SeqStmt(seq)
-    if isinstance(stmt, tirx.For):
-        body = _on_stack(stmt.body)
-        return stmt if body.same_as(stmt.body) else tirx.For(
-            stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding, stmt.annotations,
-            stmt.step)
-    if isinstance(stmt, tirx.AttrStmt):
-        body = _on_stack(stmt.body)
-        return stmt if body.same_as(stmt.body) else tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
-    if isinstance(stmt, tirx.IfThenElse):
-        then = _on_stack(stmt.then_case)
-        other = None if stmt.else_case is None else _on_stack(stmt.else_case)
-        if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
-            return stmt
-        return tirx.IfThenElse(stmt.condition, then, other)
-    if isinstance(stmt, tirx.While):
-        body = _on_stack(stmt.body)
-        return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body)
-    return stmt  # no statement under it
+    return with_children(stmt, _on_stack)
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="graphtune.StackBuffers")

@@ -34,6 +34,8 @@ import tvm
 from tvm import ir, tirx
 from tvm.sym import Analyzer
 
+from .statements import with_children
+
 __all__ = ["lane_shuffles", "shuffled_load"]
 
 _BINARY = (tirx.Add, tirx.Sub, tirx.Mul, tirx.Div, tirx.Mod, tirx.FloorDiv, tirx.FloorMod, tirx.Min,
@@ -163,29 +165,7 @@ class _Rewriter:
         if isinstance(stmt, tirx.BufferStore):
             value = self.expr(stmt.value)
             return stmt if value.same_as(stmt.value) else tirx.BufferStore(stmt.buffer, value, stmt.indices)
-        if isinstance(stmt, tirx.SeqStmt):
-            seq = [self.stmt(s) for s in stmt.seq]
-            return stmt if all(a.same_as(b) for a, b in zip(seq, stmt.seq)) else tirx.SeqStmt(seq)
-        if isinstance(stmt, tirx.For):
-            body = self.stmt(stmt.body)
-            return stmt if body.same_as(stmt.body) else tirx.For(
-                stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding,
-                stmt.annotations, stmt.step)
-        if isinstance(stmt, tirx.AttrStmt):
-            body = self.stmt(stmt.body)
-            if body.same_as(stmt.body):
-                return stmt
-            return tirx.AttrStmt(stmt.node, stmt.attr_key, stmt.value, body)
-        if isinstance(stmt, tirx.IfThenElse):
-            then = self.stmt(stmt.then_case)
-            other = None if stmt.else_case is None else self.stmt(stmt.else_case)
-            if then.same_as(stmt.then_case) and (other is None or other.same_as(stmt.else_case)):
-                return stmt
-            return tirx.IfThenElse(stmt.condition, then, other)
-        if isinstance(stmt, tirx.While):
-            body = self.stmt(stmt.body)
-            return stmt if body.same_as(stmt.body) else tirx.While(stmt.condition, body)
-        return stmt
+        return with_children(stmt, self.stmt)
 
 
 @tirx.transform.prim_func_pass(opt_level=0, name="graphtune.LaneShuffles")
