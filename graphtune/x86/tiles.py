@@ -165,20 +165,49 @@ def _ordered_blocks(channels: int, max_block: int, lanes: int) -> list:
     return sorted(divisors(channels, cap=max_block), key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
 
 
-def _group_pairs(workload: dict, max_block: int, lanes: int, dot: int = 1) -> list:
+def _group_pairs(workload: dict, max_block: int, lanes: int, dot: int = 1, waste_tiers: int = 1,
+                 shuffles: bool = False) -> list:
     """``(tier, {"ic_bn", "oc_bn"})`` of a group conv: vector fit, then the work wasted on
-    the zeros of a block spanning several groups (one tier per doubling); input blocks that
-    are multiples of ``dot`` (the input channels an int8 instruction sums)."""
+    the zeros of a block spanning several groups (``waste_tiers`` per doubling; none where
+    ``shuffles`` and the block's ``shuffle`` candidates read only each group's inputs, see
+    :func:`shuffle_fits`); input blocks that are multiples of ``dot`` (the input channels an
+    int8 instruction sums)."""
     og = group_sizes(workload)[1]
     ocs = sorted((b for b in oc_blocks(workload) if b <= max_block),
                  key=lambda b: (_block_penalty(b, lanes), abs(b - lanes)))
     pairs = []
     for o in ocs:
-        waste = max(1, o // og).bit_length() - 1
+        doublings = max(1, o // og).bit_length() - 1
         for i in (b for b in _ordered_blocks(span(workload, o), max_block, lanes) if b % dot == 0):
+            shuffled = shuffles and shuffle_fits(workload, {"ic_bn": i, "oc_bn": o}, lanes)
+            waste = 0 if shuffled else waste_tiers * doublings
             tier = _block_penalty(o, lanes) + (_block_penalty(i, lanes) + 1) // 2 + waste
             pairs.append((tier, {"ic_bn": i, "oc_bn": o}))
     return pairs
+
+
+def shuffle_fits(workload: dict, blocks: dict, lanes: int) -> bool:
+    """Whether a group conv's ``blocks`` have ``shuffle`` candidates: an output block of several
+    groups of as many inputs as outputs, read from the same input channels (``ic_bn ==
+    oc_bn``), and ``lanes`` dividing or divided by a group's channels, so that a vector's lanes
+    read one aligned vector of input (one permute, :mod:`graphtune.x86.shuffles`, never a
+    gather).
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> resnext = conv2d_workload([1, 128, 56, 56], [128, 4, 3, 3], padding=[1, 1, 1, 1], groups=32)
+    >>> shuffle_fits(resnext, {"ic_bn": 16, "oc_bn": 16}, 16)
+    True
+    >>> shuffle_fits(resnext, {"ic_bn": 4, "oc_bn": 4}, 16)  # inside one group: nothing to shuffle
+    False
+    >>> regnet = conv2d_workload([1, 336, 14, 14], [336, 24, 3, 3], padding=[1, 1, 1, 1], groups=14)
+    >>> shuffle_fits(regnet, {"ic_bn": 48, "oc_bn": 48}, 16)  # a vector spans two groups' inputs
+    False
+    """
+    cg, og = group_sizes(workload)
+    permutes = lanes % cg == 0 or cg % lanes == 0
+    return permutes and cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og
 
 
 def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
@@ -250,9 +279,29 @@ def conv_blocks(workload: dict, max_block: int, target: TargetLike, op: Op = Op.
     ]
 
 
+GROUP_WASTE_TIERS = 3
+"""Tiers per doubling of the work a float32 group conv block wastes on zeros between groups: a
+block of two groups of 24 (RegNetY-1.6GF) ran 2x slower than a part-of-a-vector block of 8
+inside one group, and blocks of four groups of 4 (ResNeXt-50) slower than blocks of 4
+(docs/candidates.md, "Group convs with shuffled lanes")."""
+
+
 def group_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
-    """``(ic_bn, oc_bn)`` pairs of a group conv (see :func:`_group_pairs`)."""
-    return _group_pairs(workload, max_block, vector_lanes(target))
+    """``(ic_bn, oc_bn)`` pairs of a group conv (see :func:`_group_pairs`): a block wasting half
+    its products ranks below a part of a vector, one whose ``shuffle`` candidates waste none
+    as a block of its size.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> regnet = conv2d_workload([1, 336, 14, 14], [336, 24, 3, 3], padding=[1, 1, 1, 1], groups=14)
+    >>> tiers = {(p["ic_bn"], p["oc_bn"]): t for t, p in group_blocks(regnet, 64, {"kind": "llvm",
+    ...                                                                           "mcpu": "skylake-avx512"})}
+    >>> tiers[16, 48], tiers[8, 8]  # two groups of 24 in three vectors, a third of a group in half a vector
+    (3, 3)
+    """
+    return _group_pairs(workload, max_block, vector_lanes(target), waste_tiers=GROUP_WASTE_TIERS,
+                        shuffles=True)
 
 
 def depthwise_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
@@ -432,12 +481,10 @@ def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CON
 
 
 def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
-    """Knobs of a group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``; where the output block
-    spans several groups of as many inputs as outputs, read from the same block of input
-    channels, the ``shuffle`` variants of the best tile right after it (``kw`` rolled, then
-    unrolled: the unrolled body holds ``cg`` x ``reg_n`` products per tap). Only where a vector
-    divides, or is divided by, the ``cg`` channels of a group: a vector's lanes then read one
-    aligned vector of input (one permute, :mod:`graphtune.x86.shuffles`), never a gather.
+    """Knobs of a group conv with ``blocks`` ``{"ic_bn", "oc_bn"}``; where they have ``shuffle``
+    candidates (:func:`shuffle_fits`), the shuffle variants of the best tile first (``kw``
+    rolled, then unrolled: the unrolled body holds ``cg`` x ``reg_n`` products per tap), then
+    the block-diagonal tiles.
 
     Examples
     --------
@@ -445,18 +492,14 @@ def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
     >>> wl = conv2d_workload([1, 128, 56, 56], [128, 4, 3, 3], padding=[1, 1, 1, 1], groups=32)
     >>> avx512 = {"kind": "llvm", "mcpu": "skylake-avx512"}
     >>> [t.get("shuffle", False) for t in group_tiles(wl, {"ic_bn": 16, "oc_bn": 16}, avx512)][:4]
-    [False, True, True, False]
+    [True, True, False, False]
     >>> wl = conv2d_workload([1, 96, 14, 14], [96, 24, 3, 3], padding=[1, 1, 1, 1], groups=4)
     >>> any(t.get("shuffle") for t in group_tiles(wl, {"ic_bn": 48, "oc_bn": 48}, avx512))
     False
     """
     tiles = conv_tiles(workload, blocks, target, Op.GROUP_CONV2D)
-    cg, og = group_sizes(workload)
-    lanes = vector_lanes(target)
-    permutes = lanes % cg == 0 or cg % lanes == 0  # a vector's lanes read one aligned input block
-    if permutes and cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og:  # kw rolled, then unrolled
-        shuffled = [{**tiles[0], "unroll_kw": unroll, "shuffle": True} for unroll in (False, True)]
-        tiles = tiles[:1] + shuffled + tiles[1:]
+    if shuffle_fits(workload, blocks, vector_lanes(target)):  # kw rolled, then unrolled
+        tiles = [{**tiles[0], "unroll_kw": unroll, "shuffle": True} for unroll in (False, True)] + tiles
     return tiles
 
 
