@@ -66,7 +66,8 @@ def _lane(expr: tirx.Expr, k: int, bound: dict) -> tirx.Expr:
     if isinstance(expr, _BINARY):
         return type(expr)(_lane(expr.a, k, bound), _lane(expr.b, k, bound))
     if isinstance(expr, tirx.Cast):
-        return tirx.Cast(str(tvm.runtime.DataType(str(expr.ty)).element_of), _lane(expr.value, k, bound))
+        scalar = str(tvm.runtime.DataType(str(expr.ty.dtype)).with_lanes(1))
+        return tirx.Cast(scalar, _lane(expr.value, k, bound))
     raise _NotAffine(type(expr).__name__)
 
 
