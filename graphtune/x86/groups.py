@@ -18,7 +18,7 @@ Examples
 
 from ..errors import KnobError
 
-__all__ = ["group_sizes", "span", "oc_blocks", "check_group_blocks"]
+__all__ = ["group_sizes", "span", "oc_blocks", "spans_whole_groups", "check_group_blocks"]
 
 
 def group_sizes(workload: dict) -> tuple:
@@ -56,6 +56,21 @@ def oc_blocks(workload: dict) -> list:
     o = workload["kernel"][0]
     og = group_sizes(workload)[1]
     return [b for b in range(1, o + 1) if o % b == 0 and (og % b == 0 or b % og == 0)]
+
+
+def spans_whole_groups(workload: dict, ic_bn: int, oc_bn: int) -> bool:
+    """Whether an output block of ``oc_bn`` spans several groups of as many input as output
+    channels and reads them from the input block of the same channels (``ic_bn == oc_bn``): the
+    blocks whose lanes can each read only their own group's inputs (a group conv's ``shuffle``).
+
+    Examples
+    --------
+    >>> wl = {"data": [1, 128, 8, 8], "kernel": [128, 4, 3, 3], "groups": 32}
+    >>> spans_whole_groups(wl, 16, 16), spans_whole_groups(wl, 4, 4), spans_whole_groups(wl, 8, 16)
+    (True, False, False)
+    """
+    cg, og = group_sizes(workload)
+    return cg == og and ic_bn == oc_bn > og
 
 
 def check_group_blocks(op: str, workload: dict, knobs: dict) -> None:

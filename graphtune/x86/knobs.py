@@ -90,7 +90,7 @@ from typing import Callable
 from ..errors import KnobError
 from ..ops import BF16_OPS, Op, check_workload, output_shape
 from .amx import MAX_K, MAX_ROWS, MAX_TILES
-from .groups import check_group_blocks, group_sizes, span
+from .groups import check_group_blocks, group_sizes, span, spans_whole_groups
 from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
@@ -294,7 +294,7 @@ def _shuffle_rules(op: Op, workload: dict, knobs: dict) -> None:
     if not isinstance(shuffle, bool):
         raise KnobError(f"{op} knob 'shuffle' = {shuffle!r} must be True or False")
     cg, og = group_sizes(workload)
-    if shuffle and (cg != og or knobs["oc_bn"] <= og or knobs["ic_bn"] != knobs["oc_bn"]):
+    if shuffle and not spans_whole_groups(workload, knobs["ic_bn"], knobs["oc_bn"]):
         raise KnobError(
             f"{op} knob 'shuffle' = True needs oc_bn spanning several groups of {og} outputs, each "
             f"reading {og} inputs, and ic_bn == oc_bn (here {cg} inputs per group, ic_bn "

@@ -140,7 +140,7 @@ class _Rewriter:
             return expr if a.same_as(expr.a) and b.same_as(expr.b) else type(expr)(a, b)
         if isinstance(expr, tirx.Cast):
             value = self.expr(expr.value)
-            return expr if value.same_as(expr.value) else tirx.Cast(str(expr.ty), value)
+            return expr if value.same_as(expr.value) else tirx.Cast(str(expr.ty.dtype), value)
         if isinstance(expr, tirx.Select):
             old = (expr.condition, expr.true_value, expr.false_value)
             new = [self.expr(e) for e in old]

@@ -262,9 +262,8 @@ def _dense_int8_anchor(workload: dict, knobs: dict) -> tuple:
 
 def _group_anchor(workload: dict, knobs: dict) -> tuple:  # an output block reads its groups' inputs
     if knobs.get("shuffle"):  # each lane its own group's inputs: one chunk of cg
-        spatial, (_, kh, kw, _) = _nchwc_anchor(Op.GROUP_CONV2D, workload, knobs, knobs["ic_bn"],
-                                                *workload["kernel"][2:])
-        return spatial, [1, kh, kw, workload["kernel"][1]]
+        _, cg, kh, kw = workload["kernel"]
+        return _nchwc_anchor(Op.GROUP_CONV2D, workload, knobs, knobs["ic_bn"], kh, kw)[0], [1, kh, kw, cg]
     return _nchwc_anchor(Op.GROUP_CONV2D, workload, knobs, span(workload, knobs["oc_bn"]),
                          *workload["kernel"][2:])
 

@@ -22,7 +22,7 @@ import math
 
 from ..ops import Op, output_shape
 from .conv2d_transpose import taps
-from .groups import group_sizes, oc_blocks, span
+from .groups import group_sizes, oc_blocks, span, spans_whole_groups
 from .knobs import accumulator_budget, divisors, register_budget
 from .target import TargetLike, vector_lanes
 from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
@@ -205,9 +205,9 @@ def shuffle_fits(workload: dict, blocks: dict, lanes: int) -> bool:
     >>> shuffle_fits(regnet, {"ic_bn": 48, "oc_bn": 48}, 16)  # a vector spans two groups' inputs
     False
     """
-    cg, og = group_sizes(workload)
+    cg = group_sizes(workload)[0]
     permutes = lanes % cg == 0 or cg % lanes == 0
-    return permutes and cg == og and blocks["ic_bn"] == blocks["oc_bn"] > og
+    return permutes and spans_whole_groups(workload, blocks["ic_bn"], blocks["oc_bn"])
 
 
 def _dense_sizes(workload: dict, max_block: int, target: TargetLike) -> list:
