@@ -280,10 +280,9 @@ def conv_blocks(workload: dict, max_block: int, target: TargetLike, op: Op = Op.
 
 
 GROUP_WASTE_TIERS = 3
-"""Tiers per doubling of the work a float32 group conv block wastes on zeros between groups: a
-block of two groups of 24 (RegNetY-1.6GF) ran 2x slower than a part-of-a-vector block of 8
-inside one group, and blocks of four groups of 4 (ResNeXt-50) slower than blocks of 4
-(docs/candidates.md, "Group convs with shuffled lanes")."""
+"""Tiers per doubling of the work a float32 group conv block wastes on zeros between groups: more
+than a part of a vector costs, so a block inside one group ranks ahead of a block-diagonal one
+(the measurements: docs/candidates.md, "Group convs with shuffled lanes")."""
 
 
 def group_blocks(workload: dict, max_block: int, target: TargetLike) -> list:
