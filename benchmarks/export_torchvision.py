@@ -71,12 +71,15 @@ def _constructor(torchvision, name: str):
     return None
 
 
-def export(name: str, exporter: str, out: str) -> str:
-    """Export torchvision's ``name`` with ``exporter``; the path of the ``.onnx`` file written."""
+def export(name: str, exporter: str, out: str, score_thresh: float | None = None) -> str:
+    """Export torchvision's ``name`` with ``exporter``; the path of the ``.onnx`` file written.
+
+    ``score_thresh`` (detectors only) replaces the detector's score threshold (see
+    :func:`_export_detector`)."""
     torch, torchvision = _import_torchvision()
     torch.manual_seed(0)
     if name in DETECTORS:
-        return _export_detector(torch, torchvision, name, exporter, out)
+        return _export_detector(torch, torchvision, name, exporter, out, score_thresh)
     size = 299 if name == "inception_v3" else 224
     kwargs = {"aux_logits": False, "init_weights": True} if name in ("googlenet", "inception_v3") else {}
     builder = _constructor(torchvision, name)
@@ -95,15 +98,26 @@ def export(name: str, exporter: str, out: str) -> str:
     return path
 
 
-def _export_detector(torch, torchvision, name: str, exporter: str, out: str) -> str:
+def _export_detector(torch, torchvision, name: str, exporter: str, out: str,
+                     score_thresh: float | None = None) -> str:
     """A detector as torchvision's detection docs export it: the model takes a list of 3-D
     images (one, ``DETECTOR_SIZE`` square, its transform resizing to the same size) and returns
-    boxes, labels, scores (and masks) after its post-processing."""
+    boxes, labels, scores (and masks) after its post-processing.
+
+    With random weights every class score is near 1 / classes, below torchvision's default
+    thresholds (0.05 for the R-CNNs, 0.001 for SSDlite, 0.05 for RetinaNet), so the model
+    detects nothing and its region heads run on no rows; ``score_thresh`` (e.g. 0) replaces
+    that threshold so that they run on a full set of detections (file ``NAME.scoreT.EXPORTER.onnx``)."""
     builder = getattr(torchvision.models.detection, name)
-    kwargs = {} if name.startswith("ssdlite") else {"min_size": DETECTOR_SIZE, "max_size": DETECTOR_SIZE}
+    kwargs: dict = ({} if name.startswith("ssdlite") else
+                    {"min_size": DETECTOR_SIZE, "max_size": DETECTOR_SIZE})
+    if score_thresh is not None:
+        one_stage = name.startswith(("ssdlite", "retinanet"))
+        kwargs["score_thresh" if one_stage else "box_score_thresh"] = score_thresh
     model = builder(weights=None, weights_backbone=None, **kwargs).eval()
     image = torch.rand(3, DETECTOR_SIZE, DETECTOR_SIZE)
-    path = os.path.join(out, f"{name}.{exporter}.onnx")
+    stem = name if score_thresh is None else f"{name}.score{score_thresh:g}"
+    path = os.path.join(out, f"{stem}.{exporter}.onnx")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if exporter == "dynamo":
@@ -124,6 +138,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--exporter", default="dynamo", choices=EXPORTERS + ("both",),
                         help="torch.onnx exporter (default dynamo, torch's default)")
     parser.add_argument("--out", default="out/exported", help="folder for the .onnx files")
+    parser.add_argument("--score-thresh", type=float, default=None,
+                        help="detectors: this score threshold instead of torchvision's (with "
+                             "random weights 0 makes their heads run on a full set of detections)")
     args = parser.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     exporters = EXPORTERS if args.exporter == "both" else (args.exporter,)
@@ -141,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         for exporter in exporters:
             start = time.time()
             try:
-                path = export(name, exporter, args.out)
+                path = export(name, exporter, args.out, args.score_thresh)
             except Exception as err:  # an exporter failure is the exporter's: report it and go on
                 failed += 1
                 print(f"{name} ({exporter}): export failed: {type(err).__name__}: {err}", flush=True)

@@ -156,11 +156,14 @@ def main() -> None:
                "threads": threads, "onnxruntime_ms": ort_ms, "partitioned_ms": gt_ms,
                "speedup_vs_ort": ort_ms / gt_ms, "tvm_part_ms": float(np.median(parts["tvm"])),
                "onnxruntime_part_ms": float(np.median(parts["onnxruntime"])),
+               "row_regions_ms": float(np.median(parts["rows"])) if "rows" in parts else None,
                "predicted_ms": result.predicted_ms, "relative_diffs": diffs,
                "output_shapes": [list(np.shape(a)) for a in ours], "partition": compiled.summary()}
     print(f"ONNX Runtime {ort_ms:.2f} ms | partitioned {gt_ms:.2f} ms (ORT/partitioned "
           f"{ort_ms / gt_ms:.2f}) | parts: tvm {figures['tvm_part_ms']:.2f} ms, onnxruntime "
-          f"{figures['onnxruntime_part_ms']:.3f} ms | predicted (both parts) "
+          f"{figures['onnxruntime_part_ms']:.3f} ms"
+          + (f", row regions (tvm) {figures['row_regions_ms']:.2f} ms" if "rows" in parts else "")
+          + " | predicted (all parts) "
           f"{result.predicted_ms:.2f} ms")
     if args.json:
         with open(args.json, "w") as handle:

@@ -73,6 +73,7 @@ from .ops import (
     runs_as,
     timed_as,
 )
+from .row_check import RegionTiming, check_regions
 from .solve import METHODS, Solution, solve
 
 __all__ = ["TuneResult", "TRANSFORMS", "tune", "extract", "x86_candidates", "kernel_best_solution"]
@@ -226,6 +227,10 @@ class TuneResult:
         Where the config runs nodes in bfloat16 (``tune(..., precision="bfloat16")``): the
         compiled model's outputs against ONNX Runtime's float32 ones on seeded inputs
         (:func:`graphtune.numerics.accuracy`). None otherwise.
+    regions : list of RegionTiming
+        Each row region of the partition timed in TVM and in ONNX Runtime
+        (:func:`graphtune.row_check.check_regions`); those faster in ONNX Runtime were left
+        to it (their nodes are not in ``config``, nor their costs in :attr:`predicted_ms`).
     """
 
     graph: LayoutGraph
@@ -240,6 +245,7 @@ class TuneResult:
     feedback: Feedback | None = None
     accuracy: Accuracy | None = None
     partition: Partition | None = None
+    regions: list[RegionTiming] = field(default_factory=list)
 
     @property
     def predicted_ms(self) -> float:
@@ -259,11 +265,16 @@ class TuneResult:
         (``partition.onnxruntime_ms``, ``solution.onnxruntime_ms`` of the config); 0 without one."""
         return 0.0 if self.partition is None else self.partition.onnxruntime_ms or 0.0
 
+    def _assignment(self) -> dict:
+        """The solution's choices but those of row regions left to ONNX Runtime."""
+        left = {n for r in self.regions if not r.faster_in_tvm for n in r.nodes}
+        return {n: i for n, i in self.solution.assignment.items() if n not in left}
+
     def _nodes_ms(self) -> float:
-        return float(sum(self.graph.candidates(n)[i].cost for n, i in self.solution.assignment.items()))
+        return float(sum(self.graph.candidates(n)[i].cost for n, i in self._assignment().items()))
 
     def _layouts(self) -> dict:
-        return {n: self.graph.candidates(n)[i].out_layout for n, i in self.solution.assignment.items()}
+        return {n: self.graph.candidates(n)[i].out_layout for n, i in self._assignment().items()}
 
     @property
     def op_groups(self) -> list[dict]:
@@ -319,6 +330,7 @@ class TuneResult:
                  f"phases: {phases}"]
         if self.partition is not None:
             lines.append(self.partition.summary())
+        lines += [timing.describe() for timing in self.regions]
         if self.feedback is not None:
             lines.append(self.feedback.summary())
         lowered = sum(node.knobs.get(PRECISION) == "bfloat16" for node in self.config.nodes.values())
@@ -559,10 +571,33 @@ def tune(model: Any, target: Any = None, records: str | os.PathLike | None = "au
     if final_check and isinstance(runner, LocalRunner):
         _keep_fastest(result, onnx_model, module, tgt, shape_dict, name)
         lap("final")
+    if partition is not None and partition.regions and isinstance(runner, LocalRunner):
+        _keep_faster_regions(result, partition, tgt)
+        lap("regions")
     record_partition(result.config, partition)  # issue 31: compile checks the partition
     if any(node.knobs.get(PRECISION) == "bfloat16" for node in result.config.nodes.values()):
         result.accuracy = _accuracy(onnx_model, result.config, tgt, shape_dict)
     return result
+
+
+def _keep_faster_regions(result: TuneResult, partition: Partition, tgt: Any) -> None:
+    """Time the row regions in TVM and ONNX Runtime (:func:`graphtune.row_check.check_regions`)
+    and leave those faster in ONNX Runtime to it: out of the partition and the config, their
+    costs out of the prediction (``solution.predicted_ms``)."""
+    result.regions = check_regions(partition, result.config, tgt)
+    slower = [k for k, timing in enumerate(result.regions) if not timing.faster_in_tvm]
+    if not slower:
+        return
+    left = {n for k in slower for n in partition.regions[k].nodes}
+    partition.drop_regions(slower)
+    config = result.config
+    config.nodes = {n: node for n, node in config.nodes.items() if n not in left}
+    solution = dict(config.solution or {})
+    solution["op_groups"] = [g for g in solution.get("op_groups", []) if g[0] not in left]
+    if "predicted_ms" in solution and (result.final is None or not result.final.replaced):
+        solution.update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
+                        ops_ms=result.ops_ms)
+    config.solution = solution
 
 
 def _warn_8bit_weights(graph: LayoutGraph, tgt: Any) -> None:

@@ -39,9 +39,9 @@ latency is its overhead.
 
 A model TVM imports only in part (``docs/partition.md``) is profiled as it runs: the calls of
 its TVM part as above, then its ONNX Runtime part as one row of kind :data:`ORT_PART`, the
-median of ``repeat`` runs of its session on the tensors the TVM part hands over
-(:meth:`~graphtune.compiler.partitioned.PartitionedModel.time_onnxruntime`), predicted by the
-config's ``solution.onnxruntime_ms`` when tune recorded it; the whole model's latency
+median of ``repeat`` runs of its sessions on the tensors the TVM part hands over (with the row
+regions TVM runs between them: :mod:`graphtune.frontend.rows`), predicted by the config's
+``solution.onnxruntime_ms`` (and its row region nodes' costs) when tune recorded it; the whole model's latency
 (:attr:`ProfileResult.total_ms`) is the VM's plus that part's. ONNX Runtime's side profiles
 the whole model, its times of the ONNX Runtime part's nodes going to that row.
 
@@ -1097,15 +1097,22 @@ def _uniform(proto: Any, shape_dict: Mapping[str, list[int]] | None) -> Config:
 
 
 def _onnxruntime_part_row(whole: PartitionedModel, config: Config, repeat: int) -> ProfileRow:
-    """The :data:`ORT_PART` row of a partitioned model: its ONNX Runtime part's median of
-    ``repeat`` runs on the tensors the TVM part hands over, predicted by the config's
-    ``solution.onnxruntime_ms`` (None when tune recorded none)."""
-    from .frontend.cut import ORT_MS_KEY
+    """The :data:`ORT_PART` row of a partitioned model: the median of ``repeat`` runs of what
+    runs after the TVM part on the tensors it hands over — the ONNX Runtime part's sessions and
+    the row regions TVM runs between them — predicted by the config's
+    ``solution.onnxruntime_ms`` plus its row region nodes' costs (None when tune recorded none)."""
+    from .frontend.cut import ORT, ORT_MS_KEY
+    from .frontend.rows import ROWS
 
     predicted = (config.solution or {}).get(ORT_MS_KEY)
+    if predicted is not None:
+        predicted = float(predicted) + sum(
+            config.nodes[n].cost_ms or 0.0 for region in whole.partition.regions
+            for n in region.nodes if n in config.nodes)
+    parts = whole.time_parts(repeat, whole=False)
+    after = parts[ORT] + parts.get(ROWS, 0.0)
     return ProfileRow(-1, "", ORT_PART, list(whole.partition.ort_nodes), "onnxruntime",
-                      float(np.median(whole.time_onnxruntime(repeat))),
-                      None if predicted is None else float(predicted))
+                      float(np.median(after)), predicted)
 
 
 def _add_ort(result: ProfileResult, proto: Any, onnx_kinds: Mapping[str, str],

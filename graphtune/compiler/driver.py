@@ -257,8 +257,10 @@ def compile(model: Any, config: Config | str, target: Any = None, *,
     mod, part = import_or_cut(model, shape_dict, config)
     if part is not None:  # TVM imports only part of it: TVM compiles that, ONNX Runtime the rest
         part.check(config)
+        regions = [compile(region.static_model(), part.region_config(config, k), tgt)
+                   for k, region in enumerate(part.regions)]
         return PartitionedModel(compile(part.tvm_model, part.tvm_config(config), tgt,
-                                        shape_dict=part.tvm_shapes), part)
+                                        shape_dict=part.tvm_shapes), part, regions=regions)
     new_mod, anchors, names = rewrite_model(mod, config, tgt)
     lowered = _tvm_stage("legalizing and scheduling", names, legalize, new_mod, anchors, tgt)
     schedules = schedule_counts(lowered)

@@ -44,6 +44,7 @@ from ..frontend.cut import (
     random_inputs,
 )
 from ..frontend.importer import ImportFailure
+from ..frontend.rows import ROWS, RowRegion, run_rows
 from .model import CompiledModel
 
 __all__ = ["PartitionedModel", "load", "ARCHIVE_FORMAT"]
@@ -58,6 +59,9 @@ _MANIFEST, _LIBRARY, _ORT_MODEL = "manifest.json", "tvm.so", "onnxruntime.onnx"
 _GRAPH, _TVM_GRAPH, _CONSTANTS = "graph.onnx", "tvm_graph.onnx", "constants.npz"
 """Members of the archive: the manifest, the TVM part's library, the ONNX Runtime part, the
 graphs of the model and of its TVM part without weights, the model's constant outputs."""
+
+_ROWS_LIBRARY, _ROWS_GRAPH = "rows{}.so", "rows{}.onnx"
+"""Members of row region ``k``: its shared library and its graph without weights."""
 
 _RETRY = "export the model again with PartitionedModel.export_library"
 
@@ -81,6 +85,10 @@ class PartitionedModel(CompiledModel):
     library : bytes, optional
         The TVM part's shared library as exported, for a model :func:`load` read (a loaded
         library cannot be exported anew: :meth:`export_library` writes these bytes).
+    regions : list of CompiledModel, optional
+        Each row region of the partition (:attr:`Partition.regions`) compiled for its rows.
+    region_libraries : list of bytes, optional
+        Their shared libraries as exported (as ``library``).
 
     Attributes
     ----------
@@ -98,14 +106,20 @@ class PartitionedModel(CompiledModel):
     """
 
     def __init__(self, compiled: CompiledModel, partition: Partition, threads: int | None = None,
-                 library: bytes | None = None):
+                 library: bytes | None = None, regions: Sequence[CompiledModel] = (),
+                 region_libraries: Sequence[bytes] | None = None):
         super().__init__(compiled.executable, partition.inputs, partition.outputs, compiled.target,
                          compiled.compile_seconds, compiled.schedules, compiled.functions)
         self.compiled = compiled
         self.partition = partition
         self.threads = _threads(threads)
         self._library = library
-        self._session: Any = None
+        if len(regions) != len(partition.regions):
+            raise ValueError(f"the partition has {len(partition.regions)} row region(s), "
+                             f"{len(regions)} compiled")
+        self.regions = list(regions)
+        self._region_libraries = None if region_libraries is None else list(region_libraries)
+        self._sessions: list[Any] | None = None
 
     def __repr__(self) -> str:
         return (f"PartitionedModel(tvm={len(self.partition.tvm_nodes)} nodes, "
@@ -120,11 +134,13 @@ class PartitionedModel(CompiledModel):
         return self.partition.parts()
 
     @property
-    def session(self) -> Any:
-        """The ONNX Runtime session of the other part (created once; None if there is none)."""
-        if self._session is None and self.partition.ort_model is not None:
-            self._session = onnxruntime_session(self.partition.ort_model, self.threads)
-        return self._session
+    def sessions(self) -> list[Any]:
+        """The part after the TVM part, step by step (:attr:`Partition.steps`): an ONNX Runtime
+        session per stage, a row region's index for each region (created once)."""
+        if self._sessions is None:
+            self._sessions = [item if kind == ROWS else onnxruntime_session(item, self.threads)
+                              for kind, item in self.partition.steps]
+        return self._sessions
 
     def _tensors(self, arrays: Sequence[np.ndarray]) -> list:
         return [self._feeds(arrays)]
@@ -145,9 +161,20 @@ class PartitionedModel(CompiledModel):
         got = self.compiled(*[feeds[name] for name in self.compiled.input_names])
         return dict(zip(self.compiled.output_names, got if isinstance(got, list) else [got]))
 
-    def _run_ort(self, values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        session = self.session
-        return {} if session is None else _run_session(session, values)
+    def _run_ort(self, values: dict[str, np.ndarray], spent: dict[str, float] | None = None
+                 ) -> dict[str, np.ndarray]:
+        """Run the steps after the TVM part on ``values`` (updated in place; also returned);
+        ``spent`` adds each runtime's seconds (ONNX Runtime's sessions, TVM's row regions)."""
+        for step in self.sessions:
+            start = _time.perf_counter()
+            if isinstance(step, int):
+                values.update(run_rows(self.regions[step], self.partition.regions[step], values))
+            else:
+                values.update(_run_session(step, values))
+            if spent is not None:
+                key = ROWS if isinstance(step, int) else ORT
+                spent[key] = spent.get(key, 0.0) + _time.perf_counter() - start
+        return values
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         """Run the model: one numpy array per input, in :attr:`input_names` order.
@@ -205,7 +232,8 @@ class PartitionedModel(CompiledModel):
 
     def time_onnxruntime(self, repeat: int = 30, warmup: int = 1, seed: int = 0) -> np.ndarray:
         """Wall-clock latency of the ONNX Runtime part in ms, ``repeat`` times, on the tensors
-        the TVM part hands over (the TVM part run once on random inputs, ``seed``).
+        the TVM part hands over (the TVM part run once on random inputs, ``seed``): its sessions
+        only, the row regions between them run but not timed (:meth:`time_parts` has them).
 
         Examples
         --------
@@ -214,21 +242,23 @@ class PartitionedModel(CompiledModel):
         >>> model = graphtune.models.get("resnet18", image_size=32)
         >>> run = PartitionedModel(graphtune.compile(model, graphtune.Config.uniform(model)),
         ...                        plan(model))
-        >>> run.time_onnxruntime(repeat=2).shape  # no ONNX Runtime part: about 0 ms each
+        >>> run.time_onnxruntime(repeat=2).shape  # no ONNX Runtime part: 0 ms each
         (2,)
         """
-        values = self._start(seed)
-        values.update(self._run_tvm(values))
-        return _wall_ms(lambda: self._run_ort(values), repeat, warmup=warmup)
+        return self.time_parts(repeat, warmup, seed, whole=False)[ORT]
 
-    def time_parts(self, repeat: int = 30, warmup: int = 1, seed: int = 0) -> dict[str, np.ndarray]:
+    def time_parts(self, repeat: int = 30, warmup: int = 1, seed: int = 0,
+                   whole: bool = True) -> dict[str, np.ndarray]:
         """Wall-clock latency of whole runs and of each part, in ms, ``repeat`` times.
+
+        ``whole=False`` runs the TVM part once, then times the steps after it only.
 
         Returns
         -------
         dict of str to numpy.ndarray
-            ``{"total": ..., "tvm": ..., "onnxruntime": ...}``, ``repeat`` values each (the
-            parts' sum is the total up to the copies between them).
+            ``{"total": ..., "tvm": ..., "onnxruntime": ...}`` and ``"rows"`` (the row regions)
+            when the partition has any, ``repeat`` values each (the parts' sum is the total up
+            to the copies between them).
 
         Examples
         --------
@@ -243,19 +273,24 @@ class PartitionedModel(CompiledModel):
         if repeat < 1:
             raise ValueError(f"repeat must be >= 1, got {repeat}")
         values = self._start(seed)
-        for _ in range(warmup):
+        for _ in range(warmup if whole else 1):
             values.update(self._run_tvm(values))
+        for _ in range(warmup):
             self._run_ort(values)
-        times: dict[str, list[float]] = {"total": [], TVM: [], ORT: []}
+        keys = ["total", TVM, ORT] + [ROWS] * bool(self.regions)
+        times: dict[str, list[float]] = {key: [] for key in keys}
         for _ in range(repeat):
             start = _time.perf_counter()
-            values.update(self._run_tvm(values))
+            if whole:
+                values.update(self._run_tvm(values))
             middle = _time.perf_counter()
-            self._run_ort(values)
+            spent: dict[str, float] = {}
+            self._run_ort(values, spent)
             end = _time.perf_counter()
             times["total"].append(end - start)
             times[TVM].append(middle - start)
-            times[ORT].append(end - middle)
+            for key in keys[2:]:
+                times[key].append(spent.get(key, 0.0))
         return {key: np.asarray(value) * 1e3 for key, value in times.items()}
 
     def export_library(self, path: str | os.PathLike) -> None:
@@ -292,6 +327,11 @@ class PartitionedModel(CompiledModel):
             if part.ort_model is not None:
                 archive.writestr(_ORT_MODEL, part.ort_model.SerializeToString())
             archive.writestr(_CONSTANTS, constants.getvalue())
+            libraries = self._region_libraries or [_library_bytes(r) for r in self.regions]
+            for k, (region, region_library) in enumerate(zip(part.regions, libraries)):
+                archive.writestr(_ROWS_LIBRARY.format(k), region_library)
+                archive.writestr(_ROWS_GRAPH.format(k),
+                                 _without_weights(region.model).SerializeToString())
 
     def _manifest(self) -> dict[str, Any]:
         """What :func:`load` needs besides the members' bytes (see :meth:`export_library`)."""
@@ -301,9 +341,23 @@ class PartitionedModel(CompiledModel):
                 "onnxruntime_nodes": part.ort_nodes, "crossing": part.crossing,
                 "cuts": [[c.index, c.node, c.op_type, c.reason] for c in part.cuts],
                 "constants": list(part.constants), "onnxruntime_ms": part.onnxruntime_ms,
-                "tvm": {"inputs": tvm_part.inputs, "outputs": tvm_part.output_names,
-                        "target": str(tvm_part.target), "schedules": tvm_part.schedules,
-                        "compile_seconds": tvm_part.compile_seconds}}
+                "tvm": _library_info(tvm_part), "dtypes": part.dtypes,
+                "row_regions": [{**region.record(), "inputs": region.inputs,
+                                 "outputs": region.outputs, "tvm": _library_info(compiled)}
+                                for region, compiled in zip(part.regions, self.regions)]}
+
+
+def _library_info(compiled: CompiledModel) -> dict[str, Any]:
+    """What :func:`load` needs to run a compiled library: inputs, outputs, target, schedules."""
+    return {"inputs": compiled.inputs, "outputs": compiled.output_names,
+            "target": str(compiled.target), "schedules": compiled.schedules,
+            "compile_seconds": compiled.compile_seconds}
+
+
+def _loaded_library(path: str, library: bytes, info: dict[str, Any]) -> CompiledModel:
+    """The :class:`CompiledModel` of an exported library and its :func:`_library_info`."""
+    return CompiledModel(_load_library(path, library), info["inputs"], info["outputs"],
+                         tvm.target.Target(info["target"]), info["compile_seconds"], info["schedules"])
 
 
 def _library_bytes(compiled: CompiledModel) -> bytes:
@@ -395,19 +449,24 @@ def _loaded(path: str, members: dict[str, bytes], threads: int | None) -> Partit
     if manifest.get("version") != ARCHIVE_VERSION:
         raise ModelError(f"{path}: archive version {manifest.get('version')!r}, this graphtune "
                          f"reads version {ARCHIVE_VERSION}; {_RETRY} of this graphtune")
-    tvm_info = manifest["tvm"]
-    compiled = CompiledModel(_load_library(path, members[_LIBRARY]), tvm_info["inputs"],
-                             tvm_info["outputs"], tvm.target.Target(tvm_info["target"]),
-                             tvm_info["compile_seconds"], tvm_info["schedules"])
+    compiled = _loaded_library(path, members[_LIBRARY], manifest["tvm"])
     with np.load(io.BytesIO(members[_CONSTANTS]), allow_pickle=False) as arrays:
         constants = {name: arrays[f"arr_{k}"] for k, name in enumerate(manifest["constants"])}
+    region_info = manifest.get("row_regions", [])
+    regions = [RowRegion(list(r["nodes"]), list(r["inputs"]), list(r["outputs"]), int(r["rows"]),
+                         _onnx(members, _ROWS_GRAPH.format(k))) for k, r in enumerate(region_info)]
     partition = Partition(
         _onnx(members, _GRAPH), list(manifest["tvm_nodes"]), list(manifest["onnxruntime_nodes"]),
         [ImportFailure(*cut) for cut in manifest["cuts"]], _onnx(members, _TVM_GRAPH),
         _onnx(members, _ORT_MODEL) if _ORT_MODEL in members else None,
         list(manifest["crossing"]), [(n, list(s), d) for n, s, d in manifest["inputs"]],
-        list(manifest["outputs"]), constants, manifest["onnxruntime_ms"])
-    return PartitionedModel(compiled, partition, threads, library=members[_LIBRARY])
+        list(manifest["outputs"]), constants, manifest["onnxruntime_ms"], regions,
+        dict(manifest.get("dtypes", {})))
+    libraries = [members[_ROWS_LIBRARY.format(k)] for k in range(len(regions))]
+    compiled_regions = [_loaded_library(path, library, r["tvm"])
+                        for library, r in zip(libraries, region_info)]
+    return PartitionedModel(compiled, partition, threads, library=members[_LIBRARY],
+                            regions=compiled_regions, region_libraries=libraries)
 
 
 def _onnx(members: dict[str, bytes], name: str) -> onnx.ModelProto:

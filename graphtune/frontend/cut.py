@@ -47,13 +47,14 @@ from .importer import (
     prepare_onnx,
     relax_import,
 )
+from .rows import ONNXRUNTIME, ROWS, RowRegion, find_regions, stages
 from .scatter import scatter_rows
 from .walk import bindings
 
 if TYPE_CHECKING:
     from ..config import Config
 
-__all__ = ["Partition", "plan", "import_or_cut", "import_tvm_part", "tvm_part", "record_partition",
+__all__ = ["Partition", "plan", "sample", "import_or_cut", "import_tvm_part", "tvm_part", "record_partition",
            "recorded_partition", "recorded_summary", "onnxruntime_session", "random_inputs", "DATA_DEPENDENT",
            "PARTITION_KEY", "ORT_MS_KEY", "ORT_REPEAT"]
 
@@ -66,6 +67,9 @@ PARTITION_KEY = "partition"
 
 ORT_MS_KEY = "onnxruntime_ms"
 """Key of ``Config.solution`` holding the ONNX Runtime part's median time (ms) measured in tune."""
+
+ROW_REGIONS_KEY = "row_regions"
+"""Key of the partition record holding its row regions (``[{"nodes": [...], "rows": R}]``)."""
 
 ORT_REPEAT = 10
 """Runs of the ONNX Runtime part :func:`record_partition` times (their median is recorded)."""
@@ -110,6 +114,11 @@ class Partition:
         Median time (ms) of the ONNX Runtime part on this machine (:meth:`time_onnxruntime`),
         set by :func:`record_partition` when :func:`graphtune.tune` records the partition;
         None until measured.
+    regions : list of RowRegion
+        Row regions of the ONNX Runtime part that TVM compiles for a fixed row count
+        (:mod:`graphtune.frontend.rows`: a detector's ROI heads), in graph order.
+    dtypes : dict
+        Numpy dtypes of the tensors that cross between the ONNX Runtime part's stages.
     """
 
     model: onnx.ModelProto
@@ -123,6 +132,8 @@ class Partition:
     outputs: list[str]
     constants: dict[str, np.ndarray] = field(default_factory=dict)
     onnxruntime_ms: float | None = None
+    regions: list[RowRegion] = field(default_factory=list)
+    dtypes: dict[str, str] = field(default_factory=dict)
 
     @property
     def whole(self) -> bool:
@@ -135,6 +146,40 @@ class Partition:
         names = {i.name for i in self.tvm_model.graph.input}
         return {name: shape for name, shape, _ in self.inputs if name in names}
 
+    @property
+    def tuned_model(self) -> onnx.ModelProto:
+        """What :func:`graphtune.tune` tunes: the TVM part and every row region (at its rows
+        per call, its inputs the model's inputs too) as one model; the TVM part alone without
+        regions."""
+        if not self.regions:
+            return self.tvm_model
+        parts = [self.tvm_model] + [region.static_model() for region in self.regions]
+        graph = helper.make_graph(
+            [n for p in parts for n in p.graph.node], self.model.graph.name + ".tuned",
+            [v for p in parts for v in p.graph.input], [v for p in parts for v in p.graph.output],
+            list({t.name: t for p in parts for t in p.graph.initializer}.values()))
+        tuned = helper.make_model(graph, opset_imports=list(self.tvm_model.opset_import))
+        tuned.ir_version = self.tvm_model.ir_version
+        tuned.functions.extend(self.tvm_model.functions)
+        return tuned
+
+    @property
+    def tuned_shapes(self) -> dict[str, list[int]]:
+        """Static shapes of :attr:`tuned_model`'s inputs."""
+        return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+                for v in self.tuned_model.graph.input}
+
+    @property
+    def steps(self) -> list[tuple[str, Any]]:
+        """How the part after the TVM part runs: ``("onnxruntime", model)`` sessions and
+        ``("rows", region index)`` in order (:func:`graphtune.frontend.rows.stages`); one
+        session without regions, none for a whole model."""
+        if self.ort_model is None:
+            return []
+        if "_steps" not in self.__dict__:
+            self.__dict__["_steps"] = stages(self.ort_model, self.regions, self.dtypes)
+        return self.__dict__["_steps"]
+
     def parts(self) -> list[dict[str, Any]]:
         """Each part: runtime, node names, the tensors it reads and those it writes.
 
@@ -145,13 +190,15 @@ class Partition:
         ...  for p in plan(models.get("resnet18", image_size=32)).parts()]
         [('tvm', ['input'], ['output'])]
         """
-        found = [{"runtime": TVM, "nodes": list(self.tvm_nodes),
+        found: list[dict[str, Any]] = [{"runtime": TVM, "nodes": list(self.tvm_nodes),
                   "inputs": [i.name for i in self.tvm_model.graph.input],
                   "outputs": [o.name for o in self.tvm_model.graph.output]}]
         if self.ort_model is not None:
             found.append({"runtime": ORT, "nodes": list(self.ort_nodes),
                           "inputs": [i.name for i in self.ort_model.graph.input],
                           "outputs": [o.name for o in self.ort_model.graph.output]})
+        found += [{"runtime": ROWS, "nodes": list(r.nodes), "inputs": list(r.inputs),
+                   "outputs": list(r.outputs), "rows": r.rows} for r in self.regions]
         return found
 
     def summary(self) -> str:
@@ -175,6 +222,8 @@ class Partition:
         if len(self.cuts) > SHOWN_CUTS:
             lines.append(f"  ... and {len(self.cuts) - SHOWN_CUTS} more cuts "
                          f"({_op_counts([c.node for c in self.cuts[SHOWN_CUTS:]], ops)})")
+        lines += [f"  {ROWS}: {TVM} runs {len(r.nodes)} of them ({_op_counts(r.nodes, ops)}) on "
+                  f"{r.rows} rows per call, reading {', '.join(r.inputs[:2])}" for r in self.regions]
         return "\n".join(lines)
 
     def time_onnxruntime(self, repeat: int = 10, threads: int | None = None,
@@ -183,8 +232,10 @@ class Partition:
 
         The rule: the TVM part runs once in ONNX Runtime (:attr:`tvm_model` is an ONNX model)
         on random inputs (:func:`random_inputs` ``(seed)``) to make the tensors it hands over;
-        the ONNX Runtime part's session (:func:`onnxruntime_session`) is then timed on them
-        after one untimed run. What :func:`graphtune.tune` records as ``solution.onnxruntime_ms``.
+        the ONNX Runtime part's sessions (:func:`onnxruntime_session`, one per stage between
+        row regions) are then timed on them after one untimed run; the row regions run in
+        ONNX Runtime too but are not timed (they are in the tuned model's prediction). What
+        :func:`graphtune.tune` records as ``solution.onnxruntime_ms``.
 
         Raises
         ------
@@ -204,10 +255,21 @@ class Partition:
         names = [name for name, _, _ in self.inputs]
         values = {**dict(zip(names, random_inputs(self.inputs, seed))), **self.constants}
         values.update(_run_session(onnxruntime_session(self.tvm_model, threads), values))
-        session = onnxruntime_session(self.ort_model, threads)
-        return _wall_ms(lambda: _run_session(session, values), repeat)
+        sessions = [(kind, onnxruntime_session(self.regions[item].model if kind == ROWS else item,
+                                               threads)) for kind, item in self.steps]
 
-    def record(self) -> dict[str, list[str]]:
+        def run() -> float:
+            spent = 0.0
+            for kind, session in sessions:
+                start = time.perf_counter()
+                values.update(_run_session(session, values))
+                spent += (time.perf_counter() - start) * (kind == ONNXRUNTIME)
+            return spent * 1e3
+
+        run()
+        return np.asarray([run() for _ in range(repeat)])
+
+    def record(self) -> dict[str, Any]:
         """What a config keeps of the partition (``Config.model["partition"]``).
 
         Examples
@@ -216,7 +278,11 @@ class Partition:
         >>> sorted(plan(models.get("resnet18", image_size=32)).record())
         ['onnxruntime_nodes', 'tvm_nodes']
         """
-        return {"tvm_nodes": list(self.tvm_nodes), "onnxruntime_nodes": list(self.ort_nodes)}
+        found: dict[str, Any] = {"tvm_nodes": list(self.tvm_nodes),
+                                 "onnxruntime_nodes": list(self.ort_nodes)}
+        if self.regions:
+            found[ROW_REGIONS_KEY] = [region.record() for region in self.regions]
+        return found
 
     def check(self, config: Config) -> None:
         """Raise if ``config`` records another partition (a config without one is not checked).
@@ -253,6 +319,38 @@ class Partition:
                        "is not a node of this model but runs in tvm")
                     + " in the config's partition; the config was made for another model or "
                     "input size — re-tune it for this one")
+        ours_regions = [region.record() for region in self.regions]
+        if recorded.get(ROW_REGIONS_KEY, []) != ours_regions:
+            theirs_nodes = {n for r in recorded.get(ROW_REGIONS_KEY, []) for n in r["nodes"]}
+            ours_nodes = {n for r in ours_regions for n in r["nodes"]}
+            name = next(iter(sorted(theirs_nodes ^ ours_nodes)), None)
+            raise ConfigMismatchError(
+                f"model.{PARTITION_KEY}.{ROW_REGIONS_KEY}: "
+                + (f"ONNX node {name!r} runs in a row region " +
+                   ("for this model but not in the config's partition" if name in ours_nodes else
+                    "in the config's partition but not for this model") if name is not None else
+                   f"the config's regions run {[r['rows'] for r in recorded[ROW_REGIONS_KEY]]} rows per "
+                   f"call, this model's {[r['rows'] for r in ours_regions]}")
+                + "; the config was made for another model or input size — re-tune it for this one")
+
+    def drop_regions(self, indices: Sequence[int]) -> None:
+        """Leave the row regions ``indices`` to ONNX Runtime (their nodes join its stages).
+
+        Examples
+        --------
+        >>> from graphtune import models
+        >>> part = plan(models.get("resnet18", image_size=32))
+        >>> part.drop_regions([]); part.regions
+        []
+        """
+        dropped = set(indices)
+        self.regions = [r for k, r in enumerate(self.regions) if k not in dropped]
+        self.__dict__.pop("_steps", None)
+
+    def region_config(self, config: Config, index: int) -> Config:
+        """``config`` for compiling row region ``index`` on its own: its nodes only, no partition
+        record."""
+        return self._config_of(config, set(self.regions[index].nodes))
 
     def tvm_config(self, config: Config) -> Config:
         """``config`` for compiling :attr:`tvm_model` on its own (its partition record dropped).
@@ -265,8 +363,14 @@ class Partition:
         >>> part.tvm_config(Config({}, model={"name": "m", "partition": {}})).model
         {'name': 'm'}
         """
+        names = set(self.tvm_nodes)
+        return self._config_of(config, names) if self.regions else self._config_of(config, None)
+
+    def _config_of(self, config: Config, names: set[str] | None) -> Config:
+        """``config`` without its partition record, its nodes those named ``names`` (all: None)."""
         model = {k: v for k, v in (config.model or {}).items() if k != PARTITION_KEY}
-        return type(config)(config.nodes, config.target, model, config.solution)
+        nodes = config.nodes if names is None else {k: v for k, v in config.nodes.items() if k in names}
+        return type(config)(nodes, config.target, model, config.solution)
 
 
 def record_partition(config: Config, partition: Partition | None) -> None:
@@ -301,7 +405,7 @@ def record_partition(config: Config, partition: Partition | None) -> None:
     config.solution = solution
 
 
-def recorded_partition(config: Config) -> dict[str, list[str]] | None:
+def recorded_partition(config: Config) -> dict[str, Any] | None:
     """The partition ``config`` records (``model.partition``: node names per runtime), None
     when it records none; a record without ``onnxruntime_nodes`` has none.
 
@@ -328,7 +432,18 @@ def recorded_partition(config: Config) -> dict[str, list[str]] | None:
         raise ConfigMismatchError(f"model.{PARTITION_KEY}: expected {{\"tvm_nodes\": [...], "
                                   f"\"onnxruntime_nodes\": [...]}}, got {str(recorded)[:60]}; "
                                   "re-tune the model to record its partition")
-    return {key: [str(name) for name in names] for key, names in found.items()}
+    kept: dict[str, Any] = {key: [str(name) for name in names] for key, names in found.items()}
+    regions = recorded.get(ROW_REGIONS_KEY)
+    if regions is not None:
+        if not (isinstance(regions, list) and all(
+                isinstance(r, Mapping) and isinstance(r.get("nodes"), list)
+                and isinstance(r.get("rows"), int) and r["rows"] > 0 for r in regions)):
+            raise ConfigMismatchError(f"model.{PARTITION_KEY}.{ROW_REGIONS_KEY}: expected "
+                                      f"[{{\"nodes\": [...], \"rows\": R}}, ...], got {str(regions)[:60]}; "
+                                      "re-tune the model to record its partition")
+        kept[ROW_REGIONS_KEY] = [{"nodes": [str(n) for n in r["nodes"]], "rows": int(r["rows"])}
+                                 for r in regions]
+    return kept
 
 
 def recorded_summary(config: Config, shown: int = 5) -> str | None:
@@ -389,16 +504,27 @@ def import_or_cut(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = N
             mod = None
         if mod is not None and _static_main(mod):
             return mod, None
-    part = plan(proto, shape_dict=shape_dict)
+    part = plan(proto, shape_dict=shape_dict, rows=_recorded_rows(config))
     if part.whole and not recorded:  # the strict import takes it all: import it as usual
         return import_model(proto, shape_dict=shape_dict), None
     return None, part
 
 
+def _recorded_rows(config: Config | None) -> dict[str, int] | None:
+    """Rows per call of the row regions ``config`` records, by their first node (none when it
+    records a partition without regions: tune left them to ONNX Runtime, or tuned before
+    graphtune had them); None when it records no partition."""
+    recorded = None if config is None else recorded_partition(config)
+    if recorded is None:
+        return None
+    return {r["nodes"][0]: r["rows"] for r in recorded.get(ROW_REGIONS_KEY, []) if r["nodes"]}
+
+
 def import_tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None
                     ) -> tuple[tvm.IRModule, Partition | None]:
     """The module of the nodes graphtune tunes and compiles: ``(model imported, None)`` when TVM
-    imports it whole, else ``(its TVM part imported, the partition)``.
+    imports it whole, else ``(its TVM part and row regions imported, the partition)``
+    (:attr:`Partition.tuned_model`).
 
     Examples
     --------
@@ -410,13 +536,14 @@ def import_tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None =
     mod, part = import_or_cut(model, shape_dict)
     if part is None:
         return mod, None
-    return import_model(part.tvm_model, shape_dict=part.tvm_shapes), part
+    return import_model(part.tuned_model, shape_dict=part.tuned_shapes), part
 
 
 def tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None
              ) -> tuple[Any, Mapping[str, Sequence[int]] | None, Partition | None]:
     """What :func:`graphtune.tune` tunes: ``(model, shape_dict, None)`` when TVM imports the
-    whole model, else the TVM part of its partition, that part's input shapes and the partition.
+    whole model, else the TVM part and row regions of its partition (:attr:`Partition.tuned_model`),
+    their input shapes and the partition.
 
     Raises
     ------
@@ -433,11 +560,12 @@ def tvm_part(model: Any, shape_dict: Mapping[str, Sequence[int]] | None = None
     _, part = import_or_cut(model, shape_dict)
     if part is None or part.whole:
         return model, shape_dict, None
-    return part.tvm_model, part.tvm_shapes, part
+    return part.tuned_model, part.tuned_shapes, part
 
 
 def plan(model: onnx.ModelProto | str | os.PathLike, *,
-         shape_dict: Mapping[str, Sequence[int]] | None = None) -> Partition:
+         shape_dict: Mapping[str, Sequence[int]] | None = None,
+         rows: Mapping[str, int] | None = None, row_regions: bool = True) -> Partition:
     """The partition of ``model``: the largest part TVM imports with static shapes, and the rest.
 
     Parameters
@@ -445,6 +573,13 @@ def plan(model: onnx.ModelProto | str | os.PathLike, *,
     model : onnx.ModelProto or path to an ``.onnx`` file
     shape_dict : mapping of str to sequence of int, optional
         Static shapes of inputs with dynamic dimensions.
+    rows : mapping of str to int, optional
+        The row regions to keep and their rows per call, by their first node (a config's
+        record; the other candidates stay in ONNX Runtime); default: every region, its rows
+        chosen on a sample run (:meth:`graphtune.frontend.rows.RowRegion.of`).
+    row_regions : bool
+        Find row regions in the ONNX Runtime part (:mod:`graphtune.frontend.rows`; one run of
+        the model in ONNX Runtime when it has candidates); False leaves them to ONNX Runtime.
 
     Returns
     -------
@@ -511,8 +646,35 @@ def plan(model: onnx.ModelProto | str | os.PathLike, *,
     constants = {name: initial[name] for name in outputs if name in initial}
     ort_model = _ort_part(working, sorted(removed), crossing, dict(zip(
         [o.name for o in sub.graph.output], types)), shapes, outputs)
-    return Partition(working, [nodes[i].name for i in keep], [nodes[i].name for i in sorted(removed)],
+    part = Partition(working, [nodes[i].name for i in keep], [nodes[i].name for i in sorted(removed)],
                      cuts, tvm_model, ort_model, crossing, inputs, outputs, constants)
+    if ort_model is not None and row_regions:
+        part.regions = find_regions(ort_model, lambda names: sample(part, names), rows)
+        part.dtypes = _dtypes(ort_model) if part.regions else {}
+    return part
+
+
+def sample(part: Partition, names: list[str], seed: int = 0) -> dict[str, np.ndarray]:
+    """The tensors ``names`` of the ONNX Runtime part on one run of the whole model in ONNX
+    Runtime on random inputs (:func:`random_inputs` ``(seed)``)."""
+    assert part.ort_model is not None
+    values = {**dict(zip([n for n, _, _ in part.inputs], random_inputs(part.inputs, seed))),
+              **part.constants}
+    values.update(_run_session(onnxruntime_session(part.tvm_model), values))
+    probe = onnx.ModelProto()
+    probe.CopyFrom(part.ort_model)
+    have = {o.name for o in probe.graph.output}
+    probe.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in names if n not in have)
+    values.update(_run_session(onnxruntime_session(probe), values))
+    return {name: values[name] for name in names}
+
+
+def _dtypes(model: onnx.ModelProto) -> dict[str, str]:
+    """Numpy dtype of every tensor of ``model`` ONNX type inference types."""
+    inferred = onnx.shape_inference.infer_shapes(model)
+    values = list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)
+    return {v.name: str(np.dtype(helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)))
+            for v in values if v.type.tensor_type.elem_type}
 
 
 # ------------------------------------------------------------------ running the ONNX Runtime part
