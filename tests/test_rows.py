@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 import graphtune
 from graphtune.config import Config
 from graphtune.errors import ConfigMismatchError
-from graphtune.frontend.cut import plan, random_inputs
+from graphtune.frontend.cut import plan, random_inputs, recorded_summary
 from graphtune.frontend.rows import ROW_MULTIPLE, RowRegion, candidates, row_wise, run_rows
 from graphtune.partition import PartitionedModel
 
@@ -165,6 +165,7 @@ def test_tune_tunes_the_row_regions_and_keeps_those_faster_in_tvm(tmp_path):
         assert ({"fc1", "fc2", "conv", "up"} & set(timing.nodes) <= set(result.config.nodes)) \
             == timing.faster_in_tvm
         assert timing.describe() in result.summary()
+    assert ("row region(s) of them in tvm" in recorded_summary(result.config)) == bool(kept)
     run = graphtune.compile(model, result.config)
     x = _inputs(40)
     for g, w in zip(run(x), _ort(model, x)):

@@ -472,6 +472,10 @@ def recorded_summary(config: Config, shown: int = 5) -> str | None:
                                             if len(ort_nodes) > shown else "")
     line = (f"partition: {TVM} {len(recorded['tvm_nodes'])} nodes, {ORT} {len(ort_nodes)} nodes"
             + (f" ({names})" if names else ""))
+    regions = recorded.get(ROW_REGIONS_KEY, [])
+    if regions:
+        line += (f"; {len(regions)} row region(s) of them in {TVM} ("
+                 + ", ".join(f"{len(r['nodes'])} nodes on {r['rows']} rows" for r in regions) + ")")
     solution = config.solution or {}
     if ORT_MS_KEY in solution:
         line += (f"; {ORT} part {solution[ORT_MS_KEY]:.4f} ms measured in tune"
