@@ -655,6 +655,10 @@ def plan(model: onnx.ModelProto | str | os.PathLike, *,
     if ort_model is not None and row_regions:
         part.regions = find_regions(ort_model, lambda names: sample(part, names), rows)
         part.dtypes = _dtypes(ort_model) if part.regions else {}
+        try:
+            stages(ort_model, part.regions, part.dtypes)
+        except KeyError:  # a tensor crossing between stages ONNX type inference does not type
+            part.drop_regions(range(len(part.regions)))
     return part
 
 
@@ -675,7 +679,10 @@ def sample(part: Partition, names: list[str], seed: int = 0) -> dict[str, np.nda
 
 def _dtypes(model: onnx.ModelProto) -> dict[str, str]:
     """Numpy dtype of every tensor of ``model`` ONNX type inference types."""
-    inferred = onnx.shape_inference.infer_shapes(model)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # onnx's InferenceError and others: nothing typed, no stages
+        return {}
     values = list(inferred.graph.value_info) + list(inferred.graph.input) + list(inferred.graph.output)
     return {v.name: str(np.dtype(helper.tensor_dtype_to_np_dtype(v.type.tensor_type.elem_type)))
             for v in values if v.type.tensor_type.elem_type}
