@@ -117,7 +117,7 @@ def test_workload_errors_name_the_field_and_where():
 def test_every_layout_op_has_one_x86_spec_and_unknown_ops_are_listed():
     assert set(x86.SPECS) == set(KERNEL_OPS)
     assert all(spec.op is op for op, spec in x86.SPECS.items())
-    assert x86.KNOBS[Op.DENSE] == {"required": ("oc_bn", "k_bn"), "optional": ("n_bn",)}
+    assert x86.KNOBS[Op.DENSE] == {"required": ("oc_bn", "k_bn"), "optional": ("n_bn", "rows_inner")}
     with pytest.raises(ValueError, match="unknown op 'join' for graphtune.x86; known: conv2d, "
                                          "depthwise_conv2d, group_conv2d, conv2d_transpose, dense"):
         x86.spec_of("join")

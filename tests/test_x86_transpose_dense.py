@@ -60,8 +60,9 @@ DENSE_CASES = {
     "tokens_4d": (x86.dense_workload([1, 5, 6, 24], [40, 24]),
                   {"oc_bn": [8, 40], "k_bn": [4, 8], "n_bn": [1, 4, 6]}),
     "tokens_3d_batch2": (x86.dense_workload([2, 7, 16], [12, 16]),
-                         {"oc_bn": [4, 12], "k_bn": [16], "n_bn": [2, 7]}),
-    "rows_2d": (x86.dense_workload([9, 16], [24, 16]), {"oc_bn": [24], "k_bn": [2], "n_bn": [1, 4, 9]}),
+                         {"oc_bn": [4, 12], "k_bn": [16], "n_bn": [2, 7], "rows_inner": [False, True]}),
+    "rows_2d": (x86.dense_workload([9, 16], [24, 16]), {"oc_bn": [8, 24], "k_bn": [2], "n_bn": [1, 4, 9],
+                                                         "rows_inner": [False, True]}),
 }
 
 
@@ -159,6 +160,8 @@ def test_nd_dense_candidates_tile_rows(name):
     chosen = x86.candidates(workload, max_candidates=6)
     assert all(k["n_bn"] <= workload["data"][-2] for k in chosen)
     assert any(k["n_bn"] > 1 for k in chosen)
+    # the best tile's row tiles inside each output block next, where it has several row tiles
+    assert bool(chosen[1].get("rows_inner")) == (chosen[0]["n_bn"] < workload["data"][-2])
     for knobs in chosen:
         check(name, workload, knobs)
 

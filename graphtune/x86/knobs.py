@@ -72,7 +72,10 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   packed as ``[M // oc_bn, K, oc_bn]``) and ``k_bn`` (reduction tile unrolled
   inside, divides K), optional ``n_bn`` (rows per register tile along the
   data's dim -2, 1..that extent, default 1; the other leading dims are
-  parallel loops). Layouts ``NC -> NC``
+  parallel loops) and ``rows_inner`` (bool, default False: the row tiles run inside each
+  output-feature block, so that the block's weights stay in cache while every row tile
+  passes them, instead of every block inside each row tile — a weight larger than the
+  caches is then read once instead of once per row tile). Layouts ``NC -> NC``
   for 2-D data; rank-3/4 data (token MLPs) stays in its own plain layout,
   ``NCHW -> NCHW`` in graphtune's names.
 
@@ -393,6 +396,8 @@ def _dense_rules(op: Op, workload: dict, knobs: dict) -> None:
     _check_divides(op, knobs, "k_bn", workload["data"][-1], "input features")
     if "n_bn" in knobs:
         _check_range(op, knobs, "n_bn", workload["data"][-2], "rows (the data's dim -2)")
+    if not isinstance(knobs.get("rows_inner", False), bool):
+        _fail(op, "rows_inner", knobs["rows_inner"], "must be a bool", [True, False])
 
 
 @dataclass(frozen=True)
@@ -446,7 +451,7 @@ GROUP_KNOBS = KnobSpace(_CONV_NAMES[0], _CONV_NAMES[1] + ("shuffle",), _group_ru
 each output lane reads its own group's inputs, :mod:`graphtune.x86.group_conv`)."""
 DEPTHWISE_KNOBS = KnobSpace(("bn", "reg_n"), ("c_tile", "oh_bn"), _depthwise_rules)
 """depthwise_conv2d knobs."""
-DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn",), _dense_rules)
+DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn", "rows_inner"), _dense_rules)
 """dense knobs."""
 INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen"), _int8_rules)
 """conv2d_int8 and group_conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""

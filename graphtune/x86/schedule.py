@@ -423,14 +423,17 @@ def _schedule_depthwise_width(sch: s_tir.Schedule, anchor, epilogue, knobs: dict
 
 
 def schedule_dense(sch: s_tir.Schedule, anchor, epilogue, knobs: dict, lanes: int) -> None:
-    """Schedule the packed dense anchor with ``knobs`` (rows tiled along the data's dim -2)."""
+    """Schedule the packed dense anchor with ``knobs`` (rows tiled along the data's dim -2; with
+    ``rows_inner`` the row tiles inside each output-feature block)."""
     *outer, n, m, k = sch.get_loops(anchor)  # N-D data: the row tile runs along its last leading dim
     n_outer, n_inner = sch.split(n, [None, knobs.get("n_bn", 1)])
     m_outer, m_inner = sch.split(m, [None, knobs["oc_bn"]])
     k_outer, k_inner = sch.split(k, [None, knobs["k_bn"]])
-    sch.reorder(*outer, n_outer, m_outer, k_outer, k_inner, n_inner, m_inner)
-    _write_back(sch, anchor, epilogue, m_outer)
-    tiles = sch.fuse(*outer, n_outer, m_outer)  # a row tile meets every weight block while in L1
+    # a row tile meets every weight block while in L1, or (rows_inner) a weight block every row tile
+    first, second = (m_outer, n_outer) if knobs.get("rows_inner") else (n_outer, m_outer)
+    sch.reorder(*outer, first, second, k_outer, k_inner, n_inner, m_inner)
+    _write_back(sch, anchor, epilogue, second)
+    tiles = sch.fuse(*outer, first, second)
     sch.parallel(tiles)
     vectorize_in_registers(sch, m_inner, lanes)
     sch.unroll(n_inner)

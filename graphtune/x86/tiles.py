@@ -142,7 +142,9 @@ def _depthwise_register_tiles(workload: dict, bn: int, target: TargetLike) -> li
 
 
 def _dense_register_tiles(workload: dict, oc_bn: int, target: TargetLike) -> list:
-    """k_bn near 8; with several rows (dim -2 of the data), a rows tile filling the registers too."""
+    """k_bn near 8; with several rows (dim -2 of the data), a rows tile filling the registers too,
+    the best two also with their row tiles inside each output block (``rows_inner``) right after
+    the best."""
     k, rows = workload["data"][-1], workload["data"][-2]
     k_tiles = sorted(divisors(k, cap=16), key=lambda k_bn: abs(k_bn - 8))
     if rows == 1:
@@ -158,7 +160,11 @@ def _dense_register_tiles(workload: dict, oc_bn: int, target: TargetLike) -> lis
         for r, n_bn in enumerate(row_tiles)
         for k_bn in k_tiles
     ]
-    return [t for _, t in sorted(ranked, key=lambda item: item[0])]
+    found = [t for _, t in sorted(ranked, key=lambda item: item[0])]
+    # several row tiles: each weight block read once while every row tile passes it (rows_inner)
+    # next to the best tile, as the caches decide which order wins
+    inner = [{**t, "rows_inner": True} for t in found[:2] if t["n_bn"] < rows]
+    return found[:1] + inner + found[1:]
 
 
 def _ordered_blocks(channels: int, max_block: int, lanes: int) -> list:
