@@ -47,6 +47,7 @@ from .importer import (
     prepare_onnx,
     relax_import,
 )
+from .nms import batched_nms
 from .rows import ONNXRUNTIME, ROWS, RowRegion, find_regions, stages
 from .scatter import scatter_rows
 from .walk import bindings
@@ -876,9 +877,9 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
               types: dict[str, tuple[list[int], str]], shapes: dict[str, list[int]],
               outputs: list[str]) -> onnx.ModelProto | None:
     """The model of the ``removed`` nodes: reads the model inputs they need and the crossing
-    tensors, writes the model outputs they compute; its appending loops and row scatters
-    rewritten (:func:`~graphtune.frontend.appends.loop_appends`,
-    :func:`~graphtune.frontend.scatter.scatter_rows`)."""
+    tensors, writes the model outputs they compute; its appending loops, row scatters and
+    coordinate-trick suppressions rewritten (:func:`~graphtune.frontend.appends.loop_appends`,
+    :func:`~graphtune.frontend.scatter.scatter_rows`, :func:`~graphtune.frontend.nms.batched_nms`)."""
     if not removed:
         return None
     nodes = proto.graph.node
@@ -890,4 +891,4 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
     by_name = {o.name: o for o in proto.graph.output}
     outs = [by_name[name] for name in outputs if name in made]
     part = _submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime")
-    return scatter_rows(loop_appends(part))
+    return batched_nms(scatter_rows(loop_appends(part)))
