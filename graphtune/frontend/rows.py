@@ -18,7 +18,7 @@ Runtime runs the rest in stages between the regions (:func:`stages`).
 
 Examples
 --------
-Two rows of a 1x1 conv and a ReLU, behind a ``NonZero`` whose count depends on the data:
+A 1x1 conv and a ReLU on rows whose count depends on the data:
 
 >>> import numpy as np
 >>> from onnx import TensorProto, helper, numpy_helper
@@ -31,13 +31,13 @@ Two rows of a 1x1 conv and a ReLU, behind a ``NonZero`` whose count depends on t
 >>> model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 >>> [sorted(c) for c in candidates(model)]
 [[0, 1]]
->>> region = RowRegion.of(model, [0, 1], {"x": np.ones((3, 4, 2, 2), np.float32),
-...                                       "y": np.ones((3, 8, 2, 2), np.float32),
-...                                       "z": np.ones((3, 8, 2, 2), np.float32)})
->>> region.nodes, region.inputs, region.outputs, region.rows
-(['conv', 'relu'], ['x'], ['z'], 8)
+>>> region = RowRegion.of(model, [0, 1], {"x": np.ones((11, 4, 2, 2), np.float32),
+...                                       "y": np.ones((11, 8, 2, 2), np.float32),
+...                                       "z": np.ones((11, 8, 2, 2), np.float32)})
+>>> region.nodes, region.inputs, region.outputs, region.rows  # 11 rows on the sample: 16 per call
+(['conv', 'relu'], ['x'], ['z'], 16)
 >>> [d.dim_value for d in region.static_model().graph.input[0].type.tensor_type.shape.dim]
-[8, 4, 2, 2]
+[16, 4, 2, 2]
 """
 
 from __future__ import annotations
