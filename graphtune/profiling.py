@@ -1109,7 +1109,7 @@ def _onnxruntime_part_row(whole: PartitionedModel, config: Config, repeat: int) 
         predicted = float(predicted) + sum(
             config.nodes[n].cost_ms or 0.0 for region in whole.partition.regions
             for n in region.nodes if n in config.nodes)
-    parts = whole.time_parts(repeat, whole=False)
+    parts = whole.time_parts(repeat, rerun_tvm=False)
     after = parts[ORT] + parts.get(ROWS, 0.0)
     return ProfileRow(-1, "", ORT_PART, list(whole.partition.ort_nodes), "onnxruntime",
                       float(np.median(after)), predicted)

@@ -245,13 +245,13 @@ class PartitionedModel(CompiledModel):
         >>> run.time_onnxruntime(repeat=2).shape  # no ONNX Runtime part: 0 ms each
         (2,)
         """
-        return self.time_parts(repeat, warmup, seed, whole=False)[ORT]
+        return self.time_parts(repeat, warmup, seed, rerun_tvm=False)[ORT]
 
     def time_parts(self, repeat: int = 30, warmup: int = 1, seed: int = 0,
-                   whole: bool = True) -> dict[str, np.ndarray]:
+                   rerun_tvm: bool = True) -> dict[str, np.ndarray]:
         """Wall-clock latency of whole runs and of each part, in ms, ``repeat`` times.
 
-        ``whole=False`` runs the TVM part once, then times the steps after it only.
+        ``rerun_tvm=False`` runs the TVM part once, then times the steps after it only.
 
         Returns
         -------
@@ -273,7 +273,7 @@ class PartitionedModel(CompiledModel):
         if repeat < 1:
             raise ValueError(f"repeat must be >= 1, got {repeat}")
         values = self._start(seed)
-        for _ in range(warmup if whole else 1):
+        for _ in range(warmup if rerun_tvm else 1):
             values.update(self._run_tvm(values))
         for _ in range(warmup):
             self._run_ort(values)
@@ -281,7 +281,7 @@ class PartitionedModel(CompiledModel):
         times: dict[str, list[float]] = {key: [] for key in keys}
         for _ in range(repeat):
             start = _time.perf_counter()
-            if whole:
+            if rerun_tvm:
                 values.update(self._run_tvm(values))
             middle = _time.perf_counter()
             spent: dict[str, float] = {}
@@ -300,8 +300,9 @@ class PartitionedModel(CompiledModel):
         the nodes of each runtime, the cuts, the crossing tensors, the TVM part's inputs,
         outputs, target and schedules), ``tvm.so`` (the TVM part's shared library),
         ``onnxruntime.onnx`` (the ONNX Runtime part, with its weights), the graphs of the model
-        and of the TVM part without weights (for :meth:`summary` and :meth:`parts`) and the
-        model's constant outputs. Any file name works; ``.zip`` says what it is.
+        and of the TVM part without weights (for :meth:`summary` and :meth:`parts`), the
+        model's constant outputs, and each row region's library and graph (``rows{k}.so``,
+        ``rows{k}.onnx``). Any file name works; ``.zip`` says what it is.
 
         Examples
         --------
