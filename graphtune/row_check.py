@@ -4,7 +4,8 @@ A row region (:mod:`graphtune.frontend.rows`) is one more call between ONNX Runt
 a head of a few microseconds of work costs more in calls (padding, a TVM call, one more ONNX
 Runtime session) than TVM saves on it. :func:`check_regions` compiles each region with the
 tuned config and times it against ONNX Runtime running the same nodes, on the rows a run of
-the model hands it (:func:`graphtune.frontend.cut.sample`), interleaved
+the model hands it (the run :func:`graphtune.frontend.cut.plan` sampled, kept in
+``Partition.region_inputs``), interleaved
 (:func:`graphtune.latency.interleaved`); :func:`graphtune.tune` leaves to ONNX Runtime every
 region whose median there is lower (:meth:`graphtune.frontend.cut.Partition.drop_regions`).
 
@@ -80,7 +81,9 @@ def check_regions(partition: Partition, config: Config, target: Any = None,
     Runtime, interleaved, on the rows one run of the model hands it (module docstring)."""
     if not partition.regions:
         return []
-    values = sample(partition, sorted({n for r in partition.regions for n in r.inputs}))
+    names = sorted({n for r in partition.regions for n in r.inputs})
+    values = (partition.region_inputs if set(names) <= set(partition.region_inputs)
+              else sample(partition, names))  # plan's sample run, else one more
     found = []
     for k, region in enumerate(partition.regions):
         compiled = gt_compile(region.static_model(), partition.region_config(config, k), target)

@@ -162,9 +162,9 @@ class PartitionedModel(CompiledModel):
         return dict(zip(self.compiled.output_names, got if isinstance(got, list) else [got]))
 
     def _run_ort(self, values: dict[str, np.ndarray], spent: dict[str, float] | None = None
-                 ) -> dict[str, np.ndarray]:
-        """Run the steps after the TVM part on ``values`` (updated in place; also returned);
-        ``spent`` adds each runtime's seconds (ONNX Runtime's sessions, TVM's row regions)."""
+                 ) -> None:
+        """Run the steps after the TVM part on ``values`` (updated in place); ``spent`` adds each
+        runtime's seconds (ONNX Runtime's sessions, TVM's row regions)."""
         for step in self.sessions:
             start = _time.perf_counter()
             if isinstance(step, int):
@@ -174,7 +174,6 @@ class PartitionedModel(CompiledModel):
             if spent is not None:
                 key = ROWS if isinstance(step, int) else ORT
                 spent[key] = spent.get(key, 0.0) + _time.perf_counter() - start
-        return values
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:
         """Run the model: one numpy array per input, in :attr:`input_names` order.
@@ -194,7 +193,7 @@ class PartitionedModel(CompiledModel):
     def _run(self, feeds: dict[str, np.ndarray]) -> np.ndarray | list[np.ndarray]:
         values = {**feeds, **self.partition.constants}
         values.update(self._run_tvm(values))
-        values.update(self._run_ort(values))
+        self._run_ort(values)
         outputs = [values[name] for name in self.output_names]
         return outputs[0] if len(outputs) == 1 else outputs
 

@@ -23,6 +23,7 @@ Examples
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -37,7 +38,7 @@ from tvm import relax
 
 from ..errors import ConfigMismatchError, ModelError
 from .appends import loop_appends
-from .fold import fold_constants, names_read
+from .fold import fold_constants, names_read, submodel
 from .importer import (
     ImportFailure,
     _load_onnx,
@@ -118,6 +119,8 @@ class Partition:
     regions : list of RowRegion
         Row regions of the ONNX Runtime part that TVM compiles for a fixed row count
         (:mod:`graphtune.frontend.rows`: a detector's ROI heads), in graph order.
+    region_inputs : dict
+        The regions' inputs on the run :func:`plan` sampled them on (:func:`sample`), by name.
     dtypes : dict
         Numpy dtypes of the tensors that cross between the ONNX Runtime part's stages.
     """
@@ -135,6 +138,7 @@ class Partition:
     onnxruntime_ms: float | None = None
     regions: list[RowRegion] = field(default_factory=list)
     dtypes: dict[str, str] = field(default_factory=dict)
+    region_inputs: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     @property
     def whole(self) -> bool:
@@ -170,16 +174,12 @@ class Partition:
         return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
                 for v in self.tuned_model.graph.input}
 
-    @property
+    @functools.cached_property
     def steps(self) -> list[tuple[str, Any]]:
         """How the part after the TVM part runs: ``("onnxruntime", model)`` sessions and
         ``("rows", region index)`` in order (:func:`graphtune.frontend.rows.stages`); one
         session without regions, none for a whole model."""
-        if self.ort_model is None:
-            return []
-        if "_steps" not in self.__dict__:
-            self.__dict__["_steps"] = stages(self.ort_model, self.regions, self.dtypes)
-        return self.__dict__["_steps"]
+        return [] if self.ort_model is None else stages(self.ort_model, self.regions, self.dtypes)
 
     def parts(self) -> list[dict[str, Any]]:
         """Each part: runtime, node names, the tensors it reads and those it writes.
@@ -321,18 +321,20 @@ class Partition:
                     + " in the config's partition; the config was made for another model or "
                     "input size — re-tune it for this one")
         ours_regions = [region.record() for region in self.regions]
-        if recorded.get(ROW_REGIONS_KEY, []) != ours_regions:
-            theirs_nodes = {n for r in recorded.get(ROW_REGIONS_KEY, []) for n in r["nodes"]}
-            ours_nodes = {n for r in ours_regions for n in r["nodes"]}
-            name = next(iter(sorted(theirs_nodes ^ ours_nodes)), None)
-            raise ConfigMismatchError(
-                f"model.{PARTITION_KEY}.{ROW_REGIONS_KEY}: "
-                + (f"ONNX node {name!r} runs in a row region " +
-                   ("for this model but not in the config's partition" if name in ours_nodes else
-                    "in the config's partition but not for this model") if name is not None else
-                   f"the config's regions run {[r['rows'] for r in recorded[ROW_REGIONS_KEY]]} rows per "
-                   f"call, this model's {[r['rows'] for r in ours_regions]}")
-                + "; the config was made for another model or input size — re-tune it for this one")
+        theirs_regions = recorded.get(ROW_REGIONS_KEY, [])
+        if theirs_regions == ours_regions:
+            return
+        ours_nodes = {n for r in ours_regions for n in r["nodes"]}
+        apart = sorted(ours_nodes ^ {n for r in theirs_regions for n in r["nodes"]})
+        if apart:
+            where = ("for this model but not in the config's partition" if apart[0] in ours_nodes
+                     else "in the config's partition but not for this model")
+            what = f"ONNX node {apart[0]!r} runs in a row region {where}"
+        else:
+            what = (f"the config's regions run {[r['rows'] for r in theirs_regions]} rows per call, "
+                    f"this model's {[r['rows'] for r in ours_regions]}")
+        raise ConfigMismatchError(f"model.{PARTITION_KEY}.{ROW_REGIONS_KEY}: {what}; the config was "
+                                  "made for another model or input size — re-tune it for this one")
 
     def drop_regions(self, indices: Sequence[int]) -> None:
         """Leave the row regions ``indices`` to ONNX Runtime (their nodes join its stages).
@@ -346,7 +348,7 @@ class Partition:
         """
         dropped = set(indices)
         self.regions = [r for k, r in enumerate(self.regions) if k not in dropped]
-        self.__dict__.pop("_steps", None)
+        self.__dict__.pop("steps", None)  # the cached property, made again on use
 
     def region_config(self, config: Config, index: int) -> Config:
         """``config`` for compiling row region ``index`` on its own: its nodes only, no partition
@@ -364,8 +366,7 @@ class Partition:
         >>> part.tvm_config(Config({}, model={"name": "m", "partition": {}})).model
         {'name': 'm'}
         """
-        names = set(self.tvm_nodes)
-        return self._config_of(config, names) if self.regions else self._config_of(config, None)
+        return self._config_of(config, set(self.tvm_nodes) if self.regions else None)
 
     def _config_of(self, config: Config, names: set[str] | None) -> Config:
         """``config`` without its partition record, its nodes those named ``names`` (all: None)."""
@@ -654,10 +655,17 @@ def plan(model: onnx.ModelProto | str | os.PathLike, *,
     part = Partition(working, [nodes[i].name for i in keep], [nodes[i].name for i in sorted(removed)],
                      cuts, tvm_model, ort_model, crossing, inputs, outputs, constants)
     if ort_model is not None and row_regions:
-        part.regions = find_regions(ort_model, lambda names: sample(part, names), rows)
+        sampled: dict[str, np.ndarray] = {}
+
+        def sample_once(names: list[str]) -> dict[str, np.ndarray]:
+            sampled.update(sample(part, names))
+            return sampled
+
+        part.regions = find_regions(ort_model, sample_once, rows)
+        part.region_inputs = {n: sampled[n] for r in part.regions for n in r.inputs}
         part.dtypes = _dtypes(ort_model) if part.regions else {}
         try:
-            stages(ort_model, part.regions, part.dtypes)
+            _ = part.steps
         except KeyError:  # a tensor crossing between stages ONNX type inference does not type
             part.drop_regions(range(len(part.regions)))
     return part
@@ -821,20 +829,6 @@ def _value_info(proto: onnx.ModelProto, name: str, shapes: dict[str, list[int]])
     return helper.make_tensor_value_info(name, value.type.tensor_type.elem_type, shapes[name])
 
 
-def _submodel(proto: onnx.ModelProto, keep: list[int], inputs: list[onnx.ValueInfoProto],
-              outputs: list[onnx.ValueInfoProto], name: str) -> onnx.ModelProto:
-    """A model of the nodes ``keep`` of ``proto`` with these inputs and outputs, the
-    initializers they read, and ``proto``'s opsets, IR version and functions."""
-    nodes = [proto.graph.node[i] for i in keep]
-    reads = set().union(*(names_read(n) for n in nodes)) if nodes else set()
-    inits = [t for t in proto.graph.initializer if t.name in reads]
-    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
-    sub = helper.make_model(graph, opset_imports=list(proto.opset_import))
-    sub.ir_version = proto.ir_version
-    sub.functions.extend(proto.functions)
-    return sub
-
-
 def _tvm_part(proto: onnx.ModelProto, keep: list[int], removed: set[int],
               shapes: dict[str, list[int]], outputs: list[str]) -> tuple[onnx.ModelProto, list[str]]:
     """The model of the nodes ``keep`` (outputs: the model's it computes, then the tensors
@@ -848,7 +842,7 @@ def _tvm_part(proto: onnx.ModelProto, keep: list[int], removed: set[int],
     ins = [_value_info(proto, name, shapes) for name in shapes if name in reads]
     outs = [helper.make_empty_tensor_value_info(o) for o in outputs if o in made_set] + \
         [helper.make_empty_tensor_value_info(o) for o in crossing]
-    return _submodel(proto, keep, ins, outs, proto.graph.name + ".tvm"), crossing
+    return submodel(proto, keep, ins, outs, proto.graph.name + ".tvm"), crossing
 
 
 def _output_types(ty) -> list[tuple[list[int], str]]:
@@ -890,5 +884,5 @@ def _ort_part(proto: onnx.ModelProto, removed: list[int], crossing: list[str],
             for name in crossing]
     by_name = {o.name: o for o in proto.graph.output}
     outs = [by_name[name] for name in outputs if name in made]
-    part = _submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime")
+    part = submodel(proto, removed, ins, outs, proto.graph.name + ".onnxruntime")
     return batched_nms(scatter_rows(loop_appends(part)))

@@ -29,12 +29,12 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import numpy_helper, shape_inference
+from onnx import helper, numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
 from ..errors import ModelError
 
-__all__ = ["fold_constants", "names_read", "drop_dead"]
+__all__ = ["fold_constants", "names_read", "submodel", "drop_dead"]
 
 _SHAPE_OPS = frozenset({"Shape", "Size"})
 _NONDETERMINISTIC = frozenset({"RandomNormal", "RandomNormalLike", "RandomUniform",
@@ -191,6 +191,31 @@ def names_read(node: onnx.NodeProto) -> set[str]:
             for inner in sub.node:
                 names |= names_read(inner)
     return names
+
+
+def submodel(proto: onnx.ModelProto, keep: Sequence[int], inputs: list[onnx.ValueInfoProto],
+             outputs: list[onnx.ValueInfoProto], name: str) -> onnx.ModelProto:
+    """A model of the nodes ``keep`` (indices) of ``proto`` with these inputs and outputs, the
+    initializers they read, and ``proto``'s opsets, IR version and functions.
+
+    Examples
+    --------
+    >>> from onnx import TensorProto, helper
+    >>> graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"]),
+    ...                            helper.make_node("Neg", ["y"], ["z"])], "g", [], [])
+    >>> vi = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])
+    >>> sub = submodel(helper.make_model(graph), [1], [vi("y")], [vi("z")], "tail")
+    >>> [n.op_type for n in sub.graph.node], sub.graph.name
+    (['Neg'], 'tail')
+    """
+    nodes = [proto.graph.node[i] for i in keep]
+    reads = set().union(*(names_read(n) for n in nodes)) if nodes else set()
+    inits = [t for t in proto.graph.initializer if t.name in reads]
+    graph = helper.make_graph(nodes, name, inputs, outputs, inits)
+    sub = helper.make_model(graph, opset_imports=list(proto.opset_import))
+    sub.ir_version = proto.ir_version
+    sub.functions.extend(proto.functions)
+    return sub
 
 
 def drop_dead(graph: onnx.GraphProto) -> None:

@@ -51,7 +51,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from .fold import names_read
+from .fold import names_read, submodel
 
 __all__ = ["RowRegion", "candidates", "row_wise", "find_regions", "stages", "run_rows",
            "ROW_OPS", "WORK_OPS", "ROW_MULTIPLE", "ROWS", "ONNXRUNTIME"]
@@ -211,13 +211,8 @@ class RowRegion:
             return helper.make_tensor_value_info(
                 name, helper.np_dtype_to_tensor_dtype(value.dtype), shape)
 
-        reads = set().union(*(names_read(n) for n in nodes))
-        graph = helper.make_graph(nodes, model.graph.name + ".rows",
-                                  [typed(name, True) for name in inputs],
-                                  [typed(name, True) for name in outputs],
-                                  [t for t in model.graph.initializer if t.name in reads])
-        sub = helper.make_model(graph, opset_imports=list(model.opset_import))
-        sub.ir_version = model.ir_version
+        sub = submodel(model, keep, [typed(name, True) for name in inputs],
+                       [typed(name, True) for name in outputs], model.graph.name + ".rows")
         return cls([n.name for n in nodes], inputs, outputs, rows, sub)
 
     def static_model(self) -> onnx.ModelProto:
@@ -389,11 +384,4 @@ def _stage_model(model: onnx.ModelProto, keep: list[int], inputs: list[str], out
                                          None) for name in inputs]
     outs = [declared[name] if name in declared else helper.make_empty_tensor_value_info(name)
             for name in outputs]
-    nodes = [model.graph.node[i] for i in keep]
-    reads = set().union(*(names_read(n) for n in nodes))
-    graph = helper.make_graph(nodes, f"{model.graph.name}.stage{level}", ins, outs,
-                              [t for t in model.graph.initializer if t.name in reads])
-    sub = helper.make_model(graph, opset_imports=list(model.opset_import))
-    sub.ir_version = model.ir_version
-    sub.functions.extend(model.functions)
-    return sub
+    return submodel(model, keep, ins, outs, f"{model.graph.name}.stage{level}")
