@@ -170,9 +170,13 @@ class Partition:
 
     @property
     def tuned_shapes(self) -> dict[str, list[int]]:
-        """Static shapes of :attr:`tuned_model`'s inputs."""
-        return {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
-                for v in self.tuned_model.graph.input}
+        """Static shapes of :attr:`tuned_model`'s inputs (the TVM part's, then each region's at
+        its rows per call)."""
+        shapes = dict(self.tvm_shapes)
+        for region in self.regions:
+            shapes.update({v.name: [region.rows] + [d.dim_value for d in v.type.tensor_type.shape.dim[1:]]
+                           for v in region.model.graph.input})
+        return shapes
 
     @functools.cached_property
     def steps(self) -> list[tuple[str, Any]]:
