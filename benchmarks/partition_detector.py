@@ -8,7 +8,8 @@ suppression's readers make graphtune cut there (``docs/partition.md``): TVM comp
 network and the top-k, ONNX Runtime runs the suppression and the gathers. Prints ONNX
 Runtime (whole model) vs the partitioned model and the time of each part, in ms (medians of
 interleaved rounds, each runtime first in turn, ``TVM_NUM_THREADS`` threads for both, ONNX
-Runtime's without spinning as in the partition).
+Runtime's without spinning as in the partition), and how far the outputs are from ONNX
+Runtime's, beside how far ONNX Runtime's own are with its graph optimisations off.
 
 ``--model FILE.onnx`` takes a detector exported with its post-processing instead, e.g.
 torchvision's (``benchmarks/export_torchvision.py --exporter torchscript --models
@@ -31,6 +32,7 @@ import time
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import graphtune
@@ -102,6 +104,13 @@ def detector(image_size: int, top: int = 200) -> onnx.ModelProto:
     return model
 
 
+def relative_diffs(ours: list[np.ndarray], theirs: list[np.ndarray]) -> list[float]:
+    """Per output: max |ours - theirs| over max |theirs| (a box's few 1e-3 px on a 320 px image
+    from fp32 summation order, amplified by the box decoding); inf when the shapes differ."""
+    return [max_abs_diff(a, b) / max(float(np.max(np.abs(b.astype(np.float64)))), 1e-30)
+            if b.size else max_abs_diff(a, b) for a, b in zip(ours, theirs)]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--image-size", type=int, default=320)
@@ -130,14 +139,21 @@ def main() -> None:
     feeds = dict(zip(compiled.input_names, inputs))
     ours, theirs = compiled(*inputs), session.run(None, feeds)
     ours = ours if isinstance(ours, (list, tuple)) else [ours]
-    # per output: max |ours - ORT| over max |ORT| (a box's few 1e-3 px on a 320 px image from
-    # fp32 summation order, amplified by the box decoding); inf when the shapes differ
-    diffs = [max_abs_diff(a, b) / max(float(np.max(np.abs(b.astype(np.float64)))), 1e-30)
-             if b.size else max_abs_diff(a, b) for a, b in zip(ours, theirs)]
+    diffs = relative_diffs(ours, theirs)
     verdict = "match" if max(diffs) <= RELATIVE_TOLERANCE else "DIFFER FROM"
     print(f"outputs {verdict} ONNX Runtime (max |diff| / max |output| per output "
           f"{', '.join(f'{d:.1e}' for d in diffs)}; tolerance {RELATIVE_TOLERANCE:g}): "
           f"{[np.shape(a) for a in ours]}")
+    # how far ONNX Runtime moves from itself with another summation order: its graph
+    # optimisations off (no conv + add fusion, other kernels)
+    plain = ort.SessionOptions()
+    plain.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    plain.intra_op_num_threads = threads
+    unoptimised = ort.InferenceSession(model.SerializeToString(), plain,
+                                       providers=["CPUExecutionProvider"]).run(None, feeds)
+    ort_spread = relative_diffs(unoptimised, theirs)
+    print(f"ONNX Runtime without graph optimisations against itself (per output): "
+          f"{', '.join(f'{d:.1e}' for d in ort_spread)}")
     run_ort = lambda: session.run(None, feeds)  # noqa: E731
     run_gt = compiled.bound_call(*inputs)
     times: dict[str, list[float]] = {"onnxruntime": [], "partitioned": []}
@@ -158,6 +174,7 @@ def main() -> None:
                "onnxruntime_part_ms": float(np.median(parts["onnxruntime"])),
                "row_regions_ms": float(np.median(parts["rows"])) if "rows" in parts else None,
                "predicted_ms": result.predicted_ms, "relative_diffs": diffs,
+               "onnxruntime_unoptimised_diffs": ort_spread,
                "output_shapes": [list(np.shape(a)) for a in ours], "partition": compiled.summary()}
     print(f"ONNX Runtime {ort_ms:.2f} ms | partitioned {gt_ms:.2f} ms (ORT/partitioned "
           f"{ort_ms / gt_ms:.2f}) | parts: tvm {figures['tvm_part_ms']:.2f} ms, onnxruntime "

@@ -914,7 +914,7 @@ OP_CLASSES: dict[str, OpClass] = {
     **dict.fromkeys(("reshape", "squeeze", "expand_dims"), _VIEW),
     "transpose": OpClass("reshape"),
     **dict.fromkeys(("mean", "sum", "max", "softmax"), _REDUCTION),
-    **dict.fromkeys(("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"), _POOL),
+    **dict.fromkeys(("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "roi_align"), _POOL),
     "concatenate": OpClass("concat"),
     "resize2d": OpClass("resize"),
     **dict.fromkeys(("add", "subtract", "multiply", "divide", "sigmoid", "relu", "clip",

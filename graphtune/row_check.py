@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from .compiler.driver import compile as gt_compile
+from .compiler.model import device_tensor
 from .config import Config
 from .frontend.cut import Partition, onnxruntime_session, sample
 from .frontend.rows import run_rows
@@ -89,11 +90,13 @@ def check_regions(partition: Partition, config: Config, target: Any = None,
         compiled = gt_compile(region.static_model(), partition.region_config(config, k), target)
         session = onnxruntime_session(region.model)
         feeds = {name: values[name] for name in region.inputs}
-        calls = {"tvm": functools.partial(run_rows, compiled, region, feeds),
+        on_device = {**feeds, **{name: device_tensor(np.ascontiguousarray(feeds[name]))
+                                 for name in region.whole}}  # as PartitionedModel runs it
+        calls = {"tvm": functools.partial(run_rows, compiled, region, on_device),
                  "onnxruntime": functools.partial(session.run, None, feeds)}
         medians = {name: float(np.median(times))
                    for name, times in interleaved(calls, repeat=rounds).items()}
         found.append(RegionTiming(list(region.nodes), region.rows,
-                                  int(np.shape(feeds[region.inputs[0]])[0]),
+                                  int(np.shape(feeds[region.row_inputs[0]])[0]),
                                   medians["tvm"], medians["onnxruntime"]))
     return found

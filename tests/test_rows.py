@@ -215,3 +215,87 @@ def test_run_rows_pads_the_last_chunk_and_drops_its_rows():
     assert [a.shape[0] for a in seen] == [8, 8, 8]
     assert (seen[-1][1:] == 0).all()  # the last chunk padded with zeros
     assert y.shape == (17, 3) and (y == 1).all()
+
+
+def pooled_boxes_model() -> onnx.ModelProto:
+    """A conv's feature map (TVM) pooled over the boxes whose score passes 0.5 (``NonZero``),
+    then a dense layer: a two-stage detector's box pool and head."""
+    rng = np.random.default_rng(1)
+    consts = {"w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+              "fc": rng.standard_normal((5, 72)).astype(np.float32),
+              "thr": np.float32(0.5), "ax0": np.array([0], np.int64),
+              "images": np.zeros(32, np.int64)}
+    node = helper.make_node
+    nodes = [node("Conv", ["image", "w"], ["features"], name="conv", pads=[1, 1, 1, 1]),
+             node("Greater", ["scores", "thr"], ["keep"], name="keep"),
+             node("NonZero", ["keep"], ["idx2"], name="nonzero"),
+             node("Squeeze", ["idx2", "ax0"], ["idx"], name="idx"),
+             node("Gather", ["boxes", "idx"], ["picked"], name="pick", axis=0),
+             node("Gather", ["images", "idx"], ["index"], name="pick_index", axis=0),
+             node("RoiAlign", ["features", "picked", "index"], ["pooled"], name="pool",
+                  output_height=3, output_width=3, sampling_ratio=2, spatial_scale=0.5,
+                  coordinate_transformation_mode="output_half_pixel"),
+             node("Flatten", ["pooled"], ["flat"], name="flatten"),
+             node("Gemm", ["flat", "fc"], ["logits"], name="fc", transB=1)]
+    graph = helper.make_graph(
+        nodes, "pooled", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 12, 12]),
+                          helper.make_tensor_value_info("scores", TensorProto.FLOAT, [32]),
+                          helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [32, 4])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_roi_align_joins_a_row_region_reading_the_feature_map_whole():
+    part = plan(pooled_boxes_model())
+    (region,) = part.regions
+    assert region.nodes == ["pool", "flatten", "fc"]
+    assert region.inputs == ["features", "picked", "index"] and region.whole == ["features"]
+    assert region.row_inputs == ["picked", "index"]
+    assert region.input_shapes() == {"features": [1, 8, 12, 12], "picked": [region.rows, 4],
+                                     "index": [region.rows]}
+    assert "and whole features" in part.summary()
+    assert "features" not in part.tuned_shapes  # the TVM part computes it
+    assert "features" not in {v.name for v in part.tuned_model.graph.input}
+
+
+@pytest.mark.parametrize("selected", [0, 3, 32], ids=["none", "few", "all"])
+def test_compiled_roi_align_regions_match_onnxruntime(selected):
+    model = pooled_boxes_model()
+    run = graphtune.compile(model, Config.uniform(model))
+    assert isinstance(run, PartitionedModel) and len(run.partition.regions) == 1
+    assert run.partition.regions[0].rows < 32  # "all" runs in chunks
+    rng = np.random.default_rng(selected)
+    image = rng.standard_normal((1, 3, 12, 12)).astype(np.float32)
+    scores = np.where(np.arange(32) < selected, 1.0, 0.0).astype(np.float32)
+    corner = rng.uniform(-4, 20, (32, 2))
+    boxes = np.concatenate([corner, corner + rng.uniform(0.5, 12, (32, 2))], 1).astype(np.float32)
+    got = run(image, scores, boxes)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = session.run(None, {"image": image, "scores": scores, "boxes": boxes})
+    assert got.shape == want.shape == (selected, 5)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1.0))
+
+
+def test_a_tensor_read_whole_must_have_a_static_shape():
+    graph = helper.make_graph([helper.make_node("RoiAlign", ["x", "rois", "index"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 5, 5]),
+                               helper.make_tensor_value_info("rois", TensorProto.FLOAT, ["k", 4]),
+                               helper.make_tensor_value_info("index", TensorProto.INT64, ["k"])], [])
+    sample = {"x": np.ones((1, 4, 5, 5), np.float32), "rois": np.ones((3, 4), np.float32),
+              "index": np.zeros(3, np.int64), "y": np.ones((3, 4, 1, 1), np.float32)}
+    with pytest.raises(ValueError, match="'x' is read whole but is not an input of static shape"):
+        RowRegion.of(helper.make_model(graph), [0], sample)
+
+
+def test_an_archive_keeps_what_a_region_reads_whole(tmp_path):
+    model = pooled_boxes_model()
+    run = graphtune.compile(model, Config.uniform(model))
+    run.export_library(tmp_path / "pooled.zip")
+    loaded = graphtune.load(tmp_path / "pooled.zip")
+    assert loaded.partition.regions[0].whole == ["features"]
+    rng = np.random.default_rng(7)
+    inputs = (rng.standard_normal((1, 3, 12, 12)).astype(np.float32),
+              rng.standard_normal(32).astype(np.float32),
+              np.abs(rng.standard_normal((32, 4))).astype(np.float32) * 8)
+    np.testing.assert_array_equal(loaded(*inputs), run(*inputs))

@@ -48,6 +48,8 @@ from ..x86.fastmath import COMPUTES
 from ..x86.generic import SCHEDULE_ATTR, SCHEDULES, schedule_generic
 from ..x86.pools import avg_pool2d, max_pool2d
 from ..x86.resize import bilinear_resize2d, supported
+from ..x86.roi_align import roi_align_nchw
+from ..x86.roi_align import supported as roi_align_supported
 from ..x86.target import vector_lanes
 from .lut import ELEMENTWISE_ATTR
 from .rewrite import NODE_ATTR, TRANSFORM_ATTR, NodePlan
@@ -239,6 +241,24 @@ def _resize_map(target: tvm.target.Target) -> dict:
                           primfunc_name_hint="resize2d")
 
     return {"relax.image.resize2d": legalize_op}
+
+
+def _roi_align_map() -> dict:
+    """customize_legalize_map entry: ROI align in average mode with a fixed sampling ratio,
+    vectorised along channels (:mod:`graphtune.x86.roi_align`); max mode, adaptive sampling,
+    ``NHWC`` or a symbolic feature map go to TVM's own."""
+    stock = tvm.ir.Op.get("relax.vision.roi_align").get_attr("FLegalize")
+
+    def legalize_op(bb: relax.BlockBuilder, call: relax.Call) -> relax.Expr:
+        attrs = call.attrs
+        if not roi_align_supported(str(attrs.layout), str(attrs.mode), int(attrs.sample_ratio)) \
+                or _static_dims(call.args[0].ty) is None:
+            return stock(bb, call)
+        return bb.call_te(roi_align_nchw, call.args[0], call.args[1],
+                          [int(d) for d in attrs.pooled_size], float(attrs.spatial_scale),
+                          int(attrs.sample_ratio), bool(attrs.aligned), primfunc_name_hint="roi_align")
+
+    return {"relax.vision.roi_align": legalize_op}
 
 
 def _static_dims(tensor_type) -> list[int] | None:
@@ -561,7 +581,7 @@ def legalize(mod: tvm.IRModule, anchors: Mapping[Constant, NodePlan],
     plans = {plan.name: plan for plan in anchors.values()}
     with target:
         packed = {} if packed_anchors is None else packed_anchors
-        custom = {**_fast_math_map(), **_pool_map(), **_resize_map(target),
+        custom = {**_fast_math_map(), **_pool_map(), **_resize_map(target), **_roi_align_map(),
                   **_legalize_map(anchors, target, packed)}
         mod = relax.transform.LegalizeOps(customize_legalize_map=custom)(mod)
         mod = _dequantize_in_readers(_elementwise_lookups(relax.transform.AnnotateTIROpPattern()(mod)))

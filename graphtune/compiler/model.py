@@ -23,7 +23,32 @@ from ..errors import ModelError
 from ..x86 import amx
 from ..x86.generic import GENERIC, SCHEDULES
 
-__all__ = ["CompiledModel"]
+__all__ = ["CompiledModel", "device_tensor", "ALIGNMENT"]
+
+
+ALIGNMENT = 64
+"""Bytes TVM aligns the tensors it allocates to (and its kernels may assume)."""
+
+
+def device_tensor(array: np.ndarray) -> tvm.runtime.Tensor:
+    """``array`` (C-contiguous) as a TVM CPU tensor: its own memory through DLPack where it is
+    :data:`ALIGNMENT`-aligned and writable, else a copy. Copying a fresh 7.6 MB input into a
+    new TVM tensor takes ~3 ms (page faults on the new memory): as much as the dense layer
+    that reads it.
+
+    Examples
+    --------
+    >>> a = np.arange(1 << 16, dtype="float32")
+    >>> t = device_tensor(a)
+    >>> np.array_equal(t.numpy(), a), np.shares_memory(np.from_dlpack(t), a) == (a.ctypes.data % 64 == 0)
+    (True, True)
+    """
+    if array.ctypes.data % ALIGNMENT == 0 and array.flags.writeable:
+        try:
+            return tvm.runtime.from_dlpack(array)
+        except (BufferError, ValueError, TypeError):
+            pass
+    return tvm.runtime.tensor(array, tvm.cpu(0))
 
 
 class CompiledModel:
@@ -121,11 +146,14 @@ class CompiledModel:
                              f"got {len(arrays)} array(s)")
         tensors = []
         for array, (name, shape, dtype) in zip(arrays, self.inputs):
+            if isinstance(array, tvm.runtime.Tensor) and list(array.shape) == shape \
+                    and str(array.dtype) == dtype:
+                tensors.append(array)  # on the device already (device_tensor)
+                continue
             array = np.asarray(array)
             if list(array.shape) != shape:
                 raise ModelError(f"input {name!r}: expected shape {shape}, got {list(array.shape)}")
-            tensors.append(tvm.runtime.tensor(np.ascontiguousarray(array, dtype=dtype),
-                                              tvm.cpu(0)))
+            tensors.append(device_tensor(np.ascontiguousarray(array, dtype=dtype)))
         return tensors
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray | list[np.ndarray]:

@@ -45,7 +45,7 @@ from ..frontend.cut import (
 )
 from ..frontend.importer import ImportFailure
 from ..frontend.rows import ROWS, RowRegion, run_rows
-from .model import CompiledModel
+from .model import CompiledModel, device_tensor
 
 __all__ = ["PartitionedModel", "load", "ARCHIVE_FORMAT"]
 
@@ -168,7 +168,9 @@ class PartitionedModel(CompiledModel):
         for step in self.sessions:
             start = _time.perf_counter()
             if isinstance(step, int):
-                values.update(run_rows(self.regions[step], self.partition.regions[step], values))
+                region = self.partition.regions[step]
+                whole = {name: device_tensor(np.ascontiguousarray(values[name])) for name in region.whole}
+                values.update(run_rows(self.regions[step], region, {**values, **whole}))
             else:
                 values.update(_run_session(step, values))
             if spent is not None:
@@ -342,7 +344,7 @@ class PartitionedModel(CompiledModel):
                 "cuts": [[c.index, c.node, c.op_type, c.reason] for c in part.cuts],
                 "constants": list(part.constants), "onnxruntime_ms": part.onnxruntime_ms,
                 "tvm": _library_info(tvm_part), "dtypes": part.dtypes,
-                "row_regions": [{**region.record(), "inputs": region.inputs,
+                "row_regions": [{**region.record(), "inputs": region.inputs, "whole": region.whole,
                                  "outputs": region.outputs, "tvm": _library_info(compiled)}
                                 for region, compiled in zip(part.regions, self.regions)]}
 
@@ -454,7 +456,8 @@ def _loaded(path: str, members: dict[str, bytes], threads: int | None) -> Partit
         constants = {name: arrays[f"arr_{k}"] for k, name in enumerate(manifest["constants"])}
     region_info = manifest.get("row_regions", [])
     regions = [RowRegion(list(r["nodes"]), list(r["inputs"]), list(r["outputs"]), int(r["rows"]),
-                         _onnx(members, _ROWS_GRAPH.format(k))) for k, r in enumerate(region_info)]
+                         _onnx(members, _ROWS_GRAPH.format(k)), list(r.get("whole", [])))
+               for k, r in enumerate(region_info)]
     partition = Partition(
         _onnx(members, _GRAPH), list(manifest["tvm_nodes"]), list(manifest["onnxruntime_nodes"]),
         [ImportFailure(*cut) for cut in manifest["cuts"]], _onnx(members, _TVM_GRAPH),

@@ -154,14 +154,17 @@ class Partition:
     @property
     def tuned_model(self) -> onnx.ModelProto:
         """What :func:`graphtune.tune` tunes: the TVM part and every row region (at its rows
-        per call, its inputs the model's inputs too) as one model; the TVM part alone without
-        regions."""
+        per call, its inputs the model's inputs too, but those the TVM part computes) as one
+        model; the TVM part alone without regions."""
         if not self.regions:
             return self.tvm_model
         parts = [self.tvm_model] + [region.static_model() for region in self.regions]
+        made = {o.name for o in self.tvm_model.graph.output}
+        inputs = {v.name: v for p in parts for v in p.graph.input
+                  if p is self.tvm_model or v.name not in made}
         graph = helper.make_graph(
             [n for p in parts for n in p.graph.node], self.model.graph.name + ".tuned",
-            [v for p in parts for v in p.graph.input], [v for p in parts for v in p.graph.output],
+            list(inputs.values()), [v for p in parts for v in p.graph.output],
             list({t.name: t for p in parts for t in p.graph.initializer}.values()))
         tuned = helper.make_model(graph, opset_imports=list(self.tvm_model.opset_import))
         tuned.ir_version = self.tvm_model.ir_version
@@ -171,11 +174,12 @@ class Partition:
     @property
     def tuned_shapes(self) -> dict[str, list[int]]:
         """Static shapes of :attr:`tuned_model`'s inputs (the TVM part's, then each region's at
-        its rows per call)."""
+        its rows per call), but those the TVM part computes."""
         shapes = dict(self.tvm_shapes)
+        made = {o.name for o in self.tvm_model.graph.output}
         for region in self.regions:
-            shapes.update({v.name: [region.rows] + [d.dim_value for d in v.type.tensor_type.shape.dim[1:]]
-                           for v in region.model.graph.input})
+            shapes.update({name: shape for name, shape in region.input_shapes().items()
+                           if name not in made})
         return shapes
 
     @functools.cached_property
@@ -228,7 +232,8 @@ class Partition:
             lines.append(f"  ... and {len(self.cuts) - SHOWN_CUTS} more cuts "
                          f"({_op_counts([c.node for c in self.cuts[SHOWN_CUTS:]], ops)})")
         lines += [f"  {ROWS}: {TVM} runs {len(r.nodes)} of them ({_op_counts(r.nodes, ops)}) on "
-                  f"{r.rows} rows per call, reading {', '.join(r.inputs[:2])}" for r in self.regions]
+                  f"{r.rows} rows per call, reading {', '.join(r.row_inputs[:2])}"
+                  + (f" and whole {', '.join(r.whole[:2])}" if r.whole else "") for r in self.regions]
         return "\n".join(lines)
 
     def time_onnxruntime(self, repeat: int = 10, threads: int | None = None,

@@ -56,7 +56,7 @@ from .qdq import INT8_NODES, rewrite_qdq
 from .taps import drop_dead_taps, split_by_band
 from .walk import _DEFAULT_NAME, op_name, scalar_value
 
-__all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import"]
+__all__ = ["import_model", "prepare_onnx", "ImportFailure", "relax_import", "roi_align_half_pixel"]
 
 # ONNX op types and the Relax op whose binding is named after the node: the call the
 # importer returns for the node, or the first such call nested in it (a Conv's bias add
@@ -221,6 +221,44 @@ def relax_import(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], *,
     return mod, None
 
 
+def _roi_align_mode(attrs: Mapping[str, Any], opset: int) -> str:
+    mode = attrs.get("coordinate_transformation_mode", b"half_pixel" if opset >= 16 else b"")
+    return mode.decode() if isinstance(mode, bytes) else str(mode)
+
+
+def roi_align_half_pixel(bb: relax.BlockBuilder, inputs: Sequence[relax.Expr],
+                         attrs: Mapping[str, Any], params: Any = None) -> relax.Expr:
+    """ONNX ``RoiAlign`` in ``half_pixel`` mode as Relax's ``roi_align``: ONNX shifts the
+    *scaled* ROI by half a pixel (``x1 * spatial_scale - 0.5``), so the ROIs are shifted by
+    ``0.5 / spatial_scale`` before scaling (TVM 0.27's converter shifts them by 0.5, right only
+    for a scale of 1), then aligned (no minimum ROI size).
+
+    Examples
+    --------
+    >>> from tvm import relax
+    >>> bb = relax.BlockBuilder()
+    >>> data = relax.Var("x", relax.TensorType((1, 8, 10, 10), "float32"))
+    >>> rois = relax.Var("rois", relax.TensorType((3, 4), "float32"))
+    >>> index = relax.Var("index", relax.TensorType((3,), "int64"))
+    >>> with bb.function("main", [data, rois, index]):
+    ...     out = bb.emit(roi_align_half_pixel(bb, [data, rois, index], {"output_height": 7,
+    ...         "output_width": 7, "sampling_ratio": 2, "spatial_scale": 0.25}))
+    ...     _ = bb.emit_func_output(out)
+    >>> [int(d) for d in out.ty.shape]
+    [3, 8, 7, 7]
+    """
+    data, rois, index = inputs
+    mode = attrs.get("mode", b"avg")
+    scale = float(attrs.get("spatial_scale", 1.0))
+    shifted = relax.op.subtract(rois, relax.const(0.5 / scale, rois.ty.dtype))
+    index = relax.op.astype(relax.op.expand_dims(index, axis=1), rois.ty.dtype)
+    return relax.op.vision.roi_align(
+        data, relax.op.concat([index, shifted], axis=1),
+        pooled_size=(int(attrs.get("output_height", 1)), int(attrs.get("output_width", 1))),
+        spatial_scale=scale, sample_ratio=int(attrs.get("sampling_ratio", 0)), aligned=True,
+        layout="NCHW", mode=mode.decode() if isinstance(mode, bytes) else str(mode))
+
+
 def _uniquely_named(proto: onnx.ModelProto) -> onnx.ModelProto:
     """``proto``, or a copy whose nodes without a name or with a taken one are named ``#k``
     (the importer tells nodes apart by name only; it names nothing after them)."""
@@ -275,6 +313,8 @@ class _TracingImporter(onnx_frontend.ONNXGraphImporter):
         if op_name not in convert_map:
             raise NotImplementedError(f"Operator {op_name} not implemented.")
         converter = convert_map[op_name].get_converter(opset)
+        if op_name == "RoiAlign" and _roi_align_mode(attrs, opset) == "half_pixel":
+            converter = roi_align_half_pixel
         sym = converter(self.bb, inputs, attrs, [self._nodes, self._params])
         if op_name in _NAMED_CALLS and (op_name not in _JOIN_OPS or self.current in self.joins) \
                 and self._free_name(self.current):

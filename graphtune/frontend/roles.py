@@ -121,7 +121,7 @@ KNOWN_FIXED = _relax(
     "nn.conv1d", "nn.conv2d", "nn.conv3d", "nn.conv2d_transpose", "image.resize2d", "nn.pad",
     "broadcast_to", "tile", "argmax", "topk", "nn.batch_norm", "nn.dropout",
     "nn.adaptive_avg_pool2d", "nn.prelu", "where", "isnan", "nn.layer_norm", "nn.group_norm",
-    "nn.instance_norm", "quantize", "dequantize",
+    "nn.instance_norm", "quantize", "dequantize", "vision.roi_align",
 )
 """Ops graphtune knows that need plain NCHW in some (or all) of their uses: no warning for them."""
 

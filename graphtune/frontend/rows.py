@@ -12,9 +12,13 @@ The rule for a node to join a region (:func:`row_wise`): an op that computes eac
 outputs from the same row of its one non-constant input (:data:`ROW_OPS`; ``Gemm`` and
 ``MatMul`` by a constant weight, ``Flatten`` on axis 1, ``Softmax`` on an axis other than 0,
 elementwise ops with a constant that does not index rows), and, on a sample run, every tensor it
-reads and writes has rank 2 or more and the same first dimension as the region's inputs. A
-region holds at least one of :data:`WORK_OPS` (a lone activation is not worth a call). ONNX
-Runtime runs the rest in stages between the regions (:func:`stages`).
+reads and writes has rank 2 or more and the same first dimension as the region's inputs.
+``RoiAlign`` joins too: its output row ``i`` is ROI ``i`` (``rois`` and ``batch_indices``,
+rank 1, are row inputs) pooled from a feature map it reads whole (:data:`WHOLE_INPUTS`); a
+region passes such an input to every call as it is, so it must be an input of the ONNX Runtime
+part with a static shape (a tensor the TVM part hands over). A region holds at least one of
+:data:`WORK_OPS` (a lone activation is not worth a call). ONNX Runtime runs the rest in stages
+between the regions (:func:`stages`).
 
 Examples
 --------
@@ -43,7 +47,7 @@ A 1x1 conv and a ReLU on rows whose count depends on the data:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -53,18 +57,24 @@ from onnx import helper
 
 from .fold import names_read, submodel
 
-__all__ = ["RowRegion", "candidates", "row_wise", "find_regions", "stages", "run_rows",
-           "ROW_OPS", "WORK_OPS", "ROW_MULTIPLE", "ROWS", "ONNXRUNTIME"]
+__all__ = ["RowRegion", "candidates", "row_wise", "row_inputs", "find_regions", "stages",
+           "run_rows", "ROW_OPS", "WORK_OPS", "WHOLE_INPUTS", "ROW_MULTIPLE", "ROWS", "ONNXRUNTIME"]
 
 ROW_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "Relu", "Sigmoid", "Tanh",
                      "LeakyRelu", "Elu", "HardSigmoid", "HardSwish", "Clip", "Identity",
                      "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
-                     "Flatten", "Softmax", "LogSoftmax", "Add", "Sub", "Mul", "Div"})
+                     "Flatten", "Softmax", "LogSoftmax", "Add", "Sub", "Mul", "Div", "RoiAlign"})
 """Op types that may compute each output row from the same input row (:func:`row_wise` has
 the conditions on their attributes and constant operands)."""
 
-WORK_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
-"""A region holds at least one of these (graphtune tunes them)."""
+WORK_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul", "RoiAlign"})
+"""A region holds at least one of these (graphtune tunes them or has a kernel for them)."""
+
+WHOLE_INPUTS = {"RoiAlign": frozenset({0})}
+"""Op types with inputs every output row reads whole (ROI align's feature map), by position."""
+
+_RANK_ONE_INPUTS = {"RoiAlign": frozenset({2})}
+"""Row inputs of rank 1, by position (ROI align's batch indices)."""
 
 ROW_MULTIPLE = 8
 """A region's ``rows`` is the sample run's row count rounded up to a multiple of this (a chunk
@@ -100,6 +110,8 @@ def row_wise(node: onnx.NodeProto, constants: Mapping[str, Any]) -> bool:
     """
     if node.op_type not in ROW_OPS or len(node.output) != 1:
         return False
+    if node.op_type in WHOLE_INPUTS:
+        return True
     attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
     variable = [k for k, name in enumerate(node.input) if name and name not in constants]
     if variable != [0]:
@@ -115,6 +127,19 @@ def row_wise(node: onnx.NodeProto, constants: Mapping[str, Any]) -> bool:
     if node.op_type in _ELEMENTWISE:
         return True  # the constant's rank is checked against the row tensor's on the sample
     return True
+
+
+def row_inputs(node: onnx.NodeProto, constants: Mapping[str, Any]) -> list[str]:
+    """The inputs of a :func:`row_wise` ``node`` that carry its rows: not constant, not read
+    whole (:data:`WHOLE_INPUTS`).
+
+    >>> from onnx import helper
+    >>> row_inputs(helper.make_node("RoiAlign", ["features", "rois", "index"], ["y"]), {})
+    ['rois', 'index']
+    """
+    whole = WHOLE_INPUTS.get(node.op_type, frozenset())
+    return [name for k, name in enumerate(node.input)
+            if name and name not in constants and k not in whole]
 
 
 def candidates(model: onnx.ModelProto) -> list[set[int]]:
@@ -134,8 +159,8 @@ def candidates(model: onnx.ModelProto) -> list[set[int]]:
     producer = {o: i for i in rowish for o in nodes[i].output}
     links = nx.Graph()
     links.add_nodes_from(rowish)
-    links.add_edges_from((producer[name], i) for i in rowish for name in nodes[i].input
-                         if name in producer)
+    links.add_edges_from((producer[name], i) for i in rowish
+                         for name in row_inputs(nodes[i], constants) if name in producer)
     return [set(c) for c in nx.connected_components(links)
             if any(nodes[i].op_type in WORK_OPS for i in c)]
 
@@ -149,12 +174,15 @@ class RowRegion:
     nodes : list of str
         Node names, in graph order.
     inputs, outputs : list of str
-        The row tensors it reads (from ONNX Runtime) and those read after it or model outputs.
+        The tensors it reads (from ONNX Runtime; :attr:`model`'s inputs, in order) and the row
+        tensors it writes that are read after it or are model outputs.
     rows : int
         Rows per call.
     model : onnx.ModelProto
-        The region as a model whose inputs' first dimension is symbolic (``rows``); other
-        dimensions and every output type as on the sample run.
+        The region as a model whose row inputs' first dimension is symbolic (``rows``); other
+        dimensions, whole inputs and every output type as on the sample run.
+    whole : list of str
+        The inputs passed whole to every call (:data:`WHOLE_INPUTS`), with static shapes.
     """
 
     nodes: list[str]
@@ -162,6 +190,12 @@ class RowRegion:
     outputs: list[str]
     rows: int
     model: onnx.ModelProto
+    whole: list[str] = field(default_factory=list)
+
+    @property
+    def row_inputs(self) -> list[str]:
+        """The inputs a run feeds in chunks of :attr:`rows` rows."""
+        return [name for name in self.inputs if name not in self.whole]
 
     @classmethod
     def of(cls, model: onnx.ModelProto, indices: Sequence[int] | set[int],
@@ -173,8 +207,9 @@ class RowRegion:
         Raises
         ------
         ValueError
-            A tensor of rank below 2, first dimensions that differ, or an elementwise
-            constant that indexes rows: the nodes are not one row region.
+            A tensor of rank below 2 (but ROI align's batch indices), first dimensions that
+            differ, an elementwise constant that indexes rows, or a tensor read whole that is
+            not an input of ``model`` with a static shape: the nodes are not one row region.
         """
         keep = sorted(indices)
         nodes = [model.graph.node[i] for i in keep]
@@ -182,14 +217,23 @@ class RowRegion:
         constants = {t.name: t for t in model.graph.initializer}
         inputs = list(dict.fromkeys(name for n in nodes for name in n.input
                                     if name and name not in made and name not in constants))
+        rowed = {name for n in nodes for name in row_inputs(n, constants)}
+        whole = [name for name in inputs if name not in rowed]
+        declared = {v.name: [d.dim_value if d.HasField("dim_value") else None
+                             for d in v.type.tensor_type.shape.dim] for v in model.graph.input}
+        for name in whole:
+            if name in made or declared.get(name) != list(sample[name].shape):
+                raise ValueError(f"{name!r} is read whole but is not an input of static shape")
         others = [n for i, n in enumerate(model.graph.node) if i not in set(keep)]
         read_after = set().union(*(names_read(n) for n in others)) if others else set()
         graph_outputs = {o.name for o in model.graph.output}
         outputs = [o for n in nodes for o in n.output if o in read_after or o in graph_outputs]
+        rank_one = {n.input[k] for n in nodes for k in _RANK_ONE_INPUTS.get(n.op_type, ())
+                    if k < len(n.input)}
         counts = set()
-        for name in inputs + [o for n in nodes for o in n.output]:
+        for name in [i for i in inputs if i in rowed] + [o for n in nodes for o in n.output]:
             value = sample[name]
-            if value.ndim < 2:
+            if value.ndim < (1 if name in rank_one else 2):
                 raise ValueError(f"{name!r} has rank {value.ndim}: a row region's tensors have rank >= 2")
             counts.add(value.shape[0])
         if len(counts) != 1:
@@ -205,23 +249,30 @@ class RowRegion:
         rows = rows or (count if 0 < count <= ROW_MULTIPLE else
                         max(ROW_MULTIPLE, -(-count // ROW_MULTIPLE) * ROW_MULTIPLE))
 
-        def typed(name: str, symbolic: bool) -> onnx.ValueInfoProto:
+        def typed(name: str) -> onnx.ValueInfoProto:
             value = sample[name]
-            shape = (["rows"] if symbolic else [rows]) + list(value.shape[1:])
+            shape = list(value.shape) if name in whole else ["rows"] + list(value.shape[1:])
             return helper.make_tensor_value_info(
                 name, helper.np_dtype_to_tensor_dtype(value.dtype), shape)
 
-        sub = submodel(model, keep, [typed(name, True) for name in inputs],
-                       [typed(name, True) for name in outputs], model.graph.name + ".rows")
-        return cls([n.name for n in nodes], inputs, outputs, rows, sub)
+        sub = submodel(model, keep, [typed(name) for name in inputs],
+                       [typed(name) for name in outputs], model.graph.name + ".rows")
+        return cls([n.name for n in nodes], inputs, outputs, rows, sub, whole)
+
+    def input_shapes(self) -> dict[str, list[int]]:
+        """Static shapes of the inputs of :meth:`static_model`, by name."""
+        return {v.name: [self.rows if k == 0 and v.name not in self.whole else d.dim_value
+                         for k, d in enumerate(v.type.tensor_type.shape.dim)]
+                for v in self.model.graph.input}
 
     def static_model(self) -> onnx.ModelProto:
-        """:attr:`model` with the first dimension of every input and output ``rows`` (what TVM
-        compiles and graphtune tunes)."""
+        """:attr:`model` with the first dimension of every row input and output ``rows`` (what
+        TVM compiles and graphtune tunes)."""
         static = onnx.ModelProto()
         static.CopyFrom(self.model)
         for value in list(static.graph.input) + list(static.graph.output):
-            value.type.tensor_type.shape.dim[0].dim_value = self.rows
+            if value.name not in self.whole:
+                value.type.tensor_type.shape.dim[0].dim_value = self.rows
         return static
 
     def record(self) -> dict[str, Any]:
@@ -232,8 +283,10 @@ class RowRegion:
 def run_rows(call: Callable[..., Any], region: RowRegion,
              values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The region's outputs on the rows of ``values`` (its inputs by name): ``call`` (the
-    compiled region: arrays of ``rows`` rows in, its outputs out) on chunks of ``rows`` rows,
-    the last padded with zeros and the padding's rows dropped; no call for no rows.
+    compiled region: its inputs in order, row inputs of ``rows`` rows, its outputs out) on
+    chunks of ``rows`` rows, the last padded with zeros and the padding's rows dropped, the
+    inputs read whole passed to every call as they are (numpy arrays or tensors ``call``
+    takes); no call for no rows.
 
     Examples
     --------
@@ -253,16 +306,22 @@ def run_rows(call: Callable[..., Any], region: RowRegion,
     >>> run_rows(relu, region, {"x": x[:0]})["y"].shape
     (0, 2)
     """
-    arrays = [np.asarray(values[name]) for name in region.inputs]
-    count = arrays[0].shape[0]
+    rowed = [name not in region.whole for name in region.inputs]
+    arrays = [np.asarray(values[name]) if r else values[name] for name, r in zip(region.inputs, rowed)]
+    count = next(a for a, r in zip(arrays, rowed) if r).shape[0]
     chunks: list[list[np.ndarray]] = [[] for _ in region.outputs]
+
+    def chunk(array: np.ndarray, start: int, taken: int) -> np.ndarray:
+        part = array[start:start + taken]
+        if taken == region.rows:
+            return np.ascontiguousarray(part)
+        padded = _aligned_zeros((region.rows,) + part.shape[1:], part.dtype)
+        padded[:taken] = part
+        return padded
+
     for start in range(0, count, region.rows):
         taken = min(region.rows, count - start)
-        feeds = [a[start:start + taken] for a in arrays]
-        if taken < region.rows:
-            feeds = [np.concatenate([f, np.zeros((region.rows - taken,) + f.shape[1:], f.dtype)])
-                     for f in feeds]
-        got = call(*[np.ascontiguousarray(f) for f in feeds])
+        got = call(*[chunk(a, start, taken) if r else a for a, r in zip(arrays, rowed)])
         for k, array in enumerate(got if isinstance(got, (list, tuple)) else [got]):
             chunks[k].append(np.asarray(array)[:taken])
     found = {}
@@ -275,6 +334,15 @@ def run_rows(call: Callable[..., Any], region: RowRegion,
         else:
             found[name] = parts[0] if len(parts) == 1 else np.concatenate(parts)
     return found
+
+
+def _aligned_zeros(shape: tuple[int, ...], dtype: np.dtype, alignment: int = 64) -> np.ndarray:
+    """Zeros whose data starts at a multiple of ``alignment`` bytes (TVM takes such an array
+    without copying it, :func:`graphtune.compiler.model.device_tensor`)."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.zeros(size + alignment, np.uint8)
+    offset = -raw.ctypes.data % alignment
+    return raw[offset:offset + size].view(dtype).reshape(shape)
 
 
 def find_regions(model: onnx.ModelProto, sample: Callable[[list[str]], Mapping[str, np.ndarray]],

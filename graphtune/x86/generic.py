@@ -114,6 +114,35 @@ def _gathers(sch: s_tir.Schedule, consumer, producer) -> bool:
                for rng in region.region)
 
 
+def _loads(expr) -> list:
+    """Every buffer load in the expression ``expr``, the loads inside indices included."""
+    found = []
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _LOAD):
+            found.append(node)
+        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+            child = getattr(node, name, None)
+            if isinstance(child, tvm.ir.expr.Expr):
+                stack.append(child)
+        for name in ("args", "indices"):
+            stack.extend(c for c in getattr(node, name, None) or [] if isinstance(c, tvm.ir.expr.Expr))
+    return found
+
+
+def _indexes_by_data(sch: s_tir.Schedule, consumer, producer) -> bool:
+    """True if ``consumer`` reads ``producer``'s output at indices it loads from a buffer (ROI
+    align's sample positions): inlining the producer would compute it once per read."""
+    body = sch.get(consumer).body
+    if not isinstance(body, tirx.BufferStore):
+        return False
+    written = [region.source for region in sch.get(producer).writes]
+    return any(any(w.same_as(load.source) for w in written)
+               and any(_loads(index) for index in load.indices)
+               for load in _loads(body.value))
+
+
 def _contiguous(sch: s_tir.Schedule, block, var) -> bool:
     """True if ``var`` indexes only the last axis, with stride 1, of every buffer ``block`` touches."""
     sblock = sch.get(block)
@@ -233,7 +262,7 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
         spatial, tile = spatial[:-1] + [outer], [tile_loop]
     sch.reorder(*spatial, *vectors, *reduce, *tile, inner)
     for producer in sch.get_producers(block):
-        if _is_padding(sch, producer):
+        if _is_padding(sch, producer) and not _indexes_by_data(sch, block, producer):
             _try(sch.compute_inline, producer)  # read through the guard, no padded copy
     if spatial:
         _write_back(sch, block, _fold_epilogue(sch, block), spatial[-1])
