@@ -32,6 +32,11 @@ if not _os.environ.get("TVM_NUM_THREADS", "").strip():
 # host a kernel waits for a worker pinned to a busy core; graphtune leaves them unpinned unless
 # TVM_BIND_THREADS is set (1: pin, for a dedicated machine). Measurements: docs/timing.md, "Threads".
 _os.environ.setdefault("TVM_BIND_THREADS", "0")
+# After a parallel loop TVM's workers spin for the next one: 300000 yields by default, ~180 ms on
+# a 2-core AMD EPYC, which on a partitioned model ran into ONNX Runtime's stages and slowed them
+# (Faster R-CNN 33-62 ms, bimodal). 20000 (~12 ms there) still outlasts any kernel's wait for
+# the slower worker inside a model. Measurements: docs/timing.md, "Threads".
+_os.environ.setdefault("TVM_THREAD_POOL_SPIN_COUNT", "20000")
 
 from .config import Config
 from .errors import (

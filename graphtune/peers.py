@@ -9,7 +9,7 @@ the int8 benchmarks' columns: OpenVINO runs the quantized ops of such a model in
 u8 / i8 whatever its ``INFERENCE_PRECISION_HINT``, which sets the precision of
 the other ops (f32 here, as in ONNX Runtime). ONNX Runtime's worker threads keep
 spinning after a call (~40 ms; disabling that made it bimodal, 8.5 or 14-16 ms on
-ResNet-18), as do TVM's in graphtune's process (~150 ms):
+ResNet-18), as do TVM's in graphtune's process (~10 ms with the spin count graphtune sets):
 :func:`graphtune.latency.interleaved` waits until the other runtimes'
 processes are idle before each one's turn.
 
