@@ -227,7 +227,8 @@ def _schedule_reduction(sch: s_tir.Schedule, block, lanes: int) -> None:
     """Parallel over the outer outputs; the innermost output axis vectorised under the reduction.
 
     When that axis is contiguous (the inner ``c`` of ``NCHW{x}c`` pools and
-    means), the padding feeding the block is inlined (no padded copy), the
+    means), the padding feeding the block is inlined (no padded copy; not where the block reads
+    it at indices it loads, :func:`_indexes_by_data`), the
     next output axis is tiled by up to :data:`_POOL_TILE` unrolled outputs
     (parallel over the axes before it, serial along it),
     the tile accumulates in registers and the elementwise epilogue (the
