@@ -277,7 +277,7 @@ def test_compiled_roi_align_regions_match_onnxruntime(selected):
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4 * np.abs(want).max(initial=1.0))
 
 
-def test_a_tensor_read_whole_must_have_a_static_shape():
+def test_a_tensor_read_whole_must_have_a_static_shape_and_rows_round_up():
     graph = helper.make_graph([helper.make_node("RoiAlign", ["x", "rois", "index"], ["y"])], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 4, 5, 5]),
                                helper.make_tensor_value_info("rois", TensorProto.FLOAT, ["k", 4]),
@@ -286,6 +286,9 @@ def test_a_tensor_read_whole_must_have_a_static_shape():
               "index": np.zeros(3, np.int64), "y": np.ones((3, 4, 1, 1), np.float32)}
     with pytest.raises(ValueError, match="'x' is read whole but is not an input of static shape"):
         RowRegion.of(helper.make_model(graph), [0], sample)
+    graph.input[0].type.tensor_type.shape.dim[0].dim_value = 1  # static: a region
+    region = RowRegion.of(helper.make_model(graph), [0], sample)
+    assert region.whole == ["x"] and region.rows == ROW_MULTIPLE  # 3 proposals: rounded up all the same
 
 
 def test_an_archive_keeps_what_a_region_reads_whole(tmp_path):

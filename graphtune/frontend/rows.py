@@ -79,7 +79,9 @@ _RANK_ONE_INPUTS = {"RoiAlign": frozenset({2})}
 ROW_MULTIPLE = 8
 """A region's ``rows`` is the sample run's row count rounded up to a multiple of this (a chunk
 of a few more rows costs little, a count just above ``rows`` two calls); a count up to this is
-kept as it is (a head after a ``Loop`` on one row), none gives this."""
+kept as it is (a head after a ``Loop`` on one row), none gives this. A region reading a tensor
+whole (ROI align) always rounds up: its rows are the proposals one pyramid level got, which
+vary with the image."""
 
 ROWS, ONNXRUNTIME = "rows", "onnxruntime"
 """Kinds of :func:`stages`: a row region TVM runs, or an ONNX Runtime session."""
@@ -246,7 +248,7 @@ class RowRegion:
                     if len(shape) == rank and shape[0] != 1:
                         raise ValueError(f"{n.name!r}: its constant {name!r} indexes rows")
         (count,) = counts
-        rows = rows or (count if 0 < count <= ROW_MULTIPLE else
+        rows = rows or (count if 0 < count <= ROW_MULTIPLE and not whole else
                         max(ROW_MULTIPLE, -(-count // ROW_MULTIPLE) * ROW_MULTIPLE))
 
         def typed(name: str) -> onnx.ValueInfoProto:
