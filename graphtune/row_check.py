@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .compiler.driver import compile as gt_compile
-from .compiler.model import device_tensor
+from .compiler.partitioned import region_feeds
 from .config import Config
 from .frontend.cut import Partition, onnxruntime_session, sample
 from .frontend.rows import run_rows
@@ -90,9 +90,7 @@ def check_regions(partition: Partition, config: Config, target: Any = None,
         compiled = gt_compile(region.static_model(), partition.region_config(config, k), target)
         session = onnxruntime_session(region.model)
         feeds = {name: values[name] for name in region.inputs}
-        on_device = {**feeds, **{name: device_tensor(np.ascontiguousarray(feeds[name]))
-                                 for name in region.whole}}  # as PartitionedModel runs it
-        calls = {"tvm": functools.partial(run_rows, compiled, region, on_device),
+        calls = {"tvm": functools.partial(run_rows, compiled, region, region_feeds(region, feeds)),
                  "onnxruntime": functools.partial(session.run, None, feeds)}
         medians = {name: float(np.median(times))
                    for name, times in interleaved(calls, repeat=rounds).items()}

@@ -47,7 +47,14 @@ from ..frontend.importer import ImportFailure
 from ..frontend.rows import ROWS, RowRegion, run_rows
 from .model import CompiledModel, device_tensor
 
-__all__ = ["PartitionedModel", "load", "ARCHIVE_FORMAT"]
+__all__ = ["PartitionedModel", "load", "region_feeds", "ARCHIVE_FORMAT"]
+
+
+def region_feeds(region: RowRegion, values: dict[str, np.ndarray]) -> dict[str, Any]:
+    """``values`` with the inputs ``region`` reads whole as TVM tensors, made once for every
+    chunk :func:`~graphtune.frontend.rows.run_rows` calls the region on."""
+    return {**values, **{name: device_tensor(np.ascontiguousarray(values[name]))
+                         for name in region.whole}}
 
 ARCHIVE_FORMAT = "graphtune.partitioned_model"
 """``format`` of the manifest of the archive :meth:`PartitionedModel.export_library` writes."""
@@ -169,8 +176,7 @@ class PartitionedModel(CompiledModel):
             start = _time.perf_counter()
             if isinstance(step, int):
                 region = self.partition.regions[step]
-                whole = {name: device_tensor(np.ascontiguousarray(values[name])) for name in region.whole}
-                values.update(run_rows(self.regions[step], region, {**values, **whole}))
+                values.update(run_rows(self.regions[step], region, region_feeds(region, values)))
             else:
                 values.update(_run_session(step, values))
             if spent is not None:

@@ -221,9 +221,14 @@ def relax_import(proto: onnx.ModelProto, shapes: Mapping[str, Sequence[int]], *,
     return mod, None
 
 
+def _text(attrs: Mapping[str, Any], key: str, default: str) -> str:
+    """A string attribute of a converted node (the importer hands them over as bytes)."""
+    value = attrs.get(key, default)
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _roi_align_mode(attrs: Mapping[str, Any], opset: int) -> str:
-    mode = attrs.get("coordinate_transformation_mode", b"half_pixel" if opset >= 16 else b"")
-    return mode.decode() if isinstance(mode, bytes) else str(mode)
+    return _text(attrs, "coordinate_transformation_mode", "half_pixel" if opset >= 16 else "")
 
 
 def roi_align_half_pixel(bb: relax.BlockBuilder, inputs: Sequence[relax.Expr],
@@ -248,7 +253,6 @@ def roi_align_half_pixel(bb: relax.BlockBuilder, inputs: Sequence[relax.Expr],
     [3, 8, 7, 7]
     """
     data, rois, index = inputs
-    mode = attrs.get("mode", b"avg")
     scale = float(attrs.get("spatial_scale", 1.0))
     shifted = relax.op.subtract(rois, relax.const(0.5 / scale, rois.ty.dtype))
     index = relax.op.astype(relax.op.expand_dims(index, axis=1), rois.ty.dtype)
@@ -256,7 +260,7 @@ def roi_align_half_pixel(bb: relax.BlockBuilder, inputs: Sequence[relax.Expr],
         data, relax.op.concat([index, shifted], axis=1),
         pooled_size=(int(attrs.get("output_height", 1)), int(attrs.get("output_width", 1))),
         spatial_scale=scale, sample_ratio=int(attrs.get("sampling_ratio", 0)), aligned=True,
-        layout="NCHW", mode=mode.decode() if isinstance(mode, bytes) else str(mode))
+        layout="NCHW", mode=_text(attrs, "mode", "avg"))
 
 
 def _uniquely_named(proto: onnx.ModelProto) -> onnx.ModelProto:

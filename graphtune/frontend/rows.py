@@ -224,7 +224,7 @@ class RowRegion:
         declared = {v.name: [d.dim_value if d.HasField("dim_value") else None
                              for d in v.type.tensor_type.shape.dim] for v in model.graph.input}
         for name in whole:
-            if name in made or declared.get(name) != list(sample[name].shape):
+            if declared.get(name) != list(sample[name].shape):
                 raise ValueError(f"{name!r} is read whole but is not an input of static shape")
         others = [n for i, n in enumerate(model.graph.node) if i not in set(keep)]
         read_after = set().union(*(names_read(n) for n in others)) if others else set()
