@@ -90,7 +90,7 @@ def check_regions(partition: Partition, config: Config, target: Any = None,
         compiled = gt_compile(region.static_model(), partition.region_config(config, k), target)
         session = onnxruntime_session(region.model)
         feeds = {name: values[name] for name in region.inputs}
-        calls = {"tvm": functools.partial(run_rows, compiled, region, region_feeds(region, feeds)),
+        calls = {"tvm": functools.partial(run_rows, compiled.views, region, region_feeds(region, feeds)),
                  "onnxruntime": functools.partial(session.run, None, feeds)}
         medians = {name: float(np.median(times))
                    for name, times in interleaved(calls, repeat=rounds).items()}

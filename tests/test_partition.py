@@ -238,6 +238,19 @@ def test_partitioned_model_matches_ort_running_the_whole_model(make):
     assert all(v.shape == (2,) and (v > 0).all() for v in parts.values())
 
 
+def test_outputs_the_tvm_part_makes_are_the_callers_own():
+    # the TVM part hands its outputs on as views of its memory; the model's outputs are copies
+    model = shape_model()  # its second output, the conv, comes from the TVM part
+    compiled = _compile(model)
+    first = compiled(*compiled.random_inputs(seed=1))
+    kept = [a.copy() for a in first]
+    assert all(a.flags.owndata for a in first)
+    compiled(*compiled.random_inputs(seed=2))
+    for before, now in zip(kept, first, strict=True):
+        np.testing.assert_array_equal(before, now)
+    assert not compiled.compiled.views(*compiled.random_inputs(seed=1)[:1])[0].flags.owndata
+
+
 def test_the_onnxruntime_part_scatters_rows_as_rows():
     part = plan(row_scatter_model())
     assert [c.node for c in part.cuts] == ["nonzero"]

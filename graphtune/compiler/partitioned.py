@@ -56,6 +56,16 @@ def region_feeds(region: RowRegion, values: dict[str, np.ndarray]) -> dict[str, 
     return {**values, **{name: device_tensor(np.ascontiguousarray(values[name]))
                          for name in region.whole}}
 
+def _owned(array: np.ndarray) -> np.ndarray:
+    """``array`` if it owns its memory (ONNX Runtime's outputs, the model's inputs), else a copy
+    (a view of TVM's memory or of a chunk of rows).
+
+    >>> a = np.zeros(4); _owned(a) is a, _owned(a[:2]).flags.owndata
+    (True, True)
+    """
+    return array if array.flags.owndata else array.copy()
+
+
 ARCHIVE_FORMAT = "graphtune.partitioned_model"
 """``format`` of the manifest of the archive :meth:`PartitionedModel.export_library` writes."""
 
@@ -165,8 +175,8 @@ class PartitionedModel(CompiledModel):
         return feeds
 
     def _run_tvm(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        got = self.compiled(*[feeds[name] for name in self.compiled.input_names])
-        return dict(zip(self.compiled.output_names, got if isinstance(got, list) else [got]))
+        got = self.compiled.views(*[feeds[name] for name in self.compiled.input_names])
+        return dict(zip(self.compiled.output_names, got))
 
     def _run_ort(self, values: dict[str, np.ndarray], spent: dict[str, float] | None = None
                  ) -> None:
@@ -176,7 +186,7 @@ class PartitionedModel(CompiledModel):
             start = _time.perf_counter()
             if isinstance(step, int):
                 region = self.partition.regions[step]
-                values.update(run_rows(self.regions[step], region, region_feeds(region, values)))
+                values.update(run_rows(self.regions[step].views, region, region_feeds(region, values)))
             else:
                 values.update(_run_session(step, values))
             if spent is not None:
@@ -202,7 +212,8 @@ class PartitionedModel(CompiledModel):
         values = {**feeds, **self.partition.constants}
         values.update(self._run_tvm(values))
         self._run_ort(values)
-        outputs = [values[name] for name in self.output_names]
+        # TVM's outputs are views of its memory (CompiledModel.views): the caller gets copies
+        outputs = [_owned(values[name]) for name in self.output_names]
         return outputs[0] if len(outputs) == 1 else outputs
 
     def bound_call(self, *arrays: np.ndarray) -> Callable[[], object]:
