@@ -10,11 +10,17 @@ the rows come from, newest first, with their settings and the commands that prod
 them. The output says that it is generated: edit the JSON (or run a new benchmark), never
 the Markdown. Files that are not e2e reports are skipped with a note on stderr.
 
+The README's results table is generated too: the block after the README's line
+``<!-- results-table benchmarks/results/REPORT.json -->`` (up to ``<!-- results-table end -->``)
+is rewritten from the report that line names (CPU, date, settings, command, latencies,
+speed-ups and their geomeans); point the line at another report to change it.
+
 Examples
 --------
 ``python benchmarks/results.py``  (benchmarks/results/*.json -> benchmarks/RESULTS.md)
 ``python benchmarks/results.py out/suite.json out/s29/ -o /tmp/RESULTS.md``
-``python benchmarks/results.py --check``  (exit status 1 if RESULTS.md is out of date)
+``python benchmarks/results.py --check``  (exit status 1 if RESULTS.md or the README's table is
+out of date)
 
 >>> runs = [{"benchmark": "e2e", "cpu": "X", "time": "2026-01-02T00:00:00Z", "results": []},
 ...         {"benchmark": "e2e", "cpu": "X", "time": "2026-01-01T00:00:00Z", "results": []}]
@@ -39,6 +45,11 @@ from graphtune.report import runtimes
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_INPUT = os.path.join(ROOT, "benchmarks", "results")
 DEFAULT_OUTPUT = os.path.join(ROOT, "benchmarks", "RESULTS.md")
+DEFAULT_README = os.path.join(ROOT, "README.md")
+
+README_MARK = "<!-- results-table "
+README_END = "<!-- results-table end -->"
+"""The lines around the README's generated results table; the first names its report."""
 
 RUNTIME_NAMES = {"ort": "ORT", "openvino": "OpenVINO-f32", "openvino-bf16": "OpenVINO-bf16",
                  "ort-int8": "ORT-int8", "openvino-int8": "OpenVINO-int8"}
@@ -324,6 +335,92 @@ def render(reports: Sequence[Mapping[str, Any]]) -> str:
     return HEADER + "\n" + "\n\n".join(body) + "\n"
 
 
+def readme_table(report: Mapping[str, Any]) -> str:
+    """The README's results block for one e2e report: what was measured where and when, the
+    command, latencies per runtime, each peer's speed-up and their geomeans.
+
+    Examples
+    --------
+    >>> print(readme_table({"cpu": "AMD EPYC", "time": "2026-01-02T03:04:05Z", "threads": 2,
+    ...     "command": "benchmarks/e2e.py --suite", "results": [
+    ...     {"model": "a", "peers": ["ort"], "latency_ms": {"ort": 2.0, "gt-uniform": 1.5, "gt-graph": 1.0},
+    ...      "prediction_error": 0.02},
+    ...     {"model": "b", "peers": ["ort"], "latency_ms": {"ort": 3.0, "gt-uniform": 3.0, "gt-graph": 2.0},
+    ...      "prediction_error": -0.01}]}))
+    fp32, batch 1, on **AMD EPYC**: run 2026-01-02 03:04:05 UTC; 2 threads (`TVM_NUM_THREADS=2`); ms:
+    <BLANKLINE>
+    ```sh
+    .venv/bin/python benchmarks/e2e.py --suite
+    ```
+    <BLANKLINE>
+    | model | ORT | gt-uniform | gt-graph | ORT/gt-graph | prediction error |
+    |---|---|---|---|---|---|
+    | a | 2.00 | 1.50 | 1.00 | **2.00** | +2.0% |
+    | b | 3.00 | 3.00 | 2.00 | **1.50** | -1.0% |
+    <BLANKLINE>
+    Geomean ORT/gt-graph over 2 models **1.73**, minimum 1.50 (b).
+    """
+    rows = [row for row in report.get("results") or [] if "error" not in row]
+    builds = ("gt-uniform", "gt-graph")
+    peers: list[str] = []
+    for row in rows:
+        peers += [name for name in runtimes(row) if name not in peers and not name.startswith("gt-")]
+    names = [RUNTIME_NAMES.get(p, p) for p in peers]
+    head = ["model", *names, *builds, *(f"{n}/gt-graph" for n in names), "prediction error"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        latency, failed = row["latency_ms"], row.get("peer_errors") or {}
+        graph = latency.get("gt-graph")
+        ratios = ["error" if p in failed else "–" if not (latency.get(p) and graph)
+                  else f"**{latency[p] / graph:.2f}**" for p in peers]
+        lines.append("| " + " | ".join([str(row.get("model", "?")),
+                                        *("error" if p in failed else _fmt(latency.get(p), ".2f") for p in peers),
+                                        *(_fmt(latency.get(b), ".2f") for b in builds), *ratios,
+                                        _fmt(row.get("prediction_error"), "+.1%")]) + " |")
+    geomeans = []
+    for peer, name in zip(peers, names):
+        found = peer_geomean(rows, peer)
+        if found:
+            geomeans.append(f"Geomean {name}/gt-graph over {found[3]} models **{found[0]:.2f}**, "
+                            f"minimum {found[1]:.2f} ({found[2]}).")
+    precision = precision_of(report)
+    intro = (f"{precision}, batch 1, on **{cpu_of(report)}**: {_settings(report)}; ms:")
+    return "\n".join([intro, "", "```sh", command_of(report), "```", "", *lines,
+                      *(["", " ".join(geomeans)] if geomeans else [])])
+
+
+def with_readme_table(text: str, root: str = ROOT) -> str:
+    """``text`` (a README) with its results block rewritten from the report its
+    :data:`README_MARK` line names (relative to ``root``); unchanged without such a line.
+
+    Raises
+    ------
+    ValueError
+        The block has no end line, or its report cannot be read.
+    """
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith(README_MARK) and line != README_END]
+    if not starts:
+        return text
+    start = starts[0]
+    if README_END not in lines[start:]:
+        raise ValueError(f"README: {lines[start]!r} has no {README_END!r} line after it")
+    end = lines.index(README_END, start)
+    path = lines[start][len(README_MARK):].split()[0]
+    found = load_reports([os.path.join(root, path)])
+    if not found:
+        raise ValueError(f"README: the results table's report {path} is not an e2e report (see above)")
+    return "\n".join(lines[:start + 1] + [readme_table(found[0])] + lines[end:])
+
+
+def _outdated(path: str, text: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read() != text
+    except OSError:
+        return True
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Command line entry point (see ``--help``)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -331,23 +428,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="e2e JSON reports or folders of them (default benchmarks/results/)")
     parser.add_argument("-o", "--output", default=DEFAULT_OUTPUT,
                         help="Markdown file to write (default benchmarks/RESULTS.md)")
+    parser.add_argument("--readme", default=None,
+                        help="README whose results table to rewrite (default: README.md when writing "
+                             "the default output, else none)")
     parser.add_argument("--check", action="store_true",
-                        help="write nothing; exit 1 if the output file differs from what it would be")
+                        help="write nothing; exit 1 if an output file differs from what it would be")
     args = parser.parse_args(argv)
-    text = render(load_reports(args.paths))
+    outputs = {args.output: render(load_reports(args.paths))}
+    readme = args.readme or (DEFAULT_README if args.output == DEFAULT_OUTPUT else None)
+    if readme:
+        with open(readme, encoding="utf-8") as handle:
+            outputs[readme] = with_readme_table(handle.read(), os.path.dirname(os.path.abspath(readme)))
     if args.check:
-        try:
-            with open(args.output, encoding="utf-8") as handle:
-                current = handle.read()
-        except OSError:
-            current = None
-        if current != text:
-            print(f"{args.output} is out of date: run python benchmarks/results.py", file=sys.stderr)
-            return 1
-        return 0
-    with open(args.output, "w", encoding="utf-8") as handle:
-        handle.write(text)
-    print(f"wrote {args.output}")
+        stale = [path for path, text in outputs.items() if _outdated(path, text)]
+        for path in stale:
+            print(f"{path} is out of date: run python benchmarks/results.py", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in outputs.items():
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        print(f"wrote {path}")
     return 0
 
 

@@ -119,3 +119,37 @@ def test_int8_runs_get_their_own_table_with_failed_peers_and_relative_diffs(tmp_
     assert lines[head + 2] == ("| densenet121-int8 | 20.00 | error | 18.00 | 16.00 | 15.00 | **1.25** "
                                "| +6.2% | 5.0e-02 | 1.0e-02 | 80 |")
     assert f"Geomean ORT-int8/gt-graph over 2 models {(1.25 * 1.1) ** 0.5:.3f}" in sections[1]
+
+
+def test_the_readme_table_is_written_from_the_report_its_marker_names(tmp_path):
+    folder = tmp_path / "benchmarks" / "results"
+    folder.mkdir(parents=True)
+    row_b = {**ROW, "model": "resnet50", "peers": ["ort", "openvino"],
+             "latency_ms": {"ort": 40.0, "openvino": 38.0, "gt-uniform": 42.0, "gt-graph": 32.0},
+             "prediction_error": -0.031}
+    (folder / "a.json").write_text(json.dumps(report("AMD EPYC (family 25 model 17)", "2026-12-07T20:00:00Z",
+                                                      [{**ROW, "peers": ["ort"]}, row_b], "benchmarks/e2e.py --suite")))
+    readme = tmp_path / "README.md"
+    readme.write_text("# tool\n\n## Results\n\n<!-- results-table benchmarks/results/a.json -->\nstale\n"
+                      "<!-- results-table end -->\n\n## Tests\n")
+    command = [sys.executable, results.__file__, str(folder), "-o", str(tmp_path / "RESULTS.md"),
+               "--readme", str(readme)]
+    assert subprocess.run(command + ["--check"], capture_output=True).returncode == 1  # "stale"
+    subprocess.run(command, capture_output=True, check=True)
+    text = readme.read_text()
+    assert text.startswith("# tool\n") and text.endswith("<!-- results-table end -->\n\n## Tests\n")
+    assert "stale" not in text
+    assert "fp32, batch 1, on **AMD EPYC (family 25 model 17), LLVM `znver4`**: run 2026-12-07 20:00:00 UTC" in text
+    assert ".venv/bin/python benchmarks/e2e.py --suite" in text
+    assert "| model | ORT | OpenVINO-f32 | gt-uniform | gt-graph | ORT/gt-graph | OpenVINO-f32/gt-graph " \
+           "| prediction error |" in text
+    assert "| resnet18 | 17.30 | – | 18.10 | 10.15 | **1.70** | – | +6.6% |" in text
+    assert "| resnet50 | 40.00 | 38.00 | 42.00 | 32.00 | **1.25** | **1.19** | -3.1% |" in text
+    assert "Geomean ORT/gt-graph over 2 models **1.46**, minimum 1.25 (resnet50)." in text
+    assert subprocess.run(command + ["--check"], capture_output=True).returncode == 0
+
+
+def test_results_md_and_the_readme_table_are_up_to_date():
+    # RESULTS.md and the README's table are written by benchmarks/results.py, never by hand
+    done = subprocess.run([sys.executable, results.__file__, "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
