@@ -373,8 +373,8 @@ def readme_table(report: Mapping[str, Any]) -> str:
         graph = latency.get("gt-graph")
         ratios = ["error" if p in failed else "–" if not (latency.get(p) and graph)
                   else f"**{latency[p] / graph:.2f}**" for p in peers]
-        lines.append("| " + " | ".join([str(row.get("model", "?")),
-                                        *("error" if p in failed else _fmt(latency.get(p), ".2f") for p in peers),
+        times = ["error" if p in failed else _fmt(latency.get(p), ".2f") for p in peers]
+        lines.append("| " + " | ".join([str(row.get("model", "?")), *times,
                                         *(_fmt(latency.get(b), ".2f") for b in builds), *ratios,
                                         _fmt(row.get("prediction_error"), "+.1%")]) + " |")
     geomeans = []

@@ -127,8 +127,9 @@ def test_the_readme_table_is_written_from_the_report_its_marker_names(tmp_path):
     row_b = {**ROW, "model": "resnet50", "peers": ["ort", "openvino"],
              "latency_ms": {"ort": 40.0, "openvino": 38.0, "gt-uniform": 42.0, "gt-graph": 32.0},
              "prediction_error": -0.031}
-    (folder / "a.json").write_text(json.dumps(report("AMD EPYC (family 25 model 17)", "2026-12-07T20:00:00Z",
-                                                      [{**ROW, "peers": ["ort"]}, row_b], "benchmarks/e2e.py --suite")))
+    run = report("AMD EPYC (family 25 model 17)", "2026-12-07T20:00:00Z", [{**ROW, "peers": ["ort"]}, row_b],
+                 "benchmarks/e2e.py --suite")
+    (folder / "a.json").write_text(json.dumps(run))
     readme = tmp_path / "README.md"
     readme.write_text("# tool\n\n## Results\n\n<!-- results-table benchmarks/results/a.json -->\nstale\n"
                       "<!-- results-table end -->\n\n## Tests\n")
@@ -139,7 +140,8 @@ def test_the_readme_table_is_written_from_the_report_its_marker_names(tmp_path):
     text = readme.read_text()
     assert text.startswith("# tool\n") and text.endswith("<!-- results-table end -->\n\n## Tests\n")
     assert "stale" not in text
-    assert "fp32, batch 1, on **AMD EPYC (family 25 model 17), LLVM `znver4`**: run 2026-12-07 20:00:00 UTC" in text
+    assert ("fp32, batch 1, on **AMD EPYC (family 25 model 17), LLVM `znver4`**: "
+            "run 2026-12-07 20:00:00 UTC") in text
     assert ".venv/bin/python benchmarks/e2e.py --suite" in text
     assert "| model | ORT | OpenVINO-f32 | gt-uniform | gt-graph | ORT/gt-graph | OpenVINO-f32/gt-graph " \
            "| prediction error |" in text
