@@ -189,8 +189,7 @@ class CompiledModel:
         For values handed on to other runtimes (:class:`~graphtune.compiler.partitioned.PartitionedModel`
         passes its TVM part's outputs to ONNX Runtime this way): an output may share memory with
         an input or with the model's weights, so never write to one; :meth:`__call__` returns
-        copies. A copy of a 7.6 MB output took ~1 ms (page faults on the new memory), as long as
-        the ROI align that made it.
+        copies (``docs/partition.md`` has what a copy costs).
 
         Raises
         ------
