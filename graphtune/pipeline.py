@@ -590,13 +590,36 @@ def _keep_faster_regions(result: TuneResult, partition: Partition, tgt: Any) -> 
         return
     left = {n for k in slower for n in partition.regions[k].nodes}
     partition.drop_regions(slower)
-    config = result.config
-    config.nodes = {n: node for n, node in config.nodes.items() if n not in left}
-    solution = dict(config.solution or {})
-    solution["op_groups"] = [g for g in solution.get("op_groups", []) if g[0] not in left]
+    leave_nodes(result.config, left)
+    solution = cast(dict[str, Any], result.config.solution)
     if "predicted_ms" in solution and (result.final is None or not result.final.replaced):
         solution.update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
                         ops_ms=result.ops_ms)
+
+
+def leave_nodes(config: Config, left: set[str]) -> None:
+    """Take the nodes ``left`` (to ONNX Runtime) out of ``config``: their node configs, op
+    groups, and their costs out of ``solution.predicted_ms`` and ``kernel_ms`` (the ONNX
+    Runtime part's time, recorded after, covers them).
+
+    Examples
+    --------
+    >>> from graphtune.config import NodeConfig
+    >>> config = Config({"fc": NodeConfig("dense", {}, "NC", "NC", {}, 20.0),
+    ...                  "conv": NodeConfig("conv2d", {}, "NCHW", "NCHW", {}, 5.0)},
+    ...                 solution={"predicted_ms": 26.0, "kernel_ms": 25.0,
+    ...                           "op_groups": [["fc", "NC", "relu", 0.5]]})
+    >>> leave_nodes(config, {"fc"})
+    >>> sorted(config.nodes), config.solution
+    (['conv'], {'predicted_ms': 6.0, 'kernel_ms': 5.0, 'op_groups': []})
+    """
+    dropped_ms = sum(node.cost_ms or 0.0 for name, node in config.nodes.items() if name in left)
+    config.nodes = {n: node for n, node in config.nodes.items() if n not in left}
+    solution = dict(config.solution or {})
+    solution["op_groups"] = [g for g in solution.get("op_groups", []) if g[0] not in left]
+    for key in ("predicted_ms", "kernel_ms"):
+        if key in solution:
+            solution[key] -= dropped_ms
     config.solution = solution
 
 
