@@ -590,14 +590,14 @@ def _keep_faster_regions(result: TuneResult, partition: Partition, tgt: Any) -> 
         return
     left = {n for k in slower for n in partition.regions[k].nodes}
     partition.drop_regions(slower)
-    leave_nodes(result.config, left)
+    _leave_nodes(result.config, left)
     solution = cast(dict[str, Any], result.config.solution)
     if "predicted_ms" in solution and (result.final is None or not result.final.replaced):
         solution.update(predicted_ms=result.predicted_ms, kernel_ms=result.kernel_ms,
                         ops_ms=result.ops_ms)
 
 
-def leave_nodes(config: Config, left: set[str]) -> None:
+def _leave_nodes(config: Config, left: set[str]) -> None:
     """Take the nodes ``left`` (to ONNX Runtime) out of ``config``: their node configs, op
     groups, and their costs out of ``solution.predicted_ms`` and ``kernel_ms`` (the ONNX
     Runtime part's time, recorded after, covers them).
@@ -609,7 +609,7 @@ def leave_nodes(config: Config, left: set[str]) -> None:
     ...                  "conv": NodeConfig("conv2d", {}, "NCHW", "NCHW", {}, 5.0)},
     ...                 solution={"predicted_ms": 26.0, "kernel_ms": 25.0,
     ...                           "op_groups": [["fc", "NC", "relu", 0.5]]})
-    >>> leave_nodes(config, {"fc"})
+    >>> _leave_nodes(config, {"fc"})
     >>> sorted(config.nodes), config.solution
     (['conv'], {'predicted_ms': 6.0, 'kernel_ms': 5.0, 'op_groups': []})
     """

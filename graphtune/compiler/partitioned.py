@@ -56,6 +56,7 @@ def region_feeds(region: RowRegion, values: dict[str, np.ndarray]) -> dict[str, 
     return {**values, **{name: device_tensor(np.ascontiguousarray(values[name]))
                          for name in region.whole}}
 
+
 def _owned(array: np.ndarray) -> np.ndarray:
     """``array`` if it owns its memory (ONNX Runtime's outputs, the model's inputs), else a copy
     (a view of TVM's memory or of a chunk of rows).
