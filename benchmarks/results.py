@@ -347,7 +347,7 @@ def readme_table(report: Mapping[str, Any]) -> str:
     ...      "prediction_error": 0.02},
     ...     {"model": "b", "peers": ["ort"], "latency_ms": {"ort": 3.0, "gt-uniform": 3.0, "gt-graph": 2.0},
     ...      "prediction_error": -0.01}]}))
-    fp32, batch 1, on **AMD EPYC**: run 2026-01-02 03:04:05 UTC; 2 threads (`TVM_NUM_THREADS=2`); ms:
+    fp32, batch 1, on **AMD EPYC**, 2026-01-02, 2 threads; ms:
     <BLANKLINE>
     ```sh
     .venv/bin/python benchmarks/e2e.py --suite
@@ -383,8 +383,15 @@ def readme_table(report: Mapping[str, Any]) -> str:
         if found:
             geomeans.append(f"Geomean {name}/gt-graph over {found[3]} models **{found[0]:.2f}**, "
                             f"minimum {found[1]:.2f} ({found[2]}).")
-    precision = precision_of(report)
-    intro = (f"{precision}, batch 1, on **{cpu_of(report)}**: {_settings(report)}; ms:")
+    target = report.get("target") or {}
+    threads = report.get("threads") or target.get("threads")
+    settings = [str(report.get("time", "unknown date"))[:10],  # the date: the run's hour is history
+                *([f"{threads} threads"] if threads else []),
+                *([f"{report['max_candidates']} kernel candidates per workload"]
+                  if report.get("max_candidates") is not None else []),
+                *([f"medians of {report['repeat']} interleaved rounds"]
+                  if report.get("repeat") is not None else [])]
+    intro = f"{precision_of(report)}, batch 1, on **{cpu_of(report)}**, {', '.join(settings)}; ms:"
     return "\n".join([intro, "", "```sh", command_of(report), "```", "", *lines,
                       *(["", " ".join(geomeans)] if geomeans else [])])
 
