@@ -283,23 +283,24 @@ def peer_geomean(rows: Sequence[Mapping[str, Any]], peer: str) -> tuple[float, f
     return math.exp(sum(math.log(r) for r, _ in ratios) / len(ratios)), low[0], low[1], len(ratios)
 
 
-def _settings(report: Mapping[str, Any]) -> str:
-    """One run's settings: when, threads, TVM, candidates, rounds, load average."""
+def _settings(report: Mapping[str, Any], brief: bool = False) -> list[str]:
+    """One run's settings: when, threads, TVM, candidates, rounds, load average; ``brief`` (the
+    README's table): the date, threads, candidates and rounds only."""
     target = report.get("target") or {}
     threads = report.get("threads") or target.get("threads")
-    when = str(report.get("time", "unknown time")).replace("T", " ").replace("Z", " UTC")
-    settings = [f"run {when}"]
+    when = str(report.get("time", "unknown time"))
+    settings = [when[:10] if brief else "run " + when.replace("T", " ").replace("Z", " UTC")]
     if threads:
-        settings.append(f"{threads} threads (`TVM_NUM_THREADS={threads}`)")
-    if report.get("tvm"):
+        settings.append(f"{threads} threads" + ("" if brief else f" (`TVM_NUM_THREADS={threads}`)"))
+    if report.get("tvm") and not brief:
         settings.append(f"TVM {report['tvm']}")
     if report.get("max_candidates") is not None:
         settings.append(f"{report['max_candidates']} kernel candidates per workload")
     if report.get("repeat") is not None:
         settings.append(f"medians of {report['repeat']} interleaved rounds")
-    if report.get("loadavg"):
+    if report.get("loadavg") and not brief:
         settings.append(f"load average {report['loadavg'][0]:.1f} when written")
-    return "; ".join(settings)
+    return settings
 
 
 def section(runs: Sequence[Mapping[str, Any]]) -> str:
@@ -324,7 +325,7 @@ def section(runs: Sequence[Mapping[str, Any]]) -> str:
             continue
         source = os.path.relpath(report["_path"], ROOT) if "_path" in report else "?"
         rows_of = f"{', '.join(models)}: " if len(runs) > 1 else ""
-        lines += ["", f"{rows_of}{_settings(report)}; from `{source}`, written by:",
+        lines += ["", f"{rows_of}{'; '.join(_settings(report))}; from `{source}`, written by:",
                   "", "```sh", command_of(report), "```"]
     return "\n".join(lines)
 
@@ -383,15 +384,8 @@ def readme_table(report: Mapping[str, Any]) -> str:
         if found:
             geomeans.append(f"Geomean {name}/gt-graph over {found[3]} models **{found[0]:.2f}**, "
                             f"minimum {found[1]:.2f} ({found[2]}).")
-    target = report.get("target") or {}
-    threads = report.get("threads") or target.get("threads")
-    settings = [str(report.get("time", "unknown date"))[:10],  # the date: the run's hour is history
-                *([f"{threads} threads"] if threads else []),
-                *([f"{report['max_candidates']} kernel candidates per workload"]
-                  if report.get("max_candidates") is not None else []),
-                *([f"medians of {report['repeat']} interleaved rounds"]
-                  if report.get("repeat") is not None else [])]
-    intro = f"{precision_of(report)}, batch 1, on **{cpu_of(report)}**, {', '.join(settings)}; ms:"
+    intro = (f"{precision_of(report)}, batch 1, on **{cpu_of(report)}**, "
+             f"{', '.join(_settings(report, brief=True))}; ms:")
     return "\n".join([intro, "", "```sh", command_of(report), "```", "", *lines,
                       *(["", " ".join(geomeans)] if geomeans else [])])
 

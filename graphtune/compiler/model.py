@@ -32,8 +32,8 @@ ALIGNMENT = 64
 
 def device_tensor(array: np.ndarray) -> tvm.runtime.Tensor:
     """``array`` (C-contiguous) as a TVM CPU tensor: its own memory through DLPack where it is
-    :data:`ALIGNMENT`-aligned and writable, else a copy (a 7.6 MB region input took 0.3-3 ms
-    to copy into a new TVM tensor: page faults on the new memory).
+    :data:`ALIGNMENT`-aligned and writable, else a copy (``docs/partition.md`` has what a copy
+    costs).
 
     Examples
     --------
