@@ -263,20 +263,22 @@ def table(rows: Sequence[Mapping[str, Any]], speedup: str = "ORT/gt-graph") -> s
     return "\n".join(lines)
 
 
-def peer_geomean(rows: Sequence[Mapping[str, Any]], peer: str) -> tuple[float, float, str, int] | None:
+def peer_geomean(rows: Sequence[Mapping[str, Any]], peer: str,
+                 ours: str = "gt-graph") -> tuple[float, float, str, int] | None:
     """``(geomean, minimum, model of the minimum, models)`` of ``peer``'s latency over
-    gt-graph's, over the rows that have both (None if fewer than two do).
+    ``ours`` (gt-graph's; gt-bf16's against OpenVINO-bf16), over the rows that have both (None
+    if fewer than two do).
 
     Examples
     --------
-    >>> rows = [{"model": "a", "latency_ms": {"openvino": 2.0, "gt-graph": 1.0}},
-    ...         {"model": "b", "latency_ms": {"openvino": 1.0, "gt-graph": 2.0}}]
-    >>> peer_geomean(rows, "openvino")
-    (1.0, 0.5, 'b', 2)
+    >>> rows = [{"model": "a", "latency_ms": {"openvino": 2.0, "gt-graph": 1.0, "gt-bf16": 0.5}},
+    ...         {"model": "b", "latency_ms": {"openvino": 1.0, "gt-graph": 2.0, "gt-bf16": 1.0}}]
+    >>> peer_geomean(rows, "openvino"), peer_geomean(rows, "openvino", ours="gt-bf16")
+    ((1.0, 0.5, 'b', 2), (2.0, 1.0, 'b', 2))
     """
-    ratios = [(row["latency_ms"][peer] / row["latency_ms"]["gt-graph"], str(row.get("model", "?")))
+    ratios = [(row["latency_ms"][peer] / row["latency_ms"][ours], str(row.get("model", "?")))
               for row in rows if "error" not in row and (row.get("latency_ms") or {}).get(peer)
-              and (row.get("latency_ms") or {}).get("gt-graph")]
+              and (row.get("latency_ms") or {}).get(ours)]
     if len(ratios) < 2:
         return None
     low = min(ratios)
@@ -314,10 +316,11 @@ def section(runs: Sequence[Mapping[str, Any]]) -> str:
     rows = [row for row, _ in merged]
     ort = "ort-int8" if int8 else "ort"
     lines = [f"## {heading}", "", table(rows, "ORT-int8/gt-graph" if int8 else "ORT/gt-graph")]
-    for peer in (ort, "openvino-int8", "openvino"):
-        found = peer_geomean(rows, peer)
+    for peer, ours in ((ort, "gt-graph"), ("openvino-int8", "gt-graph"), ("openvino", "gt-graph"),
+                       ("openvino-bf16", "gt-bf16")):
+        found = peer_geomean(rows, peer, ours)
         if found:
-            lines += ["", f"Geomean {RUNTIME_NAMES[peer]}/gt-graph over {found[3]} models {found[0]:.3f}, "
+            lines += ["", f"Geomean {RUNTIME_NAMES[peer]}/{ours} over {found[3]} models {found[0]:.3f}, "
                           f"minimum {found[1]:.3f} ({found[2]})."]
     for index, report in enumerate(runs):
         models = [str(row.get("model", "?")) for row, run in merged if run == index]
