@@ -5,15 +5,15 @@ choice the graph solver may want, so pruning keeps layout diversity: the
 best-guess tile of every block pair comes before the second-best tile of the
 preferred pairs, and so on. An op's spec may then reorder them
 (:attr:`~graphtune.x86.specs.OpSpec.order`: the int8 conv2d's register-tile shapes
-take turns).
+take turns; a 3x3 conv2d on a map larger than 8x8 measures a Winograd tile second).
 
 Examples
 --------
 >>> from graphtune.ops import conv2d_workload
 >>> wl = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
 >>> top = candidates(wl, {"kind": "llvm", "mcpu": "znver5"}, max_candidates=4)
->>> [(k["ic_bn"], k["oc_bn"]) for k in top]
-[(16, 16), (32, 16), (16, 32), (32, 32)]
+>>> [(k["ic_bn"], k["oc_bn"], k.get("winograd")) for k in top]
+[(16, 16, None), (16, 16, 4), (32, 16, None), (16, 32, None)]
 """
 
 from ..errors import KnobError

@@ -136,7 +136,8 @@ class OpSpec:
     order : callable
         ``(ranked, workload, target) -> knobs list``: the candidates ranked by block tier and
         tile rank (:func:`~graphtune.x86.candidates`), reordered for the op (the int8 conv2d:
-        turns among register-tile shapes, :func:`~graphtune.x86.int8_tiles.int8_order`);
+        turns among register-tile shapes, :func:`~graphtune.x86.int8_tiles.int8_order`; the
+        conv2d: a Winograd tile second, :func:`~graphtune.x86.tiles.conv_order`);
         default: as ranked.
     """
 
@@ -291,7 +292,7 @@ SPECS = {
     Op.CONV2D: OpSpec(
         Op.CONV2D, CONV_KNOBS, _blocked_layouts, conv2d_nchwc_shapes, conv2d_nchwc, ("data", "kernel"),
         _pack_conv, _conv_anchor, schedule_conv2d, tiles.conv_blocks, tiles.conv_tiles, tiles.conv_default,
-        keeps_padding=lambda knobs: "winograd" in knobs, fold=fold_conv2d),
+        keeps_padding=lambda knobs: "winograd" in knobs, fold=fold_conv2d, order=tiles.conv_order),
     Op.DEPTHWISE_CONV2D: OpSpec(
         Op.DEPTHWISE_CONV2D, DEPTHWISE_KNOBS, _depthwise_layouts, depthwise_nchwc_shapes,
         depthwise_conv2d_nchwc, ("data", "kernel"), _pack_depthwise, _depthwise_anchor, schedule_depthwise,

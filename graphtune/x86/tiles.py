@@ -29,8 +29,8 @@ from .winograd import WINOGRAD_TILES, winograd_fits, winograd_tiles
 
 __all__ = [
     "MAX_BLOCK", "conv_blocks", "group_blocks", "depthwise_blocks", "dense_blocks", "conv_tiles",
-    "group_tiles", "transpose_tiles", "depthwise_tiles", "blocked_depthwise_tiles", "dense_tiles",
-    "conv_default", "group_default", "depthwise_default", "dense_default",
+    "conv_order", "group_tiles", "transpose_tiles", "depthwise_tiles", "blocked_depthwise_tiles",
+    "dense_tiles", "conv_default", "group_default", "depthwise_default", "dense_default",
 ]
 
 MAX_BLOCK = 64
@@ -483,6 +483,40 @@ def conv_tiles(workload: dict, blocks: dict, target: TargetLike, op: Op = Op.CON
     if op == Op.CONV2D:
         tiles = tiles[:1] + _winograd_tiles(workload, blocks["oc_bn"], target) + tiles[1:]
     return _with(blocks, tiles)
+
+
+WINOGRAD_EARLY_MIN = 9
+"""Smallest output height and width at which :func:`conv_order` moves a Winograd tile forward:
+on maps of 8x8 and smaller Winograd lost to the direct conv on every CPU measured."""
+
+
+def conv_order(ranked: list, workload: dict, target: TargetLike) -> list:
+    """The conv2d's candidates ``ranked`` by block tier and tile rank, with the first Winograd
+    candidate moved to second place where the output map is at least
+    :data:`WINOGRAD_EARLY_MIN` square.
+
+    The best direct tiles of the first block pairs differ little from each other, Winograd from
+    them by up to 2x either way (by map size and CPU: ``docs/candidates.md``, "Winograd 3x3
+    convs"); ranked by tier it came fifth, so a tune measuring 4 candidates per workload never
+    tried it.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload
+    >>> ranked = [{"ic_bn": i, "oc_bn": o, "reg_n": 7, **w} for w in ({}, {"winograd": 4})
+    ...           for i, o in ((16, 16), (32, 16), (16, 32))]
+    >>> big = conv2d_workload([1, 64, 56, 56], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    >>> [(k["ic_bn"], k["oc_bn"], k.get("winograd")) for k in conv_order(ranked, big, None)][:3]
+    [(16, 16, None), (16, 16, 4), (32, 16, None)]
+    >>> small = conv2d_workload([1, 64, 7, 7], [64, 64, 3, 3], padding=[1, 1, 1, 1])
+    >>> conv_order(ranked, small, None) == ranked
+    True
+    """
+    first = next((k for k in ranked if "winograd" in k), None)
+    if first is None or min(output_shape(workload, Op.CONV2D)[2:]) < WINOGRAD_EARLY_MIN:
+        return ranked
+    rest = [k for k in ranked if k is not first]
+    return rest[:1] + [first] + rest[1:]
 
 
 def group_tiles(workload: dict, blocks: dict, target: TargetLike) -> list:
