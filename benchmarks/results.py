@@ -1,13 +1,13 @@
 """Write benchmarks/RESULTS.md from the JSON reports of ``benchmarks/e2e.py --json``.
 
 Reads the given JSON files, or every ``*.json`` of the given folders (default
-``benchmarks/results/``), and writes one Markdown table per CPU and precision (fp32, or
-int8: ``e2e.py --int8``): each model's row from the newest end-to-end run on that CPU that
-has it (a suite measured over several runs is one table), with latency medians per
-runtime (``error`` where a peer failed), graphtune's prediction and its error, the
-speed-up over ONNX Runtime, the output difference and the tuning time; under it the runs
-the rows come from, newest first, with their settings and the commands that produced
-them. The output says that it is generated: edit the JSON (or run a new benchmark), never
+``benchmarks/results/``), and writes one Markdown table per CPU and precision (fp32,
+bf16: ``e2e.py --bf16``, or int8: ``e2e.py --int8``): each model's row from the newest
+end-to-end run on that CPU that has it (a suite measured over several runs is one table),
+with latency medians per runtime (``error`` where a peer failed), graphtune's prediction
+and its error, the speed-up over ONNX Runtime, the output difference and the tuning time;
+under it the runs the rows come from, newest first, with their settings and the commands
+that produced them. The output says that it is generated: edit the JSON (or run a new benchmark), never
 the Markdown. Files that are not e2e reports are skipped with a note on stderr.
 
 The README's results table is generated too: the block after the README's line
@@ -75,10 +75,12 @@ output; *error*: the peer failed on that model (the report's `peer_errors` say w
 int8 tables (`e2e.py --int8`) time each model's int8 QDQ form (`graphtune.quantize`,
 calibrated on random inputs) in every runtime: ORT-int8 and OpenVINO-int8 run the same
 QDQ file that graphtune compiles; int8 runtimes differ from each other by steps of the
-output scale. A "7-bit weights" table (`e2e.py --int8 --reduce-range`) quantizes the weights
-to 7 bits, where the `vpmaddubsw` instruction of CPUs without VNNI is exact for every runtime
-(`docs/int8.md`); with 8-bit weights the peers' results saturate there. How the rounds are
-timed: `docs/timing.md`. Each table gives the load average when its report was written: above
+output scale. The "fp32 and bfloat16" tables (`e2e.py --bf16`) add OpenVINO in bf16 and
+gt-bf16, the model tuned with `precision="bfloat16"`, on the same fp32 file. A "7-bit
+weights" table (`e2e.py --int8 --reduce-range`) quantizes the weights to 7 bits, where the
+`vpmaddubsw` instruction of CPUs without VNNI is exact for every runtime (`docs/int8.md`);
+with 8-bit weights the peers' results saturate there. How the rounds are timed:
+`docs/timing.md`. Each table gives the load average when its report was written: above
 the core count, other work shared the CPUs and the figures show that the pipeline runs, not
 how fast it is.
 """
@@ -131,28 +133,43 @@ def cpu_of(report: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "unknown CPU"
 
 
+PRECISIONS = ("fp32", "bf16", "int8", "int8-7bit")
+"""The tables of one CPU, in this order (:func:`precision_of`)."""
+
+
 def precision_of(report: Mapping[str, Any]) -> str:
     """A report's ``precision`` (``e2e.py`` records it; older reports are fp32), ``int8-7bit``
-    for models quantized with 7-bit weights (``e2e.py --int8 --reduce-range``): a table of its own.
+    for models quantized with 7-bit weights (``e2e.py --int8 --reduce-range``), ``bf16`` for an
+    fp32 run that also timed gt-bf16 (``e2e.py --bf16``): each a table of its own, so that a
+    later fp32-only run of a model does not hide its bf16 columns.
 
     Examples
     --------
     >>> precision_of({}), precision_of({"precision": "int8", "reduce_range": True})
     ('fp32', 'int8-7bit')
+    >>> precision_of({"results": [{"latency_ms": {"ort": 2.0, "gt-bf16": 1.0}}]})
+    'bf16'
     """
     precision = str(report.get("precision") or "fp32")
+    if precision == "fp32" and any("gt-bf16" in (row.get("latency_ms") or {})
+                                   for row in report.get("results") or []):
+        return "bf16"
     return f"{precision}-7bit" if report.get("reduce_range") else precision
 
 
 def runs_per_cpu(reports: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """The reports of each CPU and precision, newest first (by ``time``; of two equal times the
-    one given later first); groups with CPUs in alphabetical order, fp32 before int8."""
+    one given later first); groups with CPUs in alphabetical order, precisions as
+    :data:`PRECISIONS`."""
     groups: dict[tuple[str, str], list[tuple[str, int, Mapping[str, Any]]]] = {}
     for order, report in enumerate(reports):
         groups.setdefault((cpu_of(report), precision_of(report)), []).append(
             (str(report.get("time", "")), order, report))
+    def rank(key: tuple[str, str]) -> tuple:
+        cpu, precision = key
+        return cpu, PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS), precision
     return [[report for _, _, report in sorted(groups[key], key=lambda item: item[:2], reverse=True)]
-            for key in sorted(groups)]
+            for key in sorted(groups, key=rank)]
 
 
 def merged_rows(runs: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], int]]:
@@ -312,6 +329,8 @@ def section(runs: Sequence[Mapping[str, Any]]) -> str:
     int8 = precision.startswith("int8")
     kind = "QDQ models, 7-bit weights" if precision == "int8-7bit" else "QDQ models"
     heading = cpu_of(runs[0]) + (f", int8 ({kind})" if int8 else "")
+    if precision == "bf16":
+        heading += ", fp32 and bfloat16 (`e2e.py --bf16`)"
     merged = merged_rows(runs)
     rows = [row for row, _ in merged]
     ort = "ort-int8" if int8 else "ort"

@@ -156,3 +156,17 @@ def test_results_md_and_the_readme_table_are_up_to_date():
     # RESULTS.md and the README's table are written by benchmarks/results.py, never by hand
     done = subprocess.run([sys.executable, results.__file__, "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_bf16_run_is_a_table_of_its_own_that_a_later_fp32_run_does_not_hide():
+    cpu = "Intel(R) Xeon(R) Processor (family 6 model 167)"
+    bf16_row = {**ROW, "latency_ms": {"ort": 17.3, "openvino-bf16": 4.0, "gt-graph": 10.15, "gt-bf16": 5.0}}
+    bf16 = report(cpu, "2026-11-25T10:00:00Z", [bf16_row, {**bf16_row, "model": "vgg16"}],
+                  "benchmarks/e2e.py --bf16")
+    fp32 = report(cpu, "2026-11-26T12:58:00Z", [{**ROW, "latency_ms": {"ort": 17.0, "gt-graph": 9.0}}],
+                  "benchmarks/e2e.py --models resnet18")
+    sections = results.render([bf16, fp32]).split("\n## ")[1:]
+    assert [s.splitlines()[0] for s in sections] == [
+        cpu + ", LLVM `znver4`", cpu + ", LLVM `znver4`, fp32 and bfloat16 (`e2e.py --bf16`)"]
+    assert "9.00" in sections[0] and "9.00" not in sections[1]
+    assert "Geomean OpenVINO-bf16/gt-bf16 over 2 models 0.800, minimum 0.800" in sections[1]
