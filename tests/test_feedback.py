@@ -10,6 +10,7 @@ import pytest
 import graphtune
 from graphtune import feedback
 from graphtune.errors import ArgumentError
+from graphtune.measure import contention
 from graphtune.opgroups.pricing import fixed_cost_node
 from graphtune.ops import LAYOUT_OPS
 from graphtune.profiling import CallTimes
@@ -60,14 +61,21 @@ def test_chosen_costs_are_the_in_model_records(looped):
     assert "feedback: " in result.summary()
 
 
-def test_a_rerun_from_the_records_profiles_nothing(looped, tmp_path, monkeypatch):
+def test_a_rerun_from_the_records_reuses_the_in_model_records(looped, tmp_path, monkeypatch):
     result, records = looped
+    # every record as it is: kernels timed while other work held the CPUs (another test worker)
+    # are otherwise timed again, and their new costs may change the solution
+    monkeypatch.setenv(contention.RETRIES_ENV, "0")
     calls = []
     real = feedback._profile
     monkeypatch.setattr(feedback, "_profile", lambda *a, **k: calls.append(1) or real(*a, **k))
     again = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
     if result.feedback.converged:
-        assert calls == [] and again.feedback.rounds == 0
+        # it starts from every in-model record of the first run; its first solve may still pick
+        # a pair the first run's last solve did not (the costs of pairs measured between rounds
+        # follow the host's drift of that round), which it then profiles
+        assert len(calls) == again.feedback.rounds <= result.feedback.rounds
+        assert again.feedback.converged and again.feedback.in_model >= result.feedback.in_model
     assert again.solution.assignment == result.solution.assignment
 
 
