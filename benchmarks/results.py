@@ -7,8 +7,9 @@ end-to-end run on that CPU that has it (a suite measured over several runs is on
 with latency medians per runtime (``error`` where a peer failed), graphtune's prediction
 and its error, the speed-up over ONNX Runtime, the output difference and the tuning time;
 under it the runs the rows come from, newest first, with their settings and the commands
-that produced them. The output says that it is generated: edit the JSON (or run a new benchmark), never
-the Markdown. Files that are not e2e reports are skipped with a note on stderr.
+that produced them. The output says that it is generated: edit the JSON (or run a new
+benchmark), never the Markdown. Files that are not e2e reports are skipped with a note on
+stderr.
 
 The README's results table is generated too: the block after the README's line
 ``<!-- results-table benchmarks/results/REPORT.json -->`` (up to ``<!-- results-table end -->``)
@@ -133,8 +134,8 @@ def cpu_of(report: Mapping[str, Any]) -> str:
     return ", ".join(parts) or "unknown CPU"
 
 
-PRECISIONS = ("fp32", "bf16", "int8", "int8-7bit")
-"""The tables of one CPU, in this order (:func:`precision_of`)."""
+PRECISIONS = {"fp32": 0, "bf16": 1, "int8": 2, "int8-7bit": 3}
+"""The tables of one CPU, in this order (:func:`precision_of`); others after them."""
 
 
 def precision_of(report: Mapping[str, Any]) -> str:
@@ -165,11 +166,8 @@ def runs_per_cpu(reports: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str,
     for order, report in enumerate(reports):
         groups.setdefault((cpu_of(report), precision_of(report)), []).append(
             (str(report.get("time", "")), order, report))
-    def rank(key: tuple[str, str]) -> tuple:
-        cpu, precision = key
-        return cpu, PRECISIONS.index(precision) if precision in PRECISIONS else len(PRECISIONS), precision
     return [[report for _, _, report in sorted(groups[key], key=lambda item: item[:2], reverse=True)]
-            for key in sorted(groups, key=rank)]
+            for key in sorted(groups, key=lambda k: (k[0], PRECISIONS.get(k[1], len(PRECISIONS)), k[1]))]
 
 
 def merged_rows(runs: Sequence[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], int]]:
