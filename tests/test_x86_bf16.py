@@ -112,6 +112,55 @@ def test_kernel_matches_the_float64_conv_of_its_rounded_operands(case, isa):
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
+AMX_CASES = {  # name: (data, kernel, padding, knobs without isa and unroll_kw)
+    "flat 3x3 on 7x7: 63 flat pixels in 4 stacked tiles": (
+        [1, 64, 7, 7], [16, 64, 3, 3], [1, 1, 1, 1], {"ic_bn": 32, "oc_bn": 16, "reg_n": 16, "flat": 1,
+                                                      "pixel_tiles": 4}),
+    "flat 1x1 on 5x5: a padded tail": ([1, 32, 5, 5], [32, 32, 1, 1], [0, 0, 0, 0],
+                                       {"ic_bn": 32, "oc_bn": 32, "reg_n": 8, "flat": 1}),
+    "flat 3x3 padded unevenly, two tiles of channels": (
+        [1, 32, 6, 9], [32, 32, 3, 3], [1, 0, 2, 1], {"ic_bn": 16, "oc_bn": 32, "reg_n": 12, "flat": 1,
+                                                      "pixel_tiles": 2}),
+    "two stacked tiles of 7 along a row of 14": (
+        [1, 32, 14, 14], [32, 32, 3, 3], [1, 1, 1, 1],
+        {"ic_bn": 32, "oc_bn": 32, "reg_n": 7, "pixel_tiles": 2}),
+}
+
+
+@pytest.mark.parametrize("case", list(AMX_CASES))
+def test_amx_flat_and_stacked_tiles_match_the_float64_conv_of_their_rounded_operands(case):
+    """The AMX kernel over the map flattened at its padded width (``flat``: a tile's rows span
+    map rows, the padding columns computed and dropped) and with stacked input tiles
+    (``pixel_tiles``), through a fused epilogue (bias and ReLU) as a compiled model runs it."""
+    if not _usable("amxbf16"):
+        pytest.skip("the host cannot run amxbf16")
+    data, kernel, padding, knobs = AMX_CASES[case]
+    wl = _bf16_workload(data, kernel, padding=padding)
+    knobs = {**knobs, "isa": "amxbf16", "unroll_kw": False}
+    shapes = x86.kernel_shapes(wl, knobs)
+    x_in = te.placeholder(shapes[0], "uint16", name="data")
+    w_in = te.placeholder(shapes[1], "uint16", name="kernel")
+    b_in = te.placeholder([1, shapes[2][1], 1, 1, shapes[2][4]], "float32", name="bias")
+    conv = x86.conv2d_bf16(x_in, w_in, wl, knobs)
+    out = te.compute(conv.shape, lambda n, c, y, x, b: te.max(conv[n, c, y, x, b] + b_in[0, c, 0, 0, b], 0.0),
+                     name="bias_relu")
+    func = te.create_prim_func([x_in, w_in, b_in, out]).with_attr("global_symbol", "main")
+    lib = tvm.compile(x86.schedule_fused(func, wl, knobs, HOST), target=HOST)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal(data).astype("float32"), rng.standard_normal(kernel).astype("float32")
+    bias = rng.standard_normal(kernel[0]).astype("float32")
+    ib, ob = knobs["ic_bn"], knobs["oc_bn"]
+    n, c, h, width = data
+    packed = bf16.np_from_float32(x).reshape(n, c // ib, ib, h, width).transpose(0, 1, 3, 4, 2)
+    result = tvm.runtime.tensor(np.zeros(shapes[2], "float32"))
+    lib["main"](tvm.runtime.tensor(np.ascontiguousarray(packed)),
+                tvm.runtime.tensor(x86.pack_weight(w, wl, knobs)),
+                tvm.runtime.tensor(bias.reshape(1, kernel[0] // ob, 1, 1, ob)), result)
+    got = result.numpy().transpose(0, 1, 4, 2, 3).reshape(n, kernel[0], *shapes[2][2:4])
+    want = np.maximum(_reference(x, w, [1, 1], padding) + bias[None, :, None, None], 0.0)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
 def test_kernels_compile_to_their_instructions_on_any_host():
     spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
     wl = _bf16_workload([1, 32, 14, 14], [32, 32, 3, 3], padding=[1, 1, 1, 1])
@@ -232,11 +281,17 @@ def test_knobs_name_their_rules():
     wl = _bf16_workload([1, 64, 14, 14], [32, 64, 3, 3], padding=[1, 1, 1, 1])
     good = {"ic_bn": 32, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": "amxbf16"}
     x86.check_knobs(wl, good)
+    strided = _bf16_workload([1, 64, 14, 14], [32, 64, 3, 3], strides=[2, 2], padding=[1, 1, 1, 1])
+    with pytest.raises(KnobError, match="'flat' = 1 needs stride 1"):
+        x86.check_knobs(strided, {**good, "reg_n": 7, "flat": 1})
     for knobs, message in [
             ({**good, "isa": "avx512vnni"}, "'isa' = 'avx512vnni' names the bfloat16 dot-product"),
             ({**good, "ic_bn": 64}, "'ic_bn' = 64 is at most 32 with isa amxbf16"),
             ({**good, "isa": "avx512bf16", "ic_bn": 1}, "'ic_bn' = 1 must be a multiple of 2"),
-            ({**good, "widen": True}, "unknown \\['widen'\\]")]:
+            ({**good, "widen": True}, "unknown \\['widen'\\]"),
+            ({**good, "isa": "avx512bf16", "flat": 1}, "'flat' = 1 is an AMX knob"),
+            ({**good, "flat": True}, "'flat' = True is 1 with AMX"),
+            ({**good, "pixel_tiles": 4}, "'pixel_tiles' = 4 is 1 to 3 with oc_bn = 32")]:
         with pytest.raises(KnobError, match=message):
             x86.check_knobs(wl, knobs)
 

@@ -156,7 +156,7 @@ def _product(a: str, b: str, element: str) -> str:
 
 @cache
 def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int], stride: int = 1,
-                     element: str = "int8") -> str:
+                     element: str = "int8", row: int = 0, pixel_tiles: int = 1) -> str:
     """Register (once) and name the whole reduction of a register tile: for every ``(ic_chunk,
     kh)`` of ``steps`` (the extents of ``ic_chunk, kh, kw``), every chunk of the row's taps
     (:func:`chunk_bytes`: the ``k`` channels of the ``kw`` pixels under an output pixel lie next
@@ -176,54 +176,80 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
     The description spells the conv's update block as the schedule leaves it: loops ``[tile,]
     pixel, lane, ic_chunk, kh, kw, ic_outer, ic_inner`` (one extent-1 ``tile`` loop is never
     split off), block axes only for the reduction loops longer than 1 (TVM drops the others).
+
+    With ``row`` (a conv over its map flattened at the padded width ``row``, knob ``flat``), ``A``
+    is one flattened map per input chunk: the taps of kernel row ``kh`` start ``kh * row``
+    pixels after those of row 0, so a tile's pixels may span rows of the map.
+
+    With ``pixel_tiles`` > 1 the register tile is that many input tiles of ``rows`` pixels each,
+    one after the other, by ``tiles`` accumulators each: per reduction step each kernel slice is
+    loaded once and multiplied by every input tile (loaded again per slice, from L1), so a
+    kernel streamed from L2 or memory is read a ``pixel_tiles``-th as often.
     """
     a_type, b_type, c_type, instruction, _ = _ELEMENTS[element]
     dot = 4 if element == "int8" else 2
     size = 4 // dot  # bytes per element
     icc, kh, kw = steps
-    groups, width, span = k // dot, 16 * tiles, (rows - 1) * stride + kw
-    head = [f"A = T.match_buffer(a, ({icc}, {kh}, {span}, {k}), '{a_type}', "
-            "strides=[T.int32(), T.int32(), T.int32(), 1], offset_factor=1)",
+    groups, width = k // dot, 16 * tiles
+    pixels = rows * pixel_tiles
+    span = (pixels - 1) * stride + kw
+    a_shape = f"{icc}, {(kh - 1) * row + span}" if row else f"{icc}, {kh}, {span}"
+    a_region = ", ".join(f"0:{extent}" for extent in a_shape.split(", "))
+    head = [f"A = T.match_buffer(a, ({a_shape}, {k}), '{a_type}', "
+            f"strides=[{'T.int32(), ' * (2 if row else 3)}1], offset_factor=1)",
             f"B = T.match_buffer(b, ({icc}, {kh}, {kw}, {groups}, {width}, {dot}), '{b_type}', "
             f"strides=[T.int32(), T.int32(), T.int32(), T.int32(), {dot}, 1], offset_factor=1)",
-            f"C = T.match_buffer(c, ({rows}, {width}), '{c_type}', strides=[T.int32(), 1], offset_factor=1, "
-            "scope='local')",
+            f"C = T.match_buffer(c, ({pixels}, {width}), '{c_type}', strides=[T.int32(), 1], "
+            "offset_factor=1, scope='local')",
             "with T.sblock('root'):",
-            f"    T.reads(C[0:{rows}, 0:{width}], A[0:{icc}, 0:{kh}, 0:{span}, 0:{k}], "
+            f"    T.reads(C[0:{pixels}, 0:{width}], A[{a_region}, 0:{k}], "
             f"B[0:{icc}, 0:{kh}, 0:{kw}, 0:{groups}, 0:{width}, 0:{dot}])",
-            f"    T.writes(C[0:{rows}, 0:{width}])"]
-    loops = ([("v", tiles)] if tiles > 1 else []) + [("i", rows), ("j", 16), ("q", icc), ("h", kh), ("w", kw),
-                                                      ("ko", groups), ("ki", dot)]
+            f"    T.writes(C[0:{pixels}, 0:{width}])"]
+    loops = ([("v", tiles)] if tiles > 1 else []) + [("i", pixels), ("j", 16), ("q", icc), ("h", kh),
+                                                      ("w", kw), ("ko", groups), ("ki", dot)]
     reduce = {name: (f"v{name}" if extent > 1 else "0") for name, extent in loops[-5:]}
     pixel = f" * {stride}" if stride > 1 else ""
     channel = f"{reduce['ko']} * {dot} + {reduce['ki']}"
-    a_value = f"A[{reduce['q']}, {reduce['h']}, vi{pixel} + {reduce['w']}, {channel}]"
+    if row:
+        a_value = f"A[{reduce['q']}, {reduce['h']} * {row} + vi{pixel} + {reduce['w']}, {channel}]"
+    else:
+        a_value = f"A[{reduce['q']}, {reduce['h']}, vi{pixel} + {reduce['w']}, {channel}]"
     b_value = f"B[{reduce['q']}, {reduce['h']}, {reduce['w']}, {reduce['ko']}, vj, {reduce['ki']}]"
     desc = head + [
         f"    for {', '.join(n for n, _ in loops)} in T.grid({', '.join(str(e) for _, e in loops)}):",
         "        with T.sblock('update'):",
-        f"            vi = T.axis.spatial({rows}, i)",
+        f"            vi = T.axis.spatial({pixels}, i)",
         f"            vj = T.axis.spatial({width}, {'v * 16 + j' if tiles > 1 else 'j'})",
         *(f"            v{name} = T.axis.reduce({extent}, {name})" for name, extent in loops[-5:]
           if extent > 1),
         f"            C[vi, vj] = C[vi, vj] + {_product(a_value, b_value, element)}"]
-    c_tile = "C.access_ptr('{}', offset=t * 16), T.int64(C.strides[0] * 4)"
+    c_tile = f"C.access_ptr('w', offset=s * {rows} * C.strides[0] + t * 16), T.int64(C.strides[0] * 4)"
     chunk = chunk_bytes(k, kw, dot) // size  # elements: the kw taps' k channels are contiguous
-    a_row = f"A.access_ptr('r', offset=q * A.strides[0] + h * A.strides[1] + c * {chunk})"
+    kernel_row = f"h * {row} * A.strides[1]" if row else "h * A.strides[1]"
+    pixel_stride = "A.strides[1]" if row else "A.strides[2]"
+    a_row = (f"A.access_ptr('r', offset=q * A.strides[0] + {kernel_row} + c * {chunk}"
+             f" + s * {rows * stride} * {pixel_stride})")
     b_slice = ("B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1]"
                f" + c * {chunk // dot} * B.strides[3] + t * {16 * dot})")
+    load_a = _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64({pixel_stride} * {stride * size})")
+    load_b = _tile_op("tileloadd64", "T.int8(7)", b_slice, f"T.int64(B.strides[3] * {size})")
+    product = _tile_op(instruction, f"T.int8(s * {tiles} + t)", "T.int8(6)", "T.int8(7)")
+    if pixel_tiles == 1:  # the input tile once, the kernel slices one after the other
+        step = ["        " + load_a.replace("s * ", "0 * "), f"        for t in T.unroll({tiles}):",
+                "            " + load_b, "            " + product.replace("s * ", "0 * ")]
+    else:  # each kernel slice once, the input tiles one after the other
+        step = [f"        for t in T.unroll({tiles}):", "            " + load_b,
+                f"            for s in T.unroll({pixel_tiles}):", "                " + load_a,
+                "                " + product]
+    every_tile = [f"    for s in T.unroll({pixel_tiles}):", f"        for t in T.unroll({tiles}):"]
     impl = head + [
-        f"    for t in T.unroll({tiles}):",
-        "        " + _tile_op("tilezero", "T.int8(t)"),
+        *every_tile, "            " + _tile_op("tilezero", f"T.int8(s * {tiles} + t)"),
         f"    for q, h, c in T.grid({icc}, {kh}, {kw * k // chunk}):",
-        "        " + _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64(A.strides[2] * {stride * size})"),
-        f"        for t in T.unroll({tiles}):",
-        "            " + _tile_op("tileloadd64", "T.int8(7)", b_slice, f"T.int64(B.strides[3] * {size})"),
-        "            " + _tile_op(instruction, "T.int8(t)", "T.int8(6)", "T.int8(7)"),
-        f"    for t in T.unroll({tiles}):",
-        "        " + _tile_op("tilestored64", "T.int8(t)", c_tile.format("w"))]
+        *step,
+        *every_tile, "            " + _tile_op("tilestored64", f"T.int8(s * {tiles} + t)", c_tile)]
     name = (f"graphtune_amx{'' if element == 'int8' else '_bf16'}_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}"
-            + (f"_s{stride}" if stride > 1 else ""))
+            + (f"_s{stride}" if stride > 1 else "") + (f"_r{row}" if row else "")
+            + (f"_p{pixel_tiles}" if pixel_tiles > 1 else ""))
     TensorIntrin.register(name, parse(_source("desc", desc), extra_vars={"T": T}, s_tir=True),
                           parse(_source("impl", impl), extra_vars={"T": T}, s_tir=True), override=True)
     return name

@@ -41,7 +41,8 @@ from .groups import group_sizes, span
 from .int8_isa import ISAS
 from .knobs import BF16_KNOBS, INT8_KNOBS
 
-__all__ = ["conv2d_int8_shapes", "computed_width", "conv2d_int8_nchwc", "conv2d_bf16", "requantize",
+__all__ = ["conv2d_int8_shapes", "computed_width", "flat_row", "conv2d_int8_nchwc", "conv2d_bf16",
+           "requantize",
            "quantize",
            "param_shape"]
 
@@ -86,9 +87,26 @@ def computed_width(workload: dict, knobs: dict) -> int:
     >>> computed_width(wl, {"reg_n": 8}), computed_width(wl, {"reg_n": 71})
     (72, 71)
     """
-    ow = output_shape(workload, op_of(workload))[3]
-    rows = knobs.get("reg_n", 1)
+    _, _, oh, ow = output_shape(workload, op_of(workload))
+    rows = knobs.get("reg_n", 1) * knobs.get("pixel_tiles", 1)
+    if knobs.get("flat"):
+        ow = oh * flat_row(workload)
     return -(-ow // rows) * rows
+
+
+def flat_row(workload: dict) -> int:
+    """Pixels per row of a conv's map flattened at its padded width (knob ``flat``): output
+    pixel ``(y, x)`` is flat pixel ``y * row + x``, and its tap ``(kh, kw)`` the padded input's
+    flat pixel ``kh * row + kw`` after it, so one tile's rows may span rows of the map; the
+    ``row - OW`` columns past each output row are computed and dropped.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_int8_workload
+    >>> flat_row(conv2d_int8_workload([1, 32, 7, 7], [32, 32, 3, 3], padding=[1, 1, 1, 1]))
+    9
+    """
+    return workload["data"][3] + workload["padding"][1] + workload["padding"][3]
 
 
 def param_shape(workload: dict, knobs: dict, op: Op | str | None = None) -> list:
@@ -176,6 +194,8 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     cg, og = group_sizes(workload)
     width = computed_width(workload, knobs)
+    if knobs.get("flat"):
+        return _flat_conv(data, kernel, workload, knobs, width, x_zero_point)
     top, left, bottom, right = workload["padding"]
     right += (width - out_shape[3]) * sw  # the columns whole tiles read past the last output
     padded = _pad(data, [top, left, bottom, right], x_zero_point, knobs.get("widen", False))
@@ -197,6 +217,42 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     return te.compute(computed, body, name=name, tag=name)
 
 
+def _flat_conv(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict, width: int,
+               x_zero_point: int) -> te.Tensor:
+    """:func:`conv2d_int8_nchwc` over the map flattened at its padded width (:func:`flat_row`,
+    groups 1, stride 1): ``[N, O/oc_bn, 1, width, oc_bn]``, ``width`` flat output pixels, read
+    from the padded input flattened the same way (``data_pad``, ``[N, C/ic_bn, pixels, ic_bn]``,
+    zero points past its last row as far as the last tile's taps reach)."""
+    isa = ISAS[knobs["isa"]]
+    n, chunks, h, w, b = (int(x) for x in data.shape)
+    kh_size, kw_size = workload["kernel"][2:]
+    top, left = workload["padding"][:2]
+    row = flat_row(workload)
+    pixels = width + (kh_size - 1) * row + kw_size - 1
+
+    def fetch(i, j, p, k):
+        y, x = p // row - top, p % row - left
+        inside = tirx.all(y >= 0, y < h, x >= 0, x < w)
+        pixel = data[i, j, tirx.max(tirx.min(y, h - 1), 0), tirx.max(tirx.min(x, w - 1), 0), k]
+        return tirx.if_then_else(inside, pixel, tirx.const(x_zero_point, data.dtype))
+
+    padded = te.compute((n, chunks, pixels, b), fetch, name="data_pad")
+    ic_chunk = te.reduce_axis((0, chunks), name="ic_chunk")
+    kh = te.reduce_axis((0, kh_size), name="kh")
+    kw = te.reduce_axis((0, kw_size), name="kw")
+    ic_outer = te.reduce_axis((0, b // isa.dot), name="ic_outer")
+    ic_inner = te.reduce_axis((0, isa.dot), name="ic_inner")
+
+    def body(i, oc_chunk, _, q, oc_block):
+        pixel = padded[i, ic_chunk, q + kh * row + kw, ic_outer * isa.dot + ic_inner]
+        weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
+        return te.sum(isa.operand(pixel) * isa.operand(weight), axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
+
+    name = "conv2d_int8_NCHWc" if isa.element == "int8" else "conv2d_bf16_NCHWc"
+    out_chunks, out_block = int(kernel.shape[0]), int(kernel.shape[5])
+    return te.compute((n, out_chunks, 1, width, out_block), body, name=name, tag=name)
+
+
 def conv2d_bf16(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:
     """The blocked bfloat16 conv2d (a ``conv2d_bf16`` workload) in its output shape: the float32
     accumulation of :func:`conv2d_int8_nchwc` on bfloat16 bits, cut to the output
@@ -214,6 +270,10 @@ def conv2d_bf16(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict)
     """
     out_shape = conv2d_int8_shapes(workload, knobs)[2]
     acc = conv2d_int8_nchwc(data, kernel, workload, knobs)
+    if knobs.get("flat"):
+        row = flat_row(workload)
+        return te.compute(out_shape, lambda n, c, y, x, b: acc[n, c, 0, y * row + x, b],
+                          name="conv2d_bf16_cut")
     if [int(d) for d in acc.shape] == out_shape:
         return acc
     return te.compute(out_shape, lambda *index: acc(*index), name="conv2d_bf16_cut")

@@ -28,6 +28,8 @@ from . import amx
 from .int8_isa import ISAS, tensor_intrin
 from .schedule import (
     _domain,
+    _epilogue_chain,
+    _epilogue_dag,
     _fold_epilogue,
     _try,
     _vectorize_init,
@@ -37,7 +39,7 @@ from .schedule import (
 )
 from .target import num_threads
 
-__all__ = ["schedule_conv2d_int8", "fold_nc"]
+__all__ = ["schedule_conv2d_int8", "fold_nc", "fold_flat"]
 
 _BYTES_PER_VECTOR = 32
 """uint8 lanes of the padding pass's vectors."""
@@ -91,13 +93,16 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     zeroes them), the epilogue written out from the accumulator."""
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
+    stacked = knobs.get("pixel_tiles", 1)
     steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
     isa = ISAS[knobs["isa"]]
-    element, stride = isa.element, _pixel_stride(sch.get(anchor), isa.data_dtype)
+    flat = bool(knobs.get("flat"))
+    element = isa.element
+    stride = 1 if flat else _pixel_stride(sch.get(anchor), isa.data_dtype)
     extents = [int(sch.get(loop).extent) for loop in (n, oc_chunk, oh)]
     band = _rows_per_task(extents)
     oh_outer, oh_inner = sch.split(oh, [None, band])
-    ow_outer, ow_inner = sch.split(ow, [None, rows])
+    ow_outer, ow_inner = sch.split(ow, [None, rows * stacked])
     if width > 16:
         tiles, lanes = sch.split(oc_block, [None, 16])
         first = tiles
@@ -110,16 +115,17 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     _write_back(sch, anchor, epilogue, ow_outer)
     threads = sch.fuse(n, oc_chunk, oh_outer)
     sch.parallel(threads)
-    sch.annotate(threads, amx.CONFIG_ATTR, [rows, k, width, steps[2], element])
+    sch.annotate(threads, amx.CONFIG_ATTR, [rows, k, width * stacked, steps[2], element])
     init = sch.decompose_reduction(anchor, first)
-    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride, element))
+    row = _flat_row(sch.get(anchor), isa.data_dtype) if flat else 0
+    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride, element, row, stacked))
     if width > 16:
         init_tiles, init_rows, init_lanes = sch.get_loops(init)[-3:]
         sch.reorder(init_rows, init_tiles, init_lanes)
         sch.fuse(init_tiles, init_lanes)
     else:
         init_rows = sch.get_loops(init)[-2]
-    sch.tensorize(init_rows, amx.init_intrin(rows, width, element))
+    sch.tensorize(init_rows, amx.init_intrin(rows * stacked, width, element))
 
 
 TASKS_PER_THREAD = 16
@@ -142,6 +148,32 @@ def _pixel_stride(block: s_tir.SBlock, data_dtype: str) -> int:
     ow = block.iter_vars[3].var
     data = next(r for r in block.reads if r.source.dtype == data_dtype and len(r.region) == 5)
     return int(sym.detect_linear_equation(data.region[3].min, [ow])[0])
+
+
+def _flat_row(block: s_tir.SBlock, data_dtype: str) -> int:
+    """A flat conv's pixels per row of its flattened map (:func:`graphtune.x86.conv2d_int8.flat_row`):
+    the factor of ``kh`` (block axis 6) in the flat pixel the block reads of its ``data_dtype``
+    data (``q + kh * row + kw``)."""
+    kh = block.iter_vars[6].var
+    data = next(r for r in block.reads if r.source.dtype == data_dtype and len(r.region) == 4)
+    return int(sym.detect_linear_equation(data.region[2].min, [kh])[0])
+
+
+def fold_flat(sch: s_tir.Schedule, anchor, knobs: dict):
+    """Fold the epilogue of a bfloat16 conv (:func:`graphtune.x86.schedule._fold_epilogue`); for
+    one over its flattened map (knob ``flat``), the block cutting the map out of the accumulator
+    (``conv2d_bf16_cut``) and the elementwise chain after it into one block of their own, and
+    return None: the accumulator is written out whole (TVM cannot place a block reading it at
+    ``y * row + x`` under the register tile), that block runs after the conv."""
+    if not knobs.get("flat"):
+        return _fold_epilogue(sch, anchor)
+    consumers = sch.get_consumers(anchor)
+    if len(consumers) == 1:
+        cut = consumers[0]
+        for block in [cut, *(_epilogue_dag(sch, cut) or _epilogue_chain(sch, cut))][:-1]:
+            if not _try(sch.compute_inline, block):
+                break
+    return None
 
 
 def fold_nc(sch: s_tir.Schedule, anchor, knobs: dict):

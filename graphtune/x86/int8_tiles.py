@@ -162,7 +162,45 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
     padded = sorted((r for r in range(2, amx.MAX_ROWS + 1) if ow % r and padded_rows_fit(ow, r)),
                     key=lambda r: (-(-ow // r) * r, -r))
     rows = [fewest] + [r for r in whole + padded if r != fewest][:1]
-    return [{**blocks, "reg_n": r, "unroll_kw": False, "isa": isa.name} for r in rows]
+    plain = [{**blocks, "reg_n": r, "unroll_kw": False, "isa": isa.name} for r in rows]
+    return _stacked_tiles(workload, plain[0], ow) + plain
+
+
+STACK_PIXEL_TILES = 4
+"""Input tiles an AMX register tile of one accumulator per input tile stacks (fewer with wider
+output blocks: :data:`graphtune.x86.amx.MAX_TILES` accumulators in all)."""
+
+
+def _stacked_tiles(workload: dict, tile: dict, ow: int) -> list:
+    """The AMX register tile of a bfloat16 conv of ``kh x kw > 1`` taps and stride 1 that stacks
+    input tiles (knob ``pixel_tiles``: each kernel slice loaded once per that many tiles,
+    ``docs/bf16.md``): along the row (``tile``'s rows, as many tiles as cover the width with at
+    most an eighth padded, :func:`padded_rows_fit`) where a row holds more than one, else over
+    the map flattened at its padded width (knob ``flat``: tiles of 16 rows, which a 7x7 map's 63
+    flat pixels fill in 4 instead of 7 tiles of 7). Up to :data:`STACK_PIXEL_TILES` tiles, a
+    power of two (fewer with wider output blocks: :data:`graphtune.x86.amx.MAX_TILES`
+    accumulators in all). None for 1x1 convs (their kernel slices stream from L1) or int8.
+
+    Examples
+    --------
+    >>> from graphtune.ops import conv2d_workload, runs_as
+    >>> wl = runs_as("conv2d", conv2d_workload([1, 512, 7, 7], [512, 512, 3, 3], padding=[1, 1, 1, 1]),
+    ...              {"precision": "bfloat16"})[1]
+    >>> tile = {"ic_bn": 32, "oc_bn": 16, "reg_n": 7, "unroll_kw": False, "isa": "amxbf16"}
+    >>> [{k: v for k, v in t.items() if k not in tile or v != tile[k]} for t in _stacked_tiles(wl, tile, 7)]
+    [{'reg_n': 16, 'flat': 1, 'pixel_tiles': 4}]
+    """
+    if (element_of(workload) != "bfloat16" or workload["kernel"][2] * workload["kernel"][3] == 1
+            or workload["strides"] != [1, 1] or workload["groups"] != 1):
+        return []
+    most = min(STACK_PIXEL_TILES, amx.MAX_TILES // (tile["oc_bn"] // 16))
+    most = 1 << (most.bit_length() - 1)
+    if most < 2:
+        return []
+    along = max(p for p in range(1, most + 1) if p == 1 or padded_rows_fit(ow, tile["reg_n"] * p))
+    if along > 1:
+        return [{**tile, "pixel_tiles": along}]
+    return [{**tile, "reg_n": amx.MAX_ROWS, "flat": 1, "pixel_tiles": most}]
 
 
 def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
@@ -192,7 +230,8 @@ def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
         if knobs["oc_bn"] % isa.lanes:
             partial.append(knobs)
         else:
-            shape = (isa.general, knobs["oc_bn"] // isa.lanes, knobs["reg_n"] * knobs.get("oh_bn", 1))
+            pixels = knobs["reg_n"] * knobs.get("oh_bn", 1) * knobs.get("pixel_tiles", 1)
+            shape = (isa.general, knobs["oc_bn"] // isa.lanes, pixels)
             shapes.setdefault(shape, []).append(knobs)
     for (general, _, _), found in shapes.items():
         # the widest instruction first (a shape's vectors on zmm do twice the work of those on
@@ -203,8 +242,9 @@ def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
 
     def turns(general: bool) -> list:
         groups = [found for shape, found in shapes.items() if shape[0] == general]
-        if not general:  # AMX: the longest rows and the most accumulator tiles first
-            groups.sort(key=lambda found: (-found[0]["reg_n"], -found[0]["oc_bn"]))
+        if not general:  # AMX: the most pixels (stacked tiles), then the most accumulator tiles first
+            groups.sort(key=lambda found: (-found[0]["reg_n"] * found[0].get("pixel_tiles", 1),
+                                           -found[0]["oc_bn"]))
         return [knobs for turn in zip_longest(*groups) for knobs in turn if knobs is not None]
 
     # the AMX tiles take every other turn: the first few candidates try both instructions

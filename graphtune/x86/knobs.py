@@ -366,6 +366,25 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
         if knobs.get(name) not in (None, 1, False):
             _fail(op, name, knobs[name], f"is not an {isa.name} knob (a register tile is one row of pixels)",
                   [None])
+    if "flat" in knobs:
+        _amx_flat_rules(op, workload, knobs)
+    if "pixel_tiles" in knobs:
+        most = MAX_TILES // (knobs["oc_bn"] // 16)
+        if not isinstance(knobs["pixel_tiles"], int) or not 1 <= knobs["pixel_tiles"] <= most:
+            _fail(op, "pixel_tiles", knobs["pixel_tiles"], f"is 1 to {most} with oc_bn = {knobs['oc_bn']} "
+                  f"(input tiles x {knobs['oc_bn'] // 16} accumulator tiles each, at most {MAX_TILES})",
+                  list(range(1, most + 1)))
+
+
+def _amx_flat_rules(op: Op, workload: dict, knobs: dict) -> None:
+    """``flat`` 1 with AMX: the conv computed over its map flattened at the padded width (a
+    tile's rows may span rows of the map), for a bfloat16 conv2d of stride 1."""
+    if knobs["flat"] != 1 or isinstance(knobs["flat"], bool):
+        _fail(op, "flat", knobs["flat"], "is 1 with AMX (reg_n counts pixels of the flattened map)", [1])
+    if op != Op.CONV2D_BF16:
+        _fail(op, "flat", knobs["flat"], "is for conv2d_bf16 with AMX only; remove it", [None])
+    if workload["strides"] != [1, 1]:
+        _fail(op, "flat", knobs["flat"], f"needs stride 1 (got {workload['strides']}); remove it", [None])
 
 
 def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -381,6 +400,9 @@ def _int8_rules(op: Op, workload: dict, knobs: dict) -> None:
         _check_divides(op, knobs, "oh_bn", oh, "output rows (a tensorized tile has no tail)")
     if not ISAS[knobs["isa"]].general:
         _amx_rules(op, workload, knobs)
+    elif "flat" in knobs or "pixel_tiles" in knobs:
+        name = "flat" if "flat" in knobs else "pixel_tiles"
+        _fail(op, name, knobs[name], f"is an AMX knob (isa {knobs['isa']} has no tiles); remove it", [None])
 
 
 def _dense_int8_rules(op: Op, workload: dict, knobs: dict) -> None:
@@ -455,7 +477,7 @@ DENSE_KNOBS = KnobSpace(("oc_bn", "k_bn"), ("n_bn", "rows_inner"), _dense_rules)
 """dense knobs."""
 INT8_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "widen"), _int8_rules)
 """conv2d_int8 and group_conv2d_int8 knobs (conv2d's with the instruction ``isa``)."""
-BF16_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer"), _int8_rules)
+BF16_KNOBS = KnobSpace(_CONV_NAMES[0] + ("isa",), ("oh_bn", "rows_outer", "flat", "pixel_tiles"), _int8_rules)
 """conv2d_bf16 and group_conv2d_bf16 knobs (conv2d_int8's, with a bfloat16 instruction ``isa``)."""
 DENSE_BF16_KNOBS = KnobSpace(("ic_bn", "oc_bn", "isa"), (), _dense_int8_rules)
 """dense_bf16 knobs (dense_int8's, with a bfloat16 instruction ``isa``)."""

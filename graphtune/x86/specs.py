@@ -60,7 +60,7 @@ from .group_conv import (
 )
 from .groups import group_sizes, span
 from .int8_packing import pack_int8_kernel
-from .int8_schedule import fold_nc, schedule_conv2d_int8
+from .int8_schedule import fold_flat, fold_nc, schedule_conv2d_int8
 from .int8_tiles import (
     dense_int8_blocks,
     dense_int8_default,
@@ -249,7 +249,8 @@ def _int8_anchor(workload: dict, knobs: dict) -> tuple:  # the input block as (o
     (n, oc, oh, _, ob), (chunks, kh, kw, ib) = _conv_anchor(workload, {"ic_bn": knobs["ic_bn"],
                                                                      "oc_bn": knobs["oc_bn"]})
     dot = conv2d_int8_shapes(workload, knobs)[1][6]
-    return [n, oc, oh, computed_width(workload, knobs), ob], [chunks, kh, kw, ib // dot, dot]
+    rows = 1 if knobs.get("flat") else oh  # a flat conv's map is one row (x86.conv2d_int8.flat_row)
+    return [n, oc, rows, computed_width(workload, knobs), ob], [chunks, kh, kw, ib // dot, dot]
 
 
 def _group_int8_anchor(workload: dict, knobs: dict) -> tuple:  # over its groups' inputs
@@ -326,7 +327,7 @@ SPECS = {
     Op.CONV2D_BF16: OpSpec(  # the conv2d_int8 kernel on bfloat16 (a conv2d node's bfloat16 candidate)
         Op.CONV2D_BF16, BF16_KNOBS, _bf16_layouts, conv2d_int8_shapes, conv2d_bf16,
         ("data", "kernel"), _pack_bf16, _int8_anchor, schedule_conv2d_int8, int8_blocks, int8_tiles,
-        int8_default, keeps_padding=lambda knobs: True, order=int8_order),
+        int8_default, keeps_padding=lambda knobs: True, fold=fold_flat, order=int8_order),
     Op.GROUP_CONV2D_BF16: OpSpec(  # the group_conv2d_int8 kernel on bfloat16 (a group conv node's)
         Op.GROUP_CONV2D_BF16, BF16_KNOBS, _blocked_layouts, conv2d_int8_shapes, conv2d_bf16,
         ("data", "kernel"), _pack_group_int8, _group_int8_anchor, schedule_conv2d_int8, group_int8_blocks,
