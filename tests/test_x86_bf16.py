@@ -161,6 +161,23 @@ def test_amx_flat_and_stacked_tiles_match_the_float64_conv_of_their_rounded_oper
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
+def test_amx_tiles_stack_along_rows_that_hold_several_else_over_the_flattened_map():
+    from graphtune.x86.int8_tiles import _stacked_tiles
+
+    tile = {"ic_bn": 32, "oc_bn": 16, "reg_n": 14, "unroll_kw": False, "isa": "amxbf16"}
+    map28 = _bf16_workload([1, 128, 28, 28], [128, 128, 3, 3], padding=[1, 1, 1, 1])
+    assert _stacked_tiles(map28, tile, 28) == [{**tile, "pixel_tiles": 2}]  # 4 x 14 would pad 28 more
+    assert _stacked_tiles(map28, {**tile, "oc_bn": 32}, 28) == [{**tile, "oc_bn": 32, "pixel_tiles": 2}]
+    assert _stacked_tiles(map28, {**tile, "oc_bn": 64}, 28) == []  # 4 accumulators already
+    map14 = _bf16_workload([1, 128, 14, 14], [128, 128, 3, 3], padding=[1, 1, 1, 1])
+    assert _stacked_tiles(map14, tile, 14) == [{**tile, "reg_n": 16, "flat": 1, "pixel_tiles": 4}]
+    for other in (_bf16_workload([1, 128, 14, 14], [128, 128, 1, 1]),  # one tap
+                  _bf16_workload([1, 128, 14, 14], [128, 128, 3, 3], [2, 2], [1, 1, 1, 1])):  # stride 2
+        assert _stacked_tiles(other, tile, 14) == []
+    for knobs in (_stacked_tiles(map28, tile, 28) + _stacked_tiles(map14, tile, 14)):
+        x86.check_knobs(map28 if "flat" not in knobs else map14, knobs)
+
+
 def test_kernels_compile_to_their_instructions_on_any_host():
     spr = {"kind": "llvm", "mcpu": "sapphirerapids"}
     wl = _bf16_workload([1, 32, 14, 14], [32, 32, 3, 3], padding=[1, 1, 1, 1])
@@ -169,6 +186,10 @@ def test_kernels_compile_to_their_instructions_on_any_host():
         knobs = {"ic_bn": 16, "oc_bn": 32, "reg_n": 14, "unroll_kw": False, "isa": isa}
         asm = tvm.compile(x86.kernel_func(wl, knobs, spr), target=spr).mod.inspect_source("asm")
         assert all(re.search(op, asm) for op in ops), isa
+    stacked = {"ic_bn": 16, "oc_bn": 16, "reg_n": 16, "unroll_kw": False, "isa": "amxbf16", "flat": 1,
+               "pixel_tiles": 4}
+    asm = tvm.compile(x86.kernel_func(wl, stacked, spr), target=spr).mod.inspect_source("asm")
+    assert len(re.findall("tdpbf16ps", asm)) >= 4 and "ldtilecfg" in asm  # 4 input tiles per slice
 
 
 def test_blocks_of_8_lane_vectors_run_ymm_vdpbf16ps():

@@ -90,7 +90,10 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     rows (:func:`_rows_per_task`) that first loads the tile configuration
     (:data:`graphtune.x86.amx.CONFIG_ATTR`); per ``reg_n``-pixel register tile of ``oc_bn``
     channels, the whole reduction on tiles (:func:`graphtune.x86.amx.reduction_intrin`, which
-    zeroes them), the epilogue written out from the accumulator."""
+    zeroes them), the epilogue written out from the accumulator. ``pixel_tiles`` input tiles of
+    ``reg_n`` pixels make one register tile; a ``flat`` conv's map is one row of flat pixels
+    (:func:`graphtune.x86.conv2d_int8.flat_row`, its taps ``kh * row`` pixels apart), its
+    register tiles written to the accumulator and cut out of it after (:func:`fold_flat`)."""
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
     stacked = knobs.get("pixel_tiles", 1)

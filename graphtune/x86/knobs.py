@@ -60,6 +60,12 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``oc_bn`` that is a multiple of its ``lanes`` runs on it, any other ``oc_bn`` on plain int32
   vector code (exact, slower). Layouts ``NCHW{ic_bn}c ->
   NCHW{oc_bn}c`` (uint8), kernel ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``.
+- conv2d_bf16: conv2d_int8's knobs with a bfloat16 ``isa`` (``avx512bf16``, ``avx512bf16_256``,
+  ``amxbf16``) on bfloat16 bits (``uint16``) and float32 accumulators; with ``amxbf16``
+  optional ``pixel_tiles`` (1 to ``6 / (oc_bn / 16)``: input tiles of ``reg_n`` pixels stacked
+  under each kernel slice, ``reg_n * pixel_tiles`` pixels per register tile) and ``flat`` (1,
+  stride 1: the conv over its map flattened at its padded width,
+  :func:`graphtune.x86.conv2d_int8.flat_row`; ``reg_n`` counts flat pixels).
 - group_conv2d_int8: conv2d_int8's knobs with group_conv2d's block rules (``ic_bn`` divides
   the span of the output block's groups).
 - depthwise_conv2d_int8: depthwise_conv2d's ``bn`` and ``reg_n`` (no ``c_tile``); layouts
