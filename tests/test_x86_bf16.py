@@ -112,18 +112,21 @@ def test_kernel_matches_the_float64_conv_of_its_rounded_operands(case, isa):
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
-AMX_CASES = {  # name: (data, kernel, padding, knobs without isa and unroll_kw)
+AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa and unroll_kw)
     "flat 3x3 on 7x7: 63 flat pixels in 4 stacked tiles": (
-        [1, 64, 7, 7], [16, 64, 3, 3], [1, 1, 1, 1], {"ic_bn": 32, "oc_bn": 16, "reg_n": 16, "flat": 1,
+        [1, 64, 7, 7], [16, 64, 3, 3], [1, 1], [1, 1, 1, 1], {"ic_bn": 32, "oc_bn": 16, "reg_n": 16, "flat": 1,
                                                       "pixel_tiles": 4}),
-    "flat 1x1 on 5x5: a padded tail": ([1, 32, 5, 5], [32, 32, 1, 1], [0, 0, 0, 0],
+    "flat 1x1 on 5x5: a padded tail": ([1, 32, 5, 5], [32, 32, 1, 1], [1, 1], [0, 0, 0, 0],
                                        {"ic_bn": 32, "oc_bn": 32, "reg_n": 8, "flat": 1}),
     "flat 3x3 padded unevenly, two tiles of channels": (
-        [1, 32, 6, 9], [32, 32, 3, 3], [1, 0, 2, 1], {"ic_bn": 16, "oc_bn": 32, "reg_n": 12, "flat": 1,
+        [1, 32, 6, 9], [32, 32, 3, 3], [1, 1], [1, 0, 2, 1], {"ic_bn": 16, "oc_bn": 32, "reg_n": 12, "flat": 1,
                                                       "pixel_tiles": 2}),
     "two stacked tiles of 7 along a row of 14": (
-        [1, 32, 14, 14], [32, 32, 3, 3], [1, 1, 1, 1],
+        [1, 32, 14, 14], [32, 32, 3, 3], [1, 1], [1, 1, 1, 1],
         {"ic_bn": 32, "oc_bn": 32, "reg_n": 7, "pixel_tiles": 2}),
+    "stride 2: two stacked tiles of 4 along a row of 8": (
+        [1, 32, 16, 16], [16, 32, 3, 3], [2, 2], [1, 1, 1, 1],
+        {"ic_bn": 32, "oc_bn": 16, "reg_n": 4, "pixel_tiles": 2}),
 }
 
 
@@ -134,8 +137,8 @@ def test_amx_flat_and_stacked_tiles_match_the_float64_conv_of_their_rounded_oper
     (``pixel_tiles``), through a fused epilogue (bias and ReLU) as a compiled model runs it."""
     if not _usable("amxbf16"):
         pytest.skip("the host cannot run amxbf16")
-    data, kernel, padding, knobs = AMX_CASES[case]
-    wl = _bf16_workload(data, kernel, padding=padding)
+    data, kernel, strides, padding, knobs = AMX_CASES[case]
+    wl = _bf16_workload(data, kernel, strides, padding)
     knobs = {**knobs, "isa": "amxbf16", "unroll_kw": False}
     shapes = x86.kernel_shapes(wl, knobs)
     x_in = te.placeholder(shapes[0], "uint16", name="data")
@@ -157,7 +160,7 @@ def test_amx_flat_and_stacked_tiles_match_the_float64_conv_of_their_rounded_oper
                 tvm.runtime.tensor(x86.pack_weight(w, wl, knobs)),
                 tvm.runtime.tensor(bias.reshape(1, kernel[0] // ob, 1, 1, ob)), result)
     got = result.numpy().transpose(0, 1, 4, 2, 3).reshape(n, kernel[0], *shapes[2][2:4])
-    want = np.maximum(_reference(x, w, [1, 1], padding) + bias[None, :, None, None], 0.0)
+    want = np.maximum(_reference(x, w, strides, padding) + bias[None, :, None, None], 0.0)
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
@@ -172,7 +175,7 @@ def test_amx_tiles_stack_along_rows_that_hold_several_else_over_the_flattened_ma
     map14 = _bf16_workload([1, 128, 14, 14], [128, 128, 3, 3], padding=[1, 1, 1, 1])
     assert _stacked_tiles(map14, tile, 14) == [{**tile, "reg_n": 16, "flat": 1, "pixel_tiles": 4}]
     for other in (_bf16_workload([1, 128, 14, 14], [128, 128, 1, 1]),  # one tap
-                  _bf16_workload([1, 128, 14, 14], [128, 128, 3, 3], [2, 2], [1, 1, 1, 1])):  # stride 2
+                  _bf16_workload([1, 128, 56, 56], [128, 128, 3, 3], [2, 2], [1, 1, 1, 1])):  # stride 2
         assert _stacked_tiles(other, tile, 14) == []
     for knobs in (_stacked_tiles(map28, tile, 28) + _stacked_tiles(map14, tile, 14)):
         x86.check_knobs(map28 if "flat" not in knobs else map14, knobs)

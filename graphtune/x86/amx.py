@@ -92,7 +92,8 @@ def request_permission() -> bool:
     if platform.system() != "Linux" or platform.machine() != "x86_64":
         return False
     try:
-        flags = open("/proc/cpuinfo").read().split()
+        with open("/proc/cpuinfo") as info:
+            flags = info.read().split()
     except OSError:
         return False
     if "amx_tile" not in flags:

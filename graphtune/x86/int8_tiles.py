@@ -179,7 +179,8 @@ def _stacked_tiles(workload: dict, tile: dict, ow: int) -> list:
     the map flattened at its padded width (knob ``flat``: tiles of 16 rows, which a 7x7 map's 63
     flat pixels fill in 4 instead of 7 tiles of 7). Up to :data:`STACK_PIXEL_TILES` tiles, a
     power of two (fewer with wider output blocks: :data:`graphtune.x86.amx.MAX_TILES`
-    accumulators in all). None for 1x1 convs (their kernel slices stream from L1) or int8.
+    accumulators in all). None for 1x1 convs (their kernel slices stream from L1), strided convs
+    (no faster stacked) or int8.
 
     Examples
     --------
