@@ -114,16 +114,21 @@ def test_kernel_matches_the_float64_conv_of_its_rounded_operands(case, isa):
 
 AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa and unroll_kw)
     "flat 3x3 on 7x7: 63 flat pixels in 4 stacked tiles": (
-        [1, 64, 7, 7], [16, 64, 3, 3], [1, 1], [1, 1, 1, 1], {"ic_bn": 32, "oc_bn": 16, "reg_n": 16, "flat": 1,
-                                                      "pixel_tiles": 4}),
+        [1, 64, 7, 7], [16, 64, 3, 3], [1, 1], [1, 1, 1, 1],
+        {"ic_bn": 32, "oc_bn": 16, "reg_n": 16, "flat": 1, "pixel_tiles": 4}),
     "flat 1x1 on 5x5: a padded tail": ([1, 32, 5, 5], [32, 32, 1, 1], [1, 1], [0, 0, 0, 0],
                                        {"ic_bn": 32, "oc_bn": 32, "reg_n": 8, "flat": 1}),
     "flat 3x3 padded unevenly, two tiles of channels": (
-        [1, 32, 6, 9], [32, 32, 3, 3], [1, 1], [1, 0, 2, 1], {"ic_bn": 16, "oc_bn": 32, "reg_n": 12, "flat": 1,
-                                                      "pixel_tiles": 2}),
+        [1, 32, 6, 9], [32, 32, 3, 3], [1, 1], [1, 0, 2, 1],
+        {"ic_bn": 16, "oc_bn": 32, "reg_n": 12, "flat": 1, "pixel_tiles": 2}),
     "two stacked tiles of 7 along a row of 14": (
         [1, 32, 14, 14], [32, 32, 3, 3], [1, 1], [1, 1, 1, 1],
         {"ic_bn": 32, "oc_bn": 32, "reg_n": 7, "pixel_tiles": 2}),
+    "24 output channels: 3 tiles of 8": ([1, 48, 6, 6], [24, 48, 1, 1], [1, 1], [0, 0, 0, 0],
+                                         {"ic_bn": 16, "oc_bn": 24, "reg_n": 6}),
+    "8 output channels, flat 3x3, stacked": ([1, 32, 5, 5], [8, 32, 3, 3], [1, 1], [1, 1, 1, 1],
+                                             {"ic_bn": 32, "oc_bn": 8, "reg_n": 16, "flat": 1,
+                                              "pixel_tiles": 2}),
     "stride 2: two stacked tiles of 4 along a row of 8": (
         [1, 32, 16, 16], [16, 32, 3, 3], [2, 2], [1, 1, 1, 1],
         {"ic_bn": 32, "oc_bn": 16, "reg_n": 4, "pixel_tiles": 2}),

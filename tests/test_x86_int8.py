@@ -477,6 +477,8 @@ AMX_CASES = {  # name: (data, kernel, strides, padding, knobs without isa)
         [1, 32, 5, 17], [16, 32, 1, 7], [1, 1], [0, 0, 3, 3], {"ic_bn": 16, "oc_bn": 16, "reg_n": 9}),
     "bands of output rows per parallel iteration, one tile configuration each": (
         [1, 64, 32, 32], [64, 64, 1, 1], [1, 1], [0, 0, 0, 0], {"ic_bn": 64, "oc_bn": 16, "reg_n": 16}),
+    "24 output channels: 3 tiles of 8": ([1, 32, 6, 6], [24, 32, 3, 3], [1, 1], [1, 1, 1, 1],
+                                         {"ic_bn": 32, "oc_bn": 24, "reg_n": 6}),
 }
 
 
@@ -520,7 +522,8 @@ def test_amx_knobs_name_their_rules():
     for workload, knobs, message in [
             (dilated, good, r"'isa' = 'amx' needs an undilated conv .* dilation is \[2, 2\]"),
             (wl, {**good, "reg_n": 28}, "'reg_n' = 28 is 2 to 16 with isa amx"),
-            (wl, {**good, "ic_bn": 32, "oc_bn": 8}, "'oc_bn' = 8 is a multiple of 16 up to 96 with isa amx"),
+            (wl, {**good, "ic_bn": 32, "oc_bn": 4},
+             "'oc_bn' = 4 is a multiple of 16 up to 96 or of 8 up to 48 with isa amx"),
             (wl, {**good, "oh_bn": 2}, "'oh_bn' = 2 is not an amx knob")]:
         with pytest.raises(KnobError, match=message):
             x86.check_knobs(workload, knobs)

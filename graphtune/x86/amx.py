@@ -53,8 +53,8 @@ from tvm.script.parser import parse
 
 from .target import TargetLike, _features, host_target
 
-__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "CONFIG_ATTR", "request_permission", "usable",
-           "reduction_intrin", "init_intrin", "tile_config", "place_configs", "chunk_bytes"]
+__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "tile_columns", "CONFIG_ATTR", "request_permission",
+           "usable", "reduction_intrin", "init_intrin", "tile_config", "place_configs", "chunk_bytes"]
 
 FEATURES = ("amx-int8", "amx-tile")
 """The LLVM target features the int8 tile instructions need."""
@@ -74,8 +74,22 @@ MAX_K = 64
 """Bytes per tile row: input channels one ``tdpbusd`` sums."""
 
 MAX_TILES = 6
-"""Accumulator tiles of a register tile (16 output channels each): AMX has 8 tile registers, one
-holds the input row, one the kernel slice."""
+"""Accumulator tiles of a register tile (16 output channels each, or 8: :func:`tile_columns`):
+AMX has 8 tile registers, one holds the input row, one the kernel slice."""
+
+
+def tile_columns(block: int) -> int:
+    """Output channels per accumulator tile of an output block of ``block`` channels: 16 (a
+    tile's 64-byte rows of float32 / int32), or 8 where 16 does not divide it (24, 40, 72...:
+    the tiles' rows configured 32 bytes long; ``tdpbf16ps`` takes about as long, half the
+    work, still far faster than the vector instructions). 0: neither divides it.
+
+    Examples
+    --------
+    >>> tile_columns(64), tile_columns(24), tile_columns(12)
+    (16, 8, 0)
+    """
+    return 16 if block % 16 == 0 else 8 if block % 8 == 0 else 0
 
 _SYS_ARCH_PRCTL = 158  # x86-64
 _ARCH_REQ_XCOMP_PERM = 0x1023
@@ -157,11 +171,12 @@ def _product(a: str, b: str, element: str) -> str:
 
 @cache
 def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int], stride: int = 1,
-                     element: str = "int8", row: int = 0, pixel_tiles: int = 1) -> str:
+                     element: str = "int8", row: int = 0, pixel_tiles: int = 1, columns: int = 16) -> str:
     """Register (once) and name the whole reduction of a register tile: for every ``(ic_chunk,
     kh)`` of ``steps`` (the extents of ``ic_chunk, kh, kw``), every chunk of the row's taps
     (:func:`chunk_bytes`: the ``k`` channels of the ``kw`` pixels under an output pixel lie next
-    to each other) and each of ``tiles`` 16-channel tiles, ``C[rows, 16 * tiles] += A . B`` by
+    to each other) and each of ``tiles`` tiles of ``columns`` (16 or 8) output channels,
+    ``C[rows, columns * tiles] += A . B`` by
     ``tdpbusd`` (``element`` int8: uint8 x int8 into int32) or ``tdpbf16ps`` (bfloat16, stored
     as uint16, into float32), in the tiles ``tmm0..`` (zeroed first, stored to ``C`` after),
     ``A`` (``rows`` pixels x the chunk, every ``stride``-th pixel: the tile load's row stride is
@@ -191,7 +206,7 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
     dot = 4 if element == "int8" else 2
     size = 4 // dot  # bytes per element
     icc, kh, kw = steps
-    groups, width = k // dot, 16 * tiles
+    groups, width = k // dot, columns * tiles
     pixels = rows * pixel_tiles
     span = (pixels - 1) * stride + kw
     a_shape = f"{icc}, {(kh - 1) * row + span}" if row else f"{icc}, {kh}, {span}"
@@ -206,7 +221,7 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
             f"    T.reads(C[0:{pixels}, 0:{width}], A[{a_region}, 0:{k}], "
             f"B[0:{icc}, 0:{kh}, 0:{kw}, 0:{groups}, 0:{width}, 0:{dot}])",
             f"    T.writes(C[0:{pixels}, 0:{width}])"]
-    loops = ([("v", tiles)] if tiles > 1 else []) + [("i", pixels), ("j", 16), ("q", icc), ("h", kh),
+    loops = ([("v", tiles)] if tiles > 1 else []) + [("i", pixels), ("j", columns), ("q", icc), ("h", kh),
                                                       ("w", kw), ("ko", groups), ("ki", dot)]
     reduce = {name: (f"v{name}" if extent > 1 else "0") for name, extent in loops[-5:]}
     pixel = f" * {stride}" if stride > 1 else ""
@@ -220,18 +235,18 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
         f"    for {', '.join(n for n, _ in loops)} in T.grid({', '.join(str(e) for _, e in loops)}):",
         "        with T.sblock('update'):",
         f"            vi = T.axis.spatial({pixels}, i)",
-        f"            vj = T.axis.spatial({width}, {'v * 16 + j' if tiles > 1 else 'j'})",
+        f"            vj = T.axis.spatial({width}, {f'v * {columns} + j' if tiles > 1 else 'j'})",
         *(f"            v{name} = T.axis.reduce({extent}, {name})" for name, extent in loops[-5:]
           if extent > 1),
         f"            C[vi, vj] = C[vi, vj] + {_product(a_value, b_value, element)}"]
-    c_tile = f"C.access_ptr('w', offset=s * {rows} * C.strides[0] + t * 16), T.int64(C.strides[0] * 4)"
+    c_tile = f"C.access_ptr('w', offset=s * {rows} * C.strides[0] + t * {columns}), T.int64(C.strides[0] * 4)"
     chunk = chunk_bytes(k, kw, dot) // size  # elements: the kw taps' k channels are contiguous
     kernel_row = f"h * {row} * A.strides[1]" if row else "h * A.strides[1]"
     pixel_stride = "A.strides[1]" if row else "A.strides[2]"
     a_row = (f"A.access_ptr('r', offset=q * A.strides[0] + {kernel_row} + c * {chunk}"
              f" + s * {rows * stride} * {pixel_stride})")
     b_slice = ("B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1]"
-               f" + c * {chunk // dot} * B.strides[3] + t * {16 * dot})")
+               f" + c * {chunk // dot} * B.strides[3] + t * {columns * dot})")
     load_a = _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64({pixel_stride} * {stride * size})")
     load_b = _tile_op("tileloadd64", "T.int8(7)", b_slice, f"T.int64(B.strides[3] * {size})")
     product = _tile_op(instruction, f"T.int8(s * {tiles} + t)", "T.int8(6)", "T.int8(7)")
@@ -250,7 +265,7 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
         *every_tile, "            " + _tile_op("tilestored64", f"T.int8(s * {tiles} + t)", c_tile)]
     name = (f"graphtune_amx{'' if element == 'int8' else '_bf16'}_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}"
             + (f"_s{stride}" if stride > 1 else "") + (f"_r{row}" if row else "")
-            + (f"_p{pixel_tiles}" if pixel_tiles > 1 else ""))
+            + (f"_p{pixel_tiles}" if pixel_tiles > 1 else "") + (f"_c{columns}" if columns != 16 else ""))
     TensorIntrin.register(name, parse(_source("desc", desc), extra_vars={"T": T}, s_tir=True),
                           parse(_source("impl", impl), extra_vars={"T": T}, s_tir=True), override=True)
     return name
@@ -258,14 +273,16 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
 
 CONFIG_ATTR = "graphtune_amx_config"
 """Annotation of the loop whose every iteration loads the tile configuration first
-(:func:`place_configs`): ``[rows, k, width, kw, element]`` of :func:`tile_config`."""
+(:func:`place_configs`): ``[rows, k, width, kw, element, columns]`` of :func:`tile_config`."""
 
 
-def tile_config(rows: int, k: int, width: int, kw: int = 1, element: str = "int8") -> tirx.Stmt:
+def tile_config(rows: int, k: int, width: int, kw: int = 1, element: str = "int8",
+                columns: int = 16) -> tirx.Stmt:
     """The statements loading the tile configuration (``ldtilecfg``) of the tiles
-    :func:`reduction_intrin` uses over ``kw`` taps of ``k`` channels: ``tmm0..`` one C per 16
-    of ``width`` channels and ``tmm6`` A, ``rows`` rows each of the reduction's
-    :func:`chunk_bytes`, ``tmm7`` B of a quarter as many rows (palette 1)."""
+    :func:`reduction_intrin` uses over ``kw`` taps of ``k`` channels: ``tmm0..`` one C per
+    ``columns`` (16 or 8) of ``width`` channels and ``tmm6`` A, ``rows`` rows each of the
+    reduction's :func:`chunk_bytes`, ``tmm7`` B of a quarter as many rows (palette 1); C's and
+    B's rows ``4 * columns`` bytes long."""
     chunk = chunk_bytes(k, kw, 4 if element == "int8" else 2)
 
     @T.prim_func(s_tir=True)
@@ -274,12 +291,12 @@ def tile_config(rows: int, k: int, width: int, kw: int = 1, element: str = "int8
         for i in range(64):
             config[i] = T.uint8(0)
         config[0] = T.uint8(1)
-        for t in range(width // 16):  # C: tmm0.. (bytes per row: uint16 at 16 + 2t; rows: 48 + t)
-            config[16 + 2 * t] = T.uint8(64)
+        for t in range(width // columns):  # C: tmm0.. (bytes per row: uint16 at 16 + 2t; rows: 48 + t)
+            config[16 + 2 * t] = T.uint8(4 * columns)
             config[48 + t] = T.uint8(rows)
         config[28] = T.uint8(chunk)  # A: tmm6
         config[54] = T.uint8(rows)
-        config[30] = T.uint8(64)  # B: tmm7
+        config[30] = T.uint8(4 * columns)  # B: tmm7
         config[55] = T.uint8(chunk // 4)
         T.evaluate(T.call_llvm_intrin("void", "llvm.x86.ldtilecfg", T.address_of(config[0])))
 
@@ -297,8 +314,9 @@ def place_configs(func: tirx.PrimFunc) -> tirx.PrimFunc:
             body = place(stmt.body)
             notes = dict(stmt.annotations)
             if CONFIG_ATTR in notes:
-                rows, k, width, kw, element = notes.pop(CONFIG_ATTR)
-                body = tirx.SeqStmt([tile_config(int(rows), int(k), int(width), int(kw), str(element)), body])
+                rows, k, width, kw, element, columns = notes.pop(CONFIG_ATTR)
+                body = tirx.SeqStmt([tile_config(int(rows), int(k), int(width), int(kw), str(element),
+                                                 int(columns)), body])
             elif body.same_as(stmt.body):
                 return stmt
             return tirx.For(stmt.loop_var, stmt.min, stmt.extent, stmt.kind, body, stmt.thread_binding, notes)

@@ -96,7 +96,7 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     register tiles written to the accumulator and cut out of it after (:func:`fold_flat`)."""
     n, oc_chunk, oh, ow, oc_block, ic_chunk, kh, kw, ic_outer, ic_inner = sch.get_loops(anchor)
     rows, k, width = knobs["reg_n"], knobs["ic_bn"], knobs["oc_bn"]
-    stacked = knobs.get("pixel_tiles", 1)
+    stacked, columns = knobs.get("pixel_tiles", 1), amx.tile_columns(knobs["oc_bn"])
     steps = tuple(int(sch.get(loop).extent) for loop in (ic_chunk, kh, kw))
     isa = ISAS[knobs["isa"]]
     flat = bool(knobs.get("flat"))
@@ -106,8 +106,8 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     band = _rows_per_task(extents)
     oh_outer, oh_inner = sch.split(oh, [None, band])
     ow_outer, ow_inner = sch.split(ow, [None, rows * stacked])
-    if width > 16:
-        tiles, lanes = sch.split(oc_block, [None, 16])
+    if width > columns:
+        tiles, lanes = sch.split(oc_block, [None, columns])
         first = tiles
         sch.reorder(n, oc_chunk, oh_outer, oh_inner, ow_outer, tiles, ow_inner, lanes, ic_chunk, kh, kw,
                     ic_outer, ic_inner)
@@ -118,11 +118,12 @@ def _schedule_amx(sch: s_tir.Schedule, anchor, epilogue, knobs: dict) -> None:
     _write_back(sch, anchor, epilogue, ow_outer)
     threads = sch.fuse(n, oc_chunk, oh_outer)
     sch.parallel(threads)
-    sch.annotate(threads, amx.CONFIG_ATTR, [rows, k, width * stacked, steps[2], element])
+    sch.annotate(threads, amx.CONFIG_ATTR, [rows, k, width * stacked, steps[2], element, columns])
     init = sch.decompose_reduction(anchor, first)
     row = _flat_row(sch.get(anchor), isa.data_dtype) if flat else 0
-    sch.tensorize(first, amx.reduction_intrin(rows, k, width // 16, steps, stride, element, row, stacked))
-    if width > 16:
+    sch.tensorize(first, amx.reduction_intrin(rows, k, width // columns, steps, stride, element, row, stacked,
+                                              columns))
+    if width > columns:
         init_tiles, init_rows, init_lanes = sch.get_loops(init)[-3:]
         sch.reorder(init_rows, init_tiles, init_lanes)
         sch.fuse(init_tiles, init_lanes)

@@ -142,7 +142,8 @@ AMX_MIN_K = 16
 def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> list:
     """The AMX register tiles of an undilated conv with ``blocks`` where this process may
     run them (:func:`graphtune.x86.amx.usable`; ``knobs._amx_rules``): a row of ``reg_n`` pixels,
-    every 16 output channels one tile. ``tdpbusd`` takes as long for a few rows as for 16, so
+    every 16 output channels one tile (for bfloat16, every 8 where 16 does not divide the block).
+    ``tdpbusd`` takes as long for a few rows as for 16, so
     first the rows of the fewest tiles covering the output width (each as short as that count
     allows: 15 for 147 or 71 columns, 12 for 35, 14 for 56), then the largest divisor of the
     width from 2 to 16 (where there is none, the rows from 2 to 16 covering the fewest padded
@@ -153,7 +154,7 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
     isa = next(isa for isa in ISAS.values() if not isa.general and isa.element == element_of(workload))
     if (workload["dilation"] != [1, 1] or not blocks["ic_bn"] * 4 // isa.dot <= amx.MAX_K
             or amx.chunk_bytes(blocks["ic_bn"], kw, isa.dot) < AMX_MIN_K or ow < 2
-            or blocks["oc_bn"] % 16 or blocks["oc_bn"] > 16 * amx.MAX_TILES
+            or not 1 <= _accumulators(blocks["oc_bn"], isa.element) <= amx.MAX_TILES
             or not amx.usable(target, isa.element)):
         return []
     tiles = -(-ow // amx.MAX_ROWS)  # the fewest tiles covering the width
@@ -164,6 +165,14 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
     rows = [fewest] + [r for r in whole + padded if r != fewest][:1]
     plain = [{**blocks, "reg_n": r, "unroll_kw": False, "isa": isa.name} for r in rows]
     return _stacked_tiles(workload, plain[0], ow) + plain
+
+
+def _accumulators(block: int, element: str) -> int:
+    """AMX accumulator tiles of an output block of ``block`` channels: of 16 channels, or for
+    bfloat16 of 8 where 16 does not divide it (:func:`graphtune.x86.amx.tile_columns`); 0 where
+    none divides it."""
+    columns = amx.tile_columns(block)
+    return 0 if not columns or (columns < 16 and element != "bfloat16") else block // columns
 
 
 STACK_PIXEL_TILES = 4
@@ -194,7 +203,7 @@ def _stacked_tiles(workload: dict, tile: dict, ow: int) -> list:
     if (element_of(workload) != "bfloat16" or workload["kernel"][2] * workload["kernel"][3] == 1
             or workload["strides"] != [1, 1] or workload["groups"] != 1):
         return []
-    most = min(STACK_PIXEL_TILES, amx.MAX_TILES // (tile["oc_bn"] // 16))
+    most = min(STACK_PIXEL_TILES, amx.MAX_TILES // _accumulators(tile["oc_bn"], "bfloat16"))
     most = 1 << (most.bit_length() - 1)
     if most < 2:
         return []
@@ -228,11 +237,12 @@ def int8_order(ranked: list, workload: dict, target: TargetLike) -> list:
     partial = []
     for knobs in ranked:
         isa = ISAS[knobs["isa"]]
-        if knobs["oc_bn"] % isa.lanes:
+        if knobs["oc_bn"] % isa.lanes and (isa.general or not amx.tile_columns(knobs["oc_bn"])):
             partial.append(knobs)
-        else:
+        else:  # (an AMX block of 8-channel tiles counts its tiles)
             pixels = knobs["reg_n"] * knobs.get("oh_bn", 1) * knobs.get("pixel_tiles", 1)
-            shape = (isa.general, knobs["oc_bn"] // isa.lanes, pixels)
+            vectors = knobs["oc_bn"] // (isa.lanes if isa.general else amx.tile_columns(knobs["oc_bn"]))
+            shape = (isa.general, vectors, pixels)
             shapes.setdefault(shape, []).append(knobs)
     for (general, _, _), found in shapes.items():
         # the widest instruction first (a shape's vectors on zmm do twice the work of those on

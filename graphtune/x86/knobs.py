@@ -98,7 +98,7 @@ from typing import Callable
 
 from ..errors import KnobError
 from ..ops import BF16_OPS, Op, check_workload, output_shape
-from .amx import MAX_K, MAX_ROWS, MAX_TILES
+from .amx import MAX_K, MAX_ROWS, MAX_TILES, tile_columns
 from .groups import check_group_blocks, group_sizes, span, spans_whole_groups
 from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
@@ -363,11 +363,13 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
         _fail(op, "ic_bn", knobs["ic_bn"],
               f"is at most {most} with isa {isa.name} (a tile row's {MAX_K} bytes)",
               [d for d in divisors(workload["data"][1]) if d <= most and d % isa.dot == 0])
-    if knobs["oc_bn"] % 16 or knobs["oc_bn"] > 16 * MAX_TILES:
-        _fail(op, "oc_bn", knobs["oc_bn"], f"is a multiple of 16 up to {16 * MAX_TILES} with isa {isa.name} "
-              f"(whole tiles of output channels, at most {MAX_TILES})",
-              [d for d in divisors(output_shape(workload, op)[1], cap=16 * MAX_TILES) if d % 16 == 0]
-              or "none")
+    accumulators = _accumulator_tiles(knobs["oc_bn"])
+    if not 1 <= accumulators <= MAX_TILES:
+        _fail(op, "oc_bn", knobs["oc_bn"], f"is a multiple of 16 up to {16 * MAX_TILES} or of 8 up to "
+              f"{8 * MAX_TILES} with isa {isa.name} (whole tiles of 16 or 8 output channels, at most "
+              f"{MAX_TILES})",
+              [d for d in divisors(output_shape(workload, op)[1], cap=16 * MAX_TILES)
+               if 1 <= _accumulator_tiles(d) <= MAX_TILES] or "none")
     for name in ("oh_bn", "rows_outer"):
         if knobs.get(name) not in (None, 1, False):
             _fail(op, name, knobs[name], f"is not an {isa.name} knob (a register tile is one row of pixels)",
@@ -375,11 +377,18 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
     if "flat" in knobs:
         _amx_flat_rules(op, workload, knobs)
     if "pixel_tiles" in knobs:
-        most = MAX_TILES // (knobs["oc_bn"] // 16)
+        most = MAX_TILES // accumulators
         if not isinstance(knobs["pixel_tiles"], int) or not 1 <= knobs["pixel_tiles"] <= most:
             _fail(op, "pixel_tiles", knobs["pixel_tiles"], f"is 1 to {most} with oc_bn = {knobs['oc_bn']} "
-                  f"(input tiles x {knobs['oc_bn'] // 16} accumulator tiles each, at most {MAX_TILES})",
+                  f"(input tiles x {accumulators} accumulator tiles each, at most {MAX_TILES})",
                   list(range(1, most + 1)))
+
+
+def _accumulator_tiles(block: int) -> int:
+    """AMX accumulator tiles of an output block (:func:`graphtune.x86.amx.tile_columns`); 0 if
+    no tile width divides it."""
+    columns = tile_columns(block)
+    return block // columns if columns else 0
 
 
 def _amx_flat_rules(op: Op, workload: dict, knobs: dict) -> None:
