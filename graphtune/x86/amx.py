@@ -243,26 +243,32 @@ def reduction_intrin(rows: int, k: int, tiles: int, steps: tuple[int, int, int],
     chunk = chunk_bytes(k, kw, dot) // size  # elements: the kw taps' k channels are contiguous
     kernel_row = f"h * {row} * A.strides[1]" if row else "h * A.strides[1]"
     pixel_stride = "A.strides[1]" if row else "A.strides[2]"
-    a_row = (f"A.access_ptr('r', offset=q * A.strides[0] + {kernel_row} + c * {chunk}"
-             f" + s * {rows * stride} * {pixel_stride})")
     b_slice = ("B.access_ptr('r', offset=q * B.strides[0] + h * B.strides[1]"
                f" + c * {chunk // dot} * B.strides[3] + t * {columns * dot})")
-    load_a = _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64({pixel_stride} * {stride * size})")
     load_b = _tile_op("tileloadd64", "T.int8(7)", b_slice, f"T.int64(B.strides[3] * {size})")
-    product = _tile_op(instruction, f"T.int8(s * {tiles} + t)", "T.int8(6)", "T.int8(7)")
+
+    def load_a(tile: str) -> str:  # input tile ``tile`` (an expression) of the register tile
+        a_row = (f"A.access_ptr('r', offset=q * A.strides[0] + {kernel_row} + c * {chunk}"
+                 f" + {tile} * {rows * stride} * {pixel_stride})")
+        return _tile_op("tileloadd64", "T.int8(6)", a_row, f"T.int64({pixel_stride} * {stride * size})")
+
+    def accumulator(tile: str) -> str:  # the tile register of input tile ``tile``'s accumulator t
+        return f"T.int8({tile} * {tiles} + t)"
+
     if pixel_tiles == 1:  # the input tile once, the kernel slices one after the other
-        step = ["        " + load_a.replace("s * ", "0 * "), f"        for t in T.unroll({tiles}):",
-                "            " + load_b, "            " + product.replace("s * ", "0 * ")]
+        step = ["        " + load_a("0"), f"        for t in T.unroll({tiles}):",
+                "            " + load_b, "            " + _tile_op(instruction, accumulator("0"), "T.int8(6)",
+                                                                   "T.int8(7)")]
     else:  # each kernel slice once, the input tiles one after the other
         step = [f"        for t in T.unroll({tiles}):", "            " + load_b,
-                f"            for s in T.unroll({pixel_tiles}):", "                " + load_a,
-                "                " + product]
+                f"            for s in T.unroll({pixel_tiles}):", "                " + load_a("s"),
+                "                " + _tile_op(instruction, accumulator("s"), "T.int8(6)", "T.int8(7)")]
     every_tile = [f"    for s in T.unroll({pixel_tiles}):", f"        for t in T.unroll({tiles}):"]
     impl = head + [
-        *every_tile, "            " + _tile_op("tilezero", f"T.int8(s * {tiles} + t)"),
+        *every_tile, "            " + _tile_op("tilezero", accumulator("s")),
         f"    for q, h, c in T.grid({icc}, {kh}, {kw * k // chunk}):",
         *step,
-        *every_tile, "            " + _tile_op("tilestored64", f"T.int8(s * {tiles} + t)", c_tile)]
+        *every_tile, "            " + _tile_op("tilestored64", accumulator("s"), c_tile)]
     name = (f"graphtune_amx{'' if element == 'int8' else '_bf16'}_{rows}x{k}x{tiles}_{icc}x{kh}x{kw}"
             + (f"_s{stride}" if stride > 1 else "") + (f"_r{row}" if row else "")
             + (f"_p{pixel_tiles}" if pixel_tiles > 1 else "") + (f"_c{columns}" if columns != 16 else ""))
