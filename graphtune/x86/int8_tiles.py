@@ -189,7 +189,7 @@ def _stacked_tiles(workload: dict, tile: dict, ow: int) -> list:
     flat pixels fill in 4 instead of 7 tiles of 7). Up to :data:`STACK_PIXEL_TILES` tiles, a
     power of two (fewer with wider output blocks: :data:`graphtune.x86.amx.MAX_TILES`
     accumulators in all). None for 1x1 convs (their kernel slices stream from L1), strided convs
-    (no faster stacked) or int8.
+    (their maps do not flatten; stacked along rows they were mostly slower) or int8.
 
     Examples
     --------
