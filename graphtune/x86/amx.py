@@ -53,7 +53,8 @@ from tvm.script.parser import parse
 
 from .target import TargetLike, _features, host_target
 
-__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "tile_columns", "CONFIG_ATTR", "request_permission",
+__all__ = ["FEATURES", "MAX_ROWS", "MAX_K", "MAX_TILES", "tile_columns", "accumulator_tiles", "CONFIG_ATTR",
+           "request_permission",
            "usable", "reduction_intrin", "init_intrin", "tile_config", "place_configs", "chunk_bytes"]
 
 FEATURES = ("amx-int8", "amx-tile")
@@ -90,6 +91,19 @@ def tile_columns(block: int) -> int:
     (16, 8, 0)
     """
     return 16 if block % 16 == 0 else 8 if block % 8 == 0 else 0
+
+
+def accumulator_tiles(block: int) -> int:
+    """Accumulator tiles of an output block of ``block`` channels (:func:`tile_columns` each);
+    0 where no tile width divides it.
+
+    Examples
+    --------
+    >>> accumulator_tiles(64), accumulator_tiles(24), accumulator_tiles(12)
+    (4, 3, 0)
+    """
+    columns = tile_columns(block)
+    return block // columns if columns else 0
 
 _SYS_ARCH_PRCTL = 158  # x86-64
 _ARCH_REQ_XCOMP_PERM = 0x1023

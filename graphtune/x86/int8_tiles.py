@@ -168,11 +168,10 @@ def _amx_tiles(workload: dict, blocks: dict, target: TargetLike, ow: int) -> lis
 
 
 def _accumulators(block: int, element: str) -> int:
-    """AMX accumulator tiles of an output block of ``block`` channels: of 16 channels, or for
-    bfloat16 of 8 where 16 does not divide it (:func:`graphtune.x86.amx.tile_columns`); 0 where
-    none divides it."""
-    columns = amx.tile_columns(block)
-    return 0 if not columns or (columns < 16 and element != "bfloat16") else block // columns
+    """AMX accumulator tiles of an output block of ``block`` channels a candidate may use
+    (:func:`graphtune.x86.amx.accumulator_tiles`): tiles of 8 channels for bfloat16 only (int8's
+    candidates are measured with tiles of 16); 0 where none fit."""
+    return 0 if block % 16 and element != "bfloat16" else amx.accumulator_tiles(block)
 
 
 STACK_PIXEL_TILES = 4

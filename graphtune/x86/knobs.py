@@ -48,7 +48,8 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   ``rows_outer``, and
   ``isa`` (:data:`graphtune.x86.int8_isa.ISAS`: ``avx2``, ``avx2ubs``, ``avx512bw``,
   ``avx512ubs``, ``avx512vnni256``, ``avx512vnni``, ``amx``), the exact dot-product instruction
-  (``amx``: undilated convs, ``reg_n`` <= 16 pixels, ``ic_bn`` <= 64, ``oc_bn`` a multiple of 16, no
+  (``amx``: undilated convs, ``reg_n`` <= 16 pixels, ``ic_bn`` <= 64, ``oc_bn`` a multiple of 16
+  or of 8 (accumulator tiles of 8 channels, :func:`graphtune.x86.amx.tile_columns`), no
   ``oh_bn`` / ``rows_outer``; :mod:`graphtune.x86.amx`): ``ic_bn`` must be a multiple
   of its ``dot`` (2 or 4 channels per int32 lane); the ``ubs`` ones (``vpmaddubsw``) need the
   workload's ``weight_pair_max`` <= 128 (:func:`graphtune.x86.int8_isa.check_exact`); ``oh_bn``
@@ -62,9 +63,9 @@ Knob dicts are JSON-able and fix both the schedule and the layouts:
   NCHW{oc_bn}c`` (uint8), kernel ``OIHW{ic_bn/dot}i{oc_bn}o{dot}i``.
 - conv2d_bf16: conv2d_int8's knobs with a bfloat16 ``isa`` (``avx512bf16``, ``avx512bf16_256``,
   ``amxbf16``) on bfloat16 bits (``uint16``) and float32 accumulators; with ``amxbf16``
-  optional ``pixel_tiles`` (1 to ``6 / (oc_bn / 16)``: input tiles of ``reg_n`` pixels stacked
-  under each kernel slice, ``reg_n * pixel_tiles`` pixels per register tile) and ``flat`` (1,
-  stride 1: the conv over its map flattened at its padded width,
+  optional ``pixel_tiles`` (1 to 6 / the block's accumulator tiles: input tiles of ``reg_n``
+  pixels stacked under each kernel slice, ``reg_n * pixel_tiles`` pixels per register tile) and
+  ``flat`` (1, stride 1: the conv over its map flattened at its padded width,
   :func:`graphtune.x86.conv2d_int8.flat_row`; ``reg_n`` counts flat pixels).
 - group_conv2d_int8: conv2d_int8's knobs with group_conv2d's block rules (``ic_bn`` divides
   the span of the output block's groups).
@@ -98,7 +99,7 @@ from typing import Callable
 
 from ..errors import KnobError
 from ..ops import BF16_OPS, Op, check_workload, output_shape
-from .amx import MAX_K, MAX_ROWS, MAX_TILES, tile_columns
+from .amx import MAX_K, MAX_ROWS, MAX_TILES, accumulator_tiles
 from .groups import check_group_blocks, group_sizes, span, spans_whole_groups
 from .int8_isa import ISAS, check_exact
 from .target import TargetLike, vector_lanes
@@ -363,13 +364,13 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
         _fail(op, "ic_bn", knobs["ic_bn"],
               f"is at most {most} with isa {isa.name} (a tile row's {MAX_K} bytes)",
               [d for d in divisors(workload["data"][1]) if d <= most and d % isa.dot == 0])
-    accumulators = _accumulator_tiles(knobs["oc_bn"])
+    accumulators = accumulator_tiles(knobs["oc_bn"])
     if not 1 <= accumulators <= MAX_TILES:
         _fail(op, "oc_bn", knobs["oc_bn"], f"is a multiple of 16 up to {16 * MAX_TILES} or of 8 up to "
               f"{8 * MAX_TILES} with isa {isa.name} (whole tiles of 16 or 8 output channels, at most "
               f"{MAX_TILES})",
               [d for d in divisors(output_shape(workload, op)[1], cap=16 * MAX_TILES)
-               if 1 <= _accumulator_tiles(d) <= MAX_TILES] or "none")
+               if 1 <= accumulator_tiles(d) <= MAX_TILES] or "none")
     for name in ("oh_bn", "rows_outer"):
         if knobs.get(name) not in (None, 1, False):
             _fail(op, name, knobs[name], f"is not an {isa.name} knob (a register tile is one row of pixels)",
@@ -382,13 +383,6 @@ def _amx_rules(op: Op, workload: dict, knobs: dict) -> None:
             _fail(op, "pixel_tiles", knobs["pixel_tiles"], f"is 1 to {most} with oc_bn = {knobs['oc_bn']} "
                   f"(input tiles x {accumulators} accumulator tiles each, at most {MAX_TILES})",
                   list(range(1, most + 1)))
-
-
-def _accumulator_tiles(block: int) -> int:
-    """AMX accumulator tiles of an output block (:func:`graphtune.x86.amx.tile_columns`); 0 if
-    no tile width divides it."""
-    columns = tile_columns(block)
-    return block // columns if columns else 0
 
 
 def _amx_flat_rules(op: Op, workload: dict, knobs: dict) -> None:
