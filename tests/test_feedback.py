@@ -72,8 +72,8 @@ def test_a_rerun_from_the_records_reuses_the_in_model_records(looped, tmp_path, 
     again = graphtune.tune(MODEL, records=_copy(records, tmp_path), feedback_rounds=2, **TUNE)
     if result.feedback.converged:
         # it starts from every in-model record of the first run; its first solve may still pick
-        # a pair the first run's last solve did not (the costs of pairs measured between rounds
-        # follow the host's drift of that round), which it then profiles
+        # a pair the first run's last solve did not (seen; the cause is not established), which
+        # it then profiles
         assert len(calls) == again.feedback.rounds <= result.feedback.rounds
         assert again.feedback.converged and again.feedback.in_model >= result.feedback.in_model
     assert again.solution.assignment == result.solution.assignment

@@ -159,7 +159,9 @@ def conv2d_int8_nchwc(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs:
     -------
     te.Tensor
         int32 ``[N, O/oc_bn, OH, W', oc_bn]``, computed by the block ``conv2d_int8_NCHWc``
-        (``W'``: :func:`computed_width`, the output width in whole register tiles).
+        (``W'``: :func:`computed_width`, the output width in whole register tiles); with the
+        knob ``flat``, ``[N, O/oc_bn, 1, W', oc_bn]``: ``W'`` pixels of the map flattened at
+        its padded width (:func:`flat_row`).
 
     Raises
     ------
@@ -194,11 +196,13 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     ib, ob = knobs["ic_bn"], knobs["oc_bn"]
     cg, og = group_sizes(workload)
     width = computed_width(workload, knobs)
-    if knobs.get("flat"):
-        return _flat_conv(data, kernel, workload, knobs, width, x_zero_point)
-    top, left, bottom, right = workload["padding"]
-    right += (width - out_shape[3]) * sw  # the columns whole tiles read past the last output
-    padded = _pad(data, [top, left, bottom, right], x_zero_point, knobs.get("widen", False))
+    flat = bool(knobs.get("flat"))
+    if flat:
+        padded, row = _flat_pad(data, workload, width, x_zero_point), flat_row(workload)
+    else:
+        top, left, bottom, right = workload["padding"]
+        right += (width - out_shape[3]) * sw  # the columns whole tiles read past the last output
+        padded = _pad(data, [top, left, bottom, right], x_zero_point, knobs.get("widen", False))
     ic_chunk = te.reduce_axis((0, kernel_shape[1]), name="ic_chunk")
     kh = te.reduce_axis((0, kernel_shape[2]), name="kh")
     kw = te.reduce_axis((0, kernel_shape[3]), name="kw")
@@ -208,27 +212,27 @@ workload and knobs need [1, 1, 1, 1, 4, 8, 2]
     def body(n, oc_chunk, oh, ow, oc_block):
         # the first input chunk of the block's groups (0 for groups 1)
         chunk = ic_chunk if workload["groups"] == 1 else (oc_chunk * ob // og) * cg // ib + ic_chunk
-        pixel = padded[n, chunk, oh * sh + kh * dh, ow * sw + kw * dw, ic_outer * isa.dot + ic_inner]
+        channel = ic_outer * isa.dot + ic_inner
+        if flat:  # one row of flat pixels; tap (kh, kw) kh * row + kw pixels on
+            pixel = padded[n, chunk, ow + kh * row + kw, channel]
+        else:
+            pixel = padded[n, chunk, oh * sh + kh * dh, ow * sw + kw * dw, channel]
         weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
         return te.sum(isa.operand(pixel) * isa.operand(weight), axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
 
-    computed = [*out_shape[:3], width, out_shape[4]]
+    computed = [*out_shape[:2], 1 if flat else out_shape[2], width, out_shape[4]]
     name = "conv2d_int8_NCHWc" if isa.element == "int8" else "conv2d_bf16_NCHWc"
     return te.compute(computed, body, name=name, tag=name)
 
 
-def _flat_conv(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict, width: int,
-               x_zero_point: int) -> te.Tensor:
-    """:func:`conv2d_int8_nchwc` over the map flattened at its padded width (:func:`flat_row`,
-    groups 1, stride 1): ``[N, O/oc_bn, 1, width, oc_bn]``, ``width`` flat output pixels, read
-    from the padded input flattened the same way (``data_pad``, ``[N, C/ic_bn, pixels, ic_bn]``,
-    zero points past its last row as far as the last tile's taps reach)."""
-    isa = ISAS[knobs["isa"]]
+def _flat_pad(data: te.Tensor, workload: dict, width: int, x_zero_point: int) -> te.Tensor:
+    """``data`` padded (``x_zero_point`` around it) and flattened at its padded width
+    (:func:`flat_row`): ``data_pad``, ``[N, C/ic_bn, pixels, ic_bn]``, as many zero-point pixels
+    past its last row as the taps of ``width`` flat output pixels reach (a stride-1 conv)."""
     n, chunks, h, w, b = (int(x) for x in data.shape)
-    kh_size, kw_size = workload["kernel"][2:]
+    kh, kw = workload["kernel"][2:]
     top, left = workload["padding"][:2]
     row = flat_row(workload)
-    pixels = width + (kh_size - 1) * row + kw_size - 1
 
     def fetch(i, j, p, k):
         y, x = p // row - top, p % row - left
@@ -236,21 +240,7 @@ def _flat_conv(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict, 
         pixel = data[i, j, tirx.max(tirx.min(y, h - 1), 0), tirx.max(tirx.min(x, w - 1), 0), k]
         return tirx.if_then_else(inside, pixel, tirx.const(x_zero_point, data.dtype))
 
-    padded = te.compute((n, chunks, pixels, b), fetch, name="data_pad")
-    ic_chunk = te.reduce_axis((0, chunks), name="ic_chunk")
-    kh = te.reduce_axis((0, kh_size), name="kh")
-    kw = te.reduce_axis((0, kw_size), name="kw")
-    ic_outer = te.reduce_axis((0, b // isa.dot), name="ic_outer")
-    ic_inner = te.reduce_axis((0, isa.dot), name="ic_inner")
-
-    def body(i, oc_chunk, _, q, oc_block):
-        pixel = padded[i, ic_chunk, q + kh * row + kw, ic_outer * isa.dot + ic_inner]
-        weight = kernel[oc_chunk, ic_chunk, kh, kw, ic_outer, oc_block, ic_inner]
-        return te.sum(isa.operand(pixel) * isa.operand(weight), axis=[ic_chunk, kh, kw, ic_outer, ic_inner])
-
-    name = "conv2d_int8_NCHWc" if isa.element == "int8" else "conv2d_bf16_NCHWc"
-    out_chunks, out_block = int(kernel.shape[0]), int(kernel.shape[5])
-    return te.compute((n, out_chunks, 1, width, out_block), body, name=name, tag=name)
+    return te.compute((n, chunks, width + (kh - 1) * row + kw - 1, b), fetch, name="data_pad")
 
 
 def conv2d_bf16(data: te.Tensor, kernel: te.Tensor, workload: dict, knobs: dict) -> te.Tensor:
